@@ -1,0 +1,31 @@
+// Node 20's test runner takes no globs: find the test files ourselves and hand them to it.
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+
+const roots = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const flags = process.argv.slice(2).filter((a) => a.startsWith('-'));
+const dirs = roots.length > 0 ? roots : ['src', 'test'];
+const files = [];
+function walk(p) {
+  let st;
+  try {
+    st = statSync(p);
+  } catch {
+    return;
+  }
+  if (st.isDirectory()) {
+    for (const e of readdirSync(p).sort()) if (e !== 'node_modules') walk(join(p, e));
+  } else if (p.endsWith('.test.ts')) files.push(p);
+}
+for (const d of dirs) walk(d);
+if (files.length === 0) {
+  console.error('no test files found under', dirs.join(', '));
+  process.exit(1);
+}
+const r = spawnSync(
+  process.execPath,
+  ['--import', 'tsx', '--test', '--test-reporter=spec', ...flags, ...files],
+  { stdio: 'inherit' },
+);
+process.exit(r.status ?? 1);

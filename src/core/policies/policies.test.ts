@@ -1,0 +1,62 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createPolicy, policyNames } from './index.js';
+import { createRng } from '../rng.js';
+import type { BackendView, RequestInfo } from '../types.js';
+
+function view(name: string, index: number, over: Partial<BackendView> = {}): BackendView {
+  return {
+    name,
+    index,
+    api: 'ollama',
+    weight: 1,
+    maxConcurrency: Infinity,
+    region: undefined,
+    models: new Set(['m']),
+    healthy: true,
+    draining: false,
+    inFlight: 0,
+    metrics: undefined,
+    ...over,
+  };
+}
+const req: RequestInfo = { id: 'r', model: 'm', api: 'ollama', arrivedAt: 0, promptText: '' };
+
+function picks(policy: string, backends: BackendView[], n: number): string[] {
+  const p = createPolicy(policy, createRng(7));
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) out.push(p.pick(req, backends, i)?.name ?? '-');
+  return out;
+}
+
+test('round-robin rotates and skips non-candidates', () => {
+  const all = [view('a', 0), view('b', 1), view('c', 2)];
+  assert.deepEqual(picks('round-robin', all, 4), ['a', 'b', 'c', 'a']);
+  const p = createPolicy('round-robin', createRng(1));
+  assert.equal(p.pick(req, all, 0)?.name, 'a');
+  assert.equal(p.pick(req, [all[0]!, all[2]!], 0)?.name, 'c');
+  assert.equal(p.pick(req, all, 0)?.name, 'a');
+});
+
+test('least-connections picks the fewest in flight, ties round-robin', () => {
+  const bs = [view('a', 0, { inFlight: 2 }), view('b', 1, { inFlight: 1 }), view('c', 2, { inFlight: 1 })];
+  assert.deepEqual(picks('least-connections', bs, 4), ['b', 'c', 'b', 'c']);
+});
+
+test('weighted-round-robin follows the weights smoothly', () => {
+  const bs = [view('a', 0, { weight: 5 }), view('b', 1), view('c', 2)];
+  const seq = picks('weighted-round-robin', bs, 7);
+  assert.deepEqual(seq, ['a', 'a', 'b', 'a', 'c', 'a', 'a']);
+});
+
+test('random is seeded and covers all candidates', () => {
+  const bs = [view('a', 0), view('b', 1), view('c', 2)];
+  const x = picks('random', bs, 300);
+  assert.deepEqual(x, picks('random', bs, 300));
+  for (const n of ['a', 'b', 'c']) assert.ok(x.filter((v) => v === n).length > 60);
+});
+
+test('unknown policy names are rejected with the known list', () => {
+  assert.throws(() => createPolicy('nope', Math.random), /unknown policy 'nope'.*round-robin/);
+  assert.ok(policyNames().includes('least-connections'));
+});

@@ -1,0 +1,134 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Scheduler } from './scheduler.js';
+import { createPolicy } from './policies/index.js';
+import { createRng } from './rng.js';
+import type { BackendSpec, Decision, RequestInfo } from './types.js';
+
+function spec(name: string, over: Partial<BackendSpec> = {}): BackendSpec {
+  return { name, api: 'ollama', models: ['m'], maxConcurrency: Infinity, weight: 1, ...over };
+}
+function req(id: string, model = 'm'): RequestInfo {
+  return { id, model, api: 'ollama', arrivedAt: 0, promptText: 'hi' };
+}
+const ok = { ok: true, dispatchedAt: 0, finishedAt: 1 };
+function dispatched(ds: Decision[]): string[] {
+  return ds.filter((d) => d.type === 'dispatch').map((d) => `${d.request.id}->${(d as { backend: string }).backend}`);
+}
+function sched(policy = 'least-connections'): Scheduler {
+  return new Scheduler({ policy: createPolicy(policy, createRng(1)) });
+}
+
+test('never pushes beyond a cap; waiters go FIFO as slots free', () => {
+  const s = sched();
+  s.addBackend(spec('a', { maxConcurrency: 1 }));
+  s.addBackend(spec('b', { maxConcurrency: 1 }));
+  assert.deepEqual(dispatched(s.submit(req('1'), 0)), ['1->a']);
+  assert.deepEqual(dispatched(s.submit(req('2'), 0)), ['2->b']);
+  assert.deepEqual(s.submit(req('3'), 0), []);
+  assert.deepEqual(s.submit(req('4'), 0), []);
+  assert.equal(s.queueLength, 2);
+  assert.deepEqual(dispatched(s.complete('2', ok, 5)), ['3->b']);
+  assert.deepEqual(dispatched(s.complete('1', ok, 6)), ['4->a']);
+  assert.equal(s.queueLength, 0);
+  for (const b of s.backendViews()) assert.ok(b.inFlight <= b.maxConcurrency);
+});
+
+test('a request goes only to backends serving its model; none eligible → reject', () => {
+  const s = sched('round-robin');
+  s.addBackend(spec('a', { models: ['x'] }));
+  s.addBackend(spec('b', { models: ['y'] }));
+  for (let i = 0; i < 4; i++) assert.deepEqual(dispatched(s.submit(req(`r${i}`, 'y'), 0)), [`r${i}->b`]);
+  const d = s.submit(req('z', 'nope'), 0);
+  assert.equal(d[0]?.type, 'reject');
+  s.setHealth('b', false, 0);
+  assert.equal(s.submit(req('q', 'y'), 0)[0]?.type, 'reject');
+});
+
+test('retry excludes tried backends; all tried → reject', () => {
+  const s = sched();
+  s.addBackend(spec('a'));
+  s.addBackend(spec('b'));
+  assert.deepEqual(dispatched(s.submit(req('1'), 0)), ['1->a']);
+  s.complete('1', { ...ok, ok: false }, 1);
+  assert.deepEqual(dispatched(s.submit(req('1'), 1, new Set(['a']))), ['1->b']);
+  s.complete('1', { ...ok, ok: false }, 2);
+  assert.equal(s.submit(req('1'), 2, new Set(['a', 'b']))[0]?.type, 'reject');
+});
+
+test('queued requests are rejected when their last backend turns unhealthy', () => {
+  const s = sched();
+  s.addBackend(spec('a', { maxConcurrency: 1 }));
+  s.submit(req('1'), 0);
+  s.submit(req('2'), 0);
+  const d = s.setHealth('a', false, 1);
+  assert.deepEqual(
+    d.map((x) => [x.type, x.request.id]),
+    [['reject', '2']],
+  );
+  // the in-flight one still settles and the count returns to zero
+  s.complete('1', ok, 2);
+  assert.equal(s.backend('a')?.inFlight, 0);
+});
+
+test('cancel drops a queued request or frees a pushed slot; complete is idempotent', () => {
+  const s = sched();
+  s.addBackend(spec('a', { maxConcurrency: 1 }));
+  s.submit(req('1'), 0);
+  s.submit(req('2'), 0);
+  s.submit(req('3'), 0);
+  assert.equal(s.cancel('2', 1).known, true);
+  assert.deepEqual(dispatched(s.cancel('1', 1).decisions), ['3->a']);
+  assert.deepEqual(s.complete('1', ok, 2), []);
+  s.complete('3', ok, 3);
+  assert.equal(s.backend('a')?.inFlight, 0);
+  assert.equal(s.inFlightTotal, 0);
+  assert.equal(s.cancel('nope', 3).known, false);
+});
+
+test('draining stops new requests; removal waits for in-flight to settle', () => {
+  const s = sched();
+  s.addBackend(spec('a'));
+  s.addBackend(spec('b'));
+  s.setDraining('a', true, 0);
+  for (let i = 0; i < 3; i++) assert.deepEqual(dispatched(s.submit(req(`${i}`), 0)), [`${i}->b`]);
+  s.removeBackend('b', 1);
+  assert.equal(s.backend('b'), undefined);
+  assert.equal(s.submit(req('x'), 1)[0]?.type, 'reject');
+  for (let i = 0; i < 3; i++) s.complete(`${i}`, ok, 2);
+  assert.equal(s.inFlightTotal, 0);
+  s.addBackend(spec('b'));
+  assert.equal(s.backend('b')?.inFlight, 0);
+});
+
+test('raising a cap at run time lets waiters go', () => {
+  const s = sched();
+  s.addBackend(spec('a', { maxConcurrency: 1 }));
+  s.submit(req('1'), 0);
+  s.submit(req('2'), 0);
+  assert.deepEqual(dispatched(s.updateBackend('a', { maxConcurrency: 2 }, 1)), ['2->a']);
+});
+
+test('queue bound and queue timeout reject instead of growing forever', () => {
+  const s = new Scheduler({ policy: createPolicy('round-robin', createRng(1)), maxQueueLength: 1 });
+  s.addBackend(spec('a', { maxConcurrency: 1 }));
+  s.submit(req('1'), 0);
+  assert.deepEqual(s.submit(req('2'), 0), []);
+  assert.equal(s.submit(req('3'), 0)[0]?.type === 'reject' && s.submit(req('4'), 0)[0]?.type, 'reject');
+  const e = s.expire(1000, 500);
+  assert.deepEqual(
+    e.map((d) => [d.request.id, d.type === 'reject' ? d.reason : '']),
+    [['2', 'queue-timeout']],
+  );
+});
+
+test('a holding policy keeps requests queued until pump finds it willing', () => {
+  let willing = false;
+  const s = new Scheduler({
+    policy: { name: 'hold', pick: (_r, c) => (willing ? c[0] : undefined) },
+  });
+  s.addBackend(spec('a'));
+  assert.deepEqual(s.submit(req('1'), 0), []);
+  willing = true;
+  assert.deepEqual(dispatched(s.pump(1)), ['1->a']);
+});

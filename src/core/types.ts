@@ -1,0 +1,120 @@
+/**
+ * Types shared by the pure scheduling core, its policies, and the two hosts that drive it
+ * (the live router and the simulator). Times are milliseconds on the host's clock; the core
+ * never reads a clock itself.
+ */
+
+/** Client-facing API family of a request, and the API a backend speaks. */
+export type ApiKind = 'ollama' | 'openai';
+
+/** Latest engine-reported load of a backend (scraped /metrics, /api/ps, or a probe). */
+export interface EngineMetrics {
+  /** Sequences in the engine's running batch. */
+  readonly running: number;
+  /** Requests waiting inside the engine (vLLM num_requests_waiting). */
+  readonly waiting: number;
+  /** KV-cache usage in [0, 1]. */
+  readonly kvUsage: number;
+  /** Host time the metrics were read. */
+  readonly at: number;
+}
+
+/** What a backend is, as configured (or added at run time). */
+export interface BackendSpec {
+  readonly name: string;
+  readonly api: ApiKind;
+  readonly models: readonly string[];
+  /** Cap on requests pushed at once; Infinity when uncapped. */
+  readonly maxConcurrency: number;
+  readonly weight: number;
+  readonly region?: string | undefined;
+}
+
+/** The core's read-only view of one backend, handed to policies. */
+export interface BackendView {
+  readonly name: string;
+  /** Position in registration order; stable, used for deterministic tie-breaks. */
+  readonly index: number;
+  readonly api: ApiKind;
+  readonly weight: number;
+  readonly maxConcurrency: number;
+  readonly region: string | undefined;
+  readonly models: ReadonlySet<string>;
+  readonly healthy: boolean;
+  readonly draining: boolean;
+  /** Requests this router pushed to the backend that have not finished yet. */
+  readonly inFlight: number;
+  readonly metrics: EngineMetrics | undefined;
+}
+
+/** What the core knows of a request. Output length is never known here (design §3). */
+export interface RequestInfo {
+  readonly id: string;
+  readonly model: string;
+  readonly api: ApiKind;
+  /** Host time the request reached the router. */
+  readonly arrivedAt: number;
+  /** Prompt text (chat messages flattened in order). Policies that don't need it ignore it. */
+  readonly promptText: string;
+  /** Cap on generated tokens the client asked for (num_predict / max_tokens), if any. */
+  readonly maxTokens?: number | undefined;
+  /** Affinity key (x-session-token header, OpenAI `user`), if any. */
+  readonly sessionKey?: string | undefined;
+}
+
+/** How a pushed request ended, reported back to the core by the host. */
+export interface CompletionReport {
+  /** true when the backend produced a full answer; false on error, timeout or client abort. */
+  readonly ok: boolean;
+  /** Host time the request was pushed to the backend. */
+  readonly dispatchedAt: number;
+  /** Host time the first response byte arrived, if any did. */
+  readonly firstByteAt?: number | undefined;
+  /** Host time the response ended. */
+  readonly finishedAt: number;
+  /** Tokens the engine reports (Ollama prompt_eval_count / OpenAI usage.prompt_tokens). */
+  readonly promptTokens?: number | undefined;
+  /** Tokens generated (Ollama eval_count / OpenAI usage.completion_tokens). */
+  readonly completionTokens?: number | undefined;
+  /** Engine-measured prefill time in ms (Ollama prompt_eval_duration), when the API gives it. */
+  readonly promptEvalMs?: number | undefined;
+  /** Engine-measured decode time in ms (Ollama eval_duration), when the API gives it. */
+  readonly evalMs?: number | undefined;
+}
+
+/**
+ * A routing policy: one file each under core/policies. `pick` chooses among candidates that
+ * serve the model, are healthy, not draining, not yet tried for this request, and below their
+ * concurrency cap. Returning undefined holds the request in the router queue (selective pushing);
+ * the host calls `Scheduler.pump` when state changes so held requests are reconsidered.
+ */
+export interface Policy {
+  readonly name: string;
+  pick(req: RequestInfo, candidates: readonly BackendView[], now: number): BackendView | undefined;
+  /** The request was pushed to `backend` (inFlight already counts it). */
+  onDispatch?(req: RequestInfo, backend: BackendView, now: number): void;
+  /** A pushed request ended (inFlight no longer counts it). */
+  onComplete?(req: RequestInfo, backend: BackendView, report: CompletionReport, now: number): void;
+  /** A backend left the fleet: forget what is kept about it. */
+  onBackendRemoved?(name: string): void;
+  /** Numbers worth showing per backend in /admin/backends and /metrics (estimates). */
+  describe?(backend: string): Readonly<Record<string, number>>;
+}
+
+/** Per-policy parameters from YAML; each policy validates its own at construction. */
+export type PolicyParams = Readonly<Record<string, unknown>>;
+
+/** What a policy factory receives. `random` is the only source of randomness a policy may use. */
+export interface PolicyContext {
+  readonly random: () => number;
+  readonly params: PolicyParams;
+}
+
+export type PolicyFactory = (ctx: PolicyContext) => Policy;
+
+export type RejectReason = 'no-backend' | 'queue-full' | 'queue-timeout';
+
+/** What the scheduler tells its host to do. */
+export type Decision =
+  | { readonly type: 'dispatch'; readonly request: RequestInfo; readonly backend: string }
+  | { readonly type: 'reject'; readonly request: RequestInfo; readonly reason: RejectReason };

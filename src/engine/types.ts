@@ -1,0 +1,73 @@
+/**
+ * The engine model (design §3): how one LLM inference server batches sequences and how long an
+ * iteration takes. Pure — it is driven by a clock it is given: the emulated engine (`llmlb engine`)
+ * drives it in real time, the simulator in virtual time. Times here are SECONDS of model time.
+ */
+
+export interface EngineProfile {
+  /** Most sequences in the running batch (Ollama NUM_PARALLEL; vLLM max_num_seqs). */
+  readonly slots: number;
+  /** Prompt + generated tokens of running sequences must fit; a sequence that doesn't fit waits. */
+  readonly kvCapacityTokens: number;
+  /** Hardware multiplier: every step's duration is divided by it (CPU node ~0.03–0.1). */
+  readonly speed: number;
+  /** Fixed cost of one decode iteration, s. */
+  readonly baseStepS: number;
+  /** Cost per running sequence per iteration, s. */
+  readonly perSeqS: number;
+  /** Cost per context token (prompt + generated, all running sequences) per iteration, s. */
+  readonly perTokenS: number;
+  /** Prefill cost per uncached prompt token, paid in the iteration that admits the sequence, s. */
+  readonly prefillPerTokenS: number;
+  /** Tokens per prefix-cache block. */
+  readonly blockSize: number;
+  /** Prefix-cache capacity in blocks (LRU); 0 disables the cache. */
+  readonly prefixCacheBlocks: number;
+}
+
+/** One sequence submitted to the engine. */
+export interface EngineSequence {
+  readonly id: string;
+  /** Prompt length in tokens. */
+  readonly promptTokens: number;
+  /**
+   * Hash chain of the prompt's full blocks (block i's hash covers blocks 0..i), for the prefix
+   * cache; may be empty. Build it with `promptBlockHashes`.
+   */
+  readonly blockHashes: readonly string[];
+  /** Tokens the engine will generate (already capped by num_predict / max_tokens), >= 1. */
+  readonly outputTokens: number;
+}
+
+/** Something that happened at the end of an iteration (time `t`, seconds). */
+export type EngineEvent =
+  /** The sequence was admitted into the running batch (its prefill runs in this iteration). */
+  | { readonly type: 'admitted'; readonly id: string; readonly t: number; readonly cachedTokens: number }
+  /** `tokens` more output tokens exist for the sequence (1 per iteration; the first one ends prefill). */
+  | { readonly type: 'tokens'; readonly id: string; readonly t: number; readonly total: number }
+  | {
+      readonly type: 'finished';
+      readonly id: string;
+      readonly t: number;
+      readonly promptTokens: number;
+      readonly outputTokens: number;
+      readonly cachedTokens: number;
+      /** Time from submit to admission (queueing inside the engine), s. */
+      readonly queuedS: number;
+      /** Prefill time (the admitting iteration), s. */
+      readonly prefillS: number;
+      /** Decode time after the first token, s. */
+      readonly decodeS: number;
+    };
+
+export interface EngineStats {
+  readonly running: number;
+  readonly waiting: number;
+  /** KV tokens in use / capacity, in [0, 1]. */
+  readonly kvUsage: number;
+  readonly prefixCacheQueries: number;
+  readonly prefixCacheHits: number;
+  readonly completed: number;
+  readonly generatedTokens: number;
+  readonly promptTokens: number;
+}

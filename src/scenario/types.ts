@@ -1,0 +1,32 @@
+import type { PolicySpec } from '../core/policies/index.js';
+import type { EngineProfile } from '../engine/types.js';
+import type { ClientDriver } from '../workloads/types.js';
+
+/** One backend (engine instance) of a scenario's fleet. */
+export interface ScenarioBackend {
+  readonly name: string;
+  readonly profile: EngineProfile;
+  readonly models: readonly string[];
+  readonly region?: string | undefined;
+  /** Router-side cap on requests pushed at once (Infinity = none). */
+  readonly maxConcurrency: number;
+  readonly weight: number;
+}
+
+/** A validated scenario: what `llmlb simulate` and `llmlb bench` both run. */
+export interface Scenario {
+  readonly name: string;
+  readonly description?: string | undefined;
+  readonly seed: number;
+  /** Expanded fleet (a `count: 4` entry becomes four named backends). */
+  readonly fleet: readonly ScenarioBackend[];
+  /** Requests are sent during [0, durationS); the run then waits up to graceS for them to finish. */
+  readonly durationS: number;
+  readonly graceS: number;
+  /** Policies to compare, in order. */
+  readonly policies: readonly PolicySpec[];
+  /** Suggested live time scale for `llmlb bench` (model seconds per real second). */
+  readonly timeScale: number;
+  /** A fresh client program for one run (each policy gets its own, same seed → same requests). */
+  createDriver(seed: number): ClientDriver;
+}

@@ -1,0 +1,46 @@
+/**
+ * What workload generators produce: requests a client sends, shared by `llmlb simulate` (virtual
+ * time) and `llmlb bench` (over HTTP). Times are seconds from the start of the run.
+ */
+
+export interface ChatMessage {
+  readonly role: 'system' | 'user' | 'assistant';
+  readonly content: string;
+}
+
+export interface WorkloadRequest {
+  readonly id: string;
+  readonly model: string;
+  /** Which API the client uses. */
+  readonly api: 'ollama-generate' | 'ollama-chat' | 'openai-completions' | 'openai-chat';
+  /** For generate/completions. */
+  readonly prompt?: string;
+  /** For chat. */
+  readonly messages?: readonly ChatMessage[];
+  /**
+   * Output length the engine will produce: reaches the engine as the `x-llmlb-output-tokens`
+   * header (or the simulator's engine model directly). Policies never see it (design §3).
+   */
+  readonly outputTokens: number;
+  readonly maxTokens?: number;
+  /** Affinity key sent as the `x-session-token` header and OpenAI `user`. */
+  readonly sessionKey?: string;
+  /** Free-form class label for reports (e.g. the seed 004 task type or LL/LH/HL/HH). */
+  readonly label?: string;
+}
+
+export interface ScheduledRequest {
+  /** Send time, seconds from run start. */
+  readonly at: number;
+  readonly request: WorkloadRequest;
+}
+
+/**
+ * A client program. Open-loop generators return everything from `start`; closed-loop ones
+ * (think time, multi-turn sessions, trees) return follow-ups when a request finishes.
+ */
+export interface ClientDriver {
+  start(): ScheduledRequest[];
+  /** `now` in seconds; `outputText` is what the engine answered (for sessions that resend history). */
+  onFinish(id: string, now: number, ok: boolean, outputText: string): ScheduledRequest[];
+}
