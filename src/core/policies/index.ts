@@ -1,5 +1,7 @@
 import type { Policy, PolicyFactory, PolicyParams } from '../types.js';
+import { estimatedWait } from './estimated-wait.js';
 import { leastConnections } from './least-connections.js';
+import { ollamaRouter } from './ollama-router.js';
 import { random } from './random.js';
 import { roundRobin } from './round-robin.js';
 import { weightedRoundRobin } from './weighted-round-robin.js';
@@ -10,6 +12,8 @@ const registry = new Map<string, PolicyFactory>([
   ['least-connections', leastConnections],
   ['random', random],
   ['weighted-round-robin', weightedRoundRobin],
+  ['ollama-router', ollamaRouter],
+  ['estimated-wait', estimatedWait],
 ]);
 
 export function policyNames(): string[] {

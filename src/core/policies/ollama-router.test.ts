@@ -1,0 +1,70 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { collapsedLength, ollamaRouter } from './ollama-router.js';
+import type { BackendView, RequestInfo } from '../types.js';
+
+function view(name: string, index: number): BackendView {
+  return {
+    name,
+    index,
+    api: 'ollama',
+    weight: 1,
+    maxConcurrency: Infinity,
+    region: undefined,
+    models: new Set(['m']),
+    healthy: true,
+    draining: false,
+    inFlight: 0,
+    metrics: undefined,
+  };
+}
+const req = (id: string, promptText: string): RequestInfo => ({ id, model: 'm', api: 'ollama', arrivedAt: 0, promptText });
+
+test('whitespace runs count as one character', () => {
+  assert.equal(collapsedLength('a  b\n\n\tc'), 5);
+  assert.equal(collapsedLength(''), 0);
+});
+
+test('Algorithm 1: untimed idle backends first, then the smallest estimated wait; EMA updates per §4.3', () => {
+  const p = ollamaRouter({ random: () => 0, params: { alpha: 0.5, initialF: 0.25 } });
+  const a = view('a', 0);
+  const b = view('b', 1);
+  // Nothing timed: all candidates, W = 0 everywhere, tie → smaller queue → a.
+  const r1 = req('1', 'x'.repeat(400));
+  assert.equal(p.pick(r1, [a, b], 0)?.name, 'a');
+  p.onDispatch?.(r1, a, 0);
+  // a now has a queue and no estimate; b is idle and untimed → b.
+  const r2 = req('2', 'x'.repeat(400));
+  assert.equal(p.pick(r2, [a, b], 0)?.name, 'b');
+  p.onDispatch?.(r2, b, 0);
+  // a answers: T = 100 + 100 = 200 tokens in 20 s → t̂_a = 0.1 s/token; f ← 0.5·200/400 + 0.5·0.25 = 0.375.
+  p.onComplete?.(r1, a, { ok: true, dispatchedAt: 0, finishedAt: 20_000, promptTokens: 100, completionTokens: 100 }, 20_000);
+  const d = p.describe!('a');
+  assert.equal(d.timePerTokenS, 0.1);
+  assert.equal(d.tokenFactor, 0.375);
+  assert.equal(d.queueWeight, 1); // Ŵ was 0 at dispatch → γ = 1
+  assert.equal(d.queueChars, 0);
+  // Now a is timed and b (untimed) has a queue → b is not a candidate.
+  assert.equal(p.pick(req('3', 'y'), [a, b], 20_000)?.name, 'a');
+});
+
+test('an empty prompt, zero tokens and failures leave estimates finite', () => {
+  const p = ollamaRouter({ random: () => 0, params: {} });
+  const a = view('a', 0);
+  const r = req('1', '');
+  p.onDispatch?.(r, a, 0);
+  p.onComplete?.(r, a, { ok: true, dispatchedAt: 0, finishedAt: 1000, promptTokens: 5, completionTokens: 5 }, 1000);
+  assert.equal(p.describe!('a').tokenFactor, 0.25);
+  const r2 = req('2', 'abc');
+  p.onDispatch?.(r2, a, 0);
+  p.onComplete?.(r2, a, { ok: true, dispatchedAt: 0, finishedAt: 1000, promptTokens: 0, completionTokens: 0 }, 1000);
+  const r3 = req('3', 'abc');
+  p.onDispatch?.(r3, a, 0);
+  p.onComplete?.(r3, a, { ok: false, dispatchedAt: 0, finishedAt: 1000 }, 1000);
+  for (const v of Object.values(p.describe!('a'))) assert.ok(Number.isFinite(v));
+});
+
+test('bad parameters are refused at construction', () => {
+  assert.throws(() => ollamaRouter({ random: () => 0, params: { alpha: 2 } }), /ollama-router.*alpha/);
+  assert.throws(() => ollamaRouter({ random: () => 0, params: { nope: 1 } }), /ollama-router/);
+});
