@@ -1,0 +1,222 @@
+import { Pool } from 'undici';
+import type { Logger } from 'pino';
+import type { Scheduler } from '../core/scheduler.js';
+import type { ApiKind, Decision } from '../core/types.js';
+
+/** A backend as configured (the config module's normalized entry has this shape). */
+export interface BackendConfig {
+  readonly name: string;
+  readonly url: string;
+  readonly api: ApiKind;
+  /** Configured models; undefined → discovered from /api/tags or /v1/models. */
+  readonly models?: readonly string[] | undefined;
+  readonly maxConcurrency: number;
+  readonly weight: number;
+  readonly region?: string | undefined;
+}
+
+export interface FleetOptions {
+  readonly connectMs: number;
+  readonly probeIntervalMs: number;
+  readonly probeTimeoutMs: number;
+  readonly failuresToEject: number;
+  readonly refreshMs: number;
+}
+
+/** An Ollama /api/tags entry, kept as the backend returned it so /api/tags can show the union. */
+export type TagEntry = Readonly<Record<string, unknown>> & { readonly name: string };
+
+/** What the live host keeps per backend beside the core's view: the connection pool and health. */
+export interface BackendRuntime {
+  readonly config: BackendConfig;
+  readonly pool: Pool;
+  /** Consecutive failures (requests and probes); reset by any success. */
+  failures: number;
+  tags: TagEntry[];
+  version: string | undefined;
+  lastError: string | undefined;
+  lastErrorAt: number | undefined;
+  /** Host time of the last successful model discovery. */
+  discoveredAt: number | undefined;
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * The live fleet: one undici Pool per backend (keep-alive), model discovery, passive ejection
+ * after consecutive failures, and active probes that re-admit. Health changes go to the
+ * scheduler; the decisions it returns go to `apply`.
+ */
+export class Fleet {
+  private readonly backends = new Map<string, BackendRuntime>();
+  private timers: NodeJS.Timeout[] = [];
+
+  constructor(
+    private readonly scheduler: Scheduler,
+    private readonly opts: FleetOptions,
+    private readonly log: Logger,
+    private readonly apply: (ds: Decision[]) => void,
+    private readonly onEject: (name: string) => void,
+    private readonly now: () => number,
+  ) {}
+
+  get(name: string): BackendRuntime | undefined {
+    return this.backends.get(name);
+  }
+
+  all(): BackendRuntime[] {
+    return [...this.backends.values()];
+  }
+
+  /** Add a backend; with no configured models it is discovered before taking traffic. */
+  async add(config: BackendConfig): Promise<void> {
+    if (this.backends.has(config.name)) throw new Error(`backend '${config.name}' already exists`);
+    const pool = new Pool(config.url, {
+      connections: 256,
+      pipelining: 1,
+      connect: { timeout: this.opts.connectMs },
+      keepAliveTimeout: 30_000,
+    });
+    const rt: BackendRuntime = {
+      config,
+      pool,
+      failures: 0,
+      tags: [],
+      version: undefined,
+      lastError: undefined,
+      lastErrorAt: undefined,
+      discoveredAt: undefined,
+    };
+    this.backends.set(config.name, rt);
+    const discover = config.models === undefined;
+    this.scheduler.addBackend(
+      {
+        name: config.name,
+        api: config.api,
+        models: config.models ?? [],
+        maxConcurrency: config.maxConcurrency,
+        weight: config.weight,
+        region: config.region,
+      },
+      !discover,
+    );
+    if (config.models) rt.tags = config.models.map((m) => syntheticTag(m));
+    if (discover) await this.probe(rt);
+  }
+
+  /** Remove a backend: it takes nothing new; its pool closes once in-flight requests finish. */
+  remove(name: string): void {
+    const rt = this.backends.get(name);
+    if (!rt) throw new Error(`unknown backend '${name}'`);
+    this.backends.delete(name);
+    this.apply(this.scheduler.removeBackend(name, this.now()));
+    rt.pool.close().catch(() => undefined);
+  }
+
+  start(): void {
+    const probeAll = (): void => {
+      for (const rt of this.backends.values()) void this.probe(rt);
+    };
+    this.timers.push(setInterval(probeAll, this.opts.probeIntervalMs).unref());
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    await Promise.all([...this.backends.values()].map((rt) => rt.pool.destroy().catch(() => undefined)));
+  }
+
+  recordSuccess(name: string): void {
+    const rt = this.backends.get(name);
+    if (rt) rt.failures = 0;
+  }
+
+  /** A request or probe failed: count it, eject the backend at the threshold. */
+  recordFailure(name: string, error: string): void {
+    const rt = this.backends.get(name);
+    if (!rt) return;
+    rt.failures++;
+    rt.lastError = error;
+    rt.lastErrorAt = Date.now();
+    const view = this.scheduler.backend(name);
+    if (view?.healthy && rt.failures >= this.opts.failuresToEject) {
+      this.log.warn({ backend: name, failures: rt.failures, error }, 'backend ejected');
+      this.onEject(name);
+      this.apply(this.scheduler.setHealth(name, false, this.now()));
+    }
+  }
+
+  /**
+   * Probe one backend: Ollama GET /api/tags (or /api/version when models are configured),
+   * OpenAI GET /v1/models. Success refreshes discovered models and re-admits the backend.
+   */
+  async probe(rt: BackendRuntime): Promise<void> {
+    const { config } = rt;
+    // Discovery rides on the probe, but only every refreshMs: /api/tags is heavier than /api/version.
+    const discover =
+      config.models === undefined &&
+      (rt.discoveredAt === undefined || this.now() - rt.discoveredAt >= this.opts.refreshMs);
+    const path = config.api === 'openai' ? '/v1/models' : discover ? '/api/tags' : '/api/version';
+    try {
+      const res = await rt.pool.request({
+        path,
+        method: 'GET',
+        headersTimeout: this.opts.probeTimeoutMs,
+        bodyTimeout: this.opts.probeTimeoutMs,
+        signal: AbortSignal.timeout(this.opts.probeTimeoutMs),
+      });
+      const body: unknown = await res.body.json();
+      if (res.statusCode !== 200) throw new Error(`probe ${path} answered ${res.statusCode}`);
+      if (this.backends.get(config.name) !== rt) return; // removed meanwhile
+      if (discover) {
+        this.applyDiscovery(rt, body);
+        rt.discoveredAt = this.now();
+      }
+      if (path === '/api/version' && isObj(body) && typeof body.version === 'string') rt.version = body.version;
+      rt.failures = 0;
+      if (!this.scheduler.backend(config.name)?.healthy) {
+        this.log.info({ backend: config.name }, 'backend healthy');
+        this.apply(this.scheduler.setHealth(config.name, true, this.now()));
+      }
+    } catch (err) {
+      if (this.backends.get(config.name) !== rt) return;
+      this.recordFailure(config.name, `probe ${path}: ${(err as Error).message}`);
+    }
+  }
+
+  private applyDiscovery(rt: BackendRuntime, body: unknown): void {
+    const tags: TagEntry[] = [];
+    const names: string[] = [];
+    if (rt.config.api === 'openai') {
+      const data = isObj(body) && Array.isArray(body.data) ? body.data : [];
+      for (const m of data) if (isObj(m) && typeof m.id === 'string') names.push(m.id);
+      for (const n of names) tags.push(syntheticTag(n));
+    } else {
+      const models = isObj(body) && Array.isArray(body.models) ? body.models : [];
+      for (const m of models) {
+        if (!isObj(m) || typeof m.name !== 'string') continue;
+        tags.push(m as TagEntry);
+        names.push(m.name);
+        // Ollama resolves a bare name to ':latest'; accept both spellings from clients.
+        if (m.name.endsWith(':latest')) names.push(m.name.slice(0, -':latest'.length));
+      }
+    }
+    rt.tags = tags;
+    const before = this.scheduler.backend(rt.config.name)?.models;
+    if (!before || before.size !== names.length || names.some((n) => !before.has(n))) {
+      this.apply(this.scheduler.updateBackend(rt.config.name, { models: names }, this.now()));
+    }
+  }
+}
+
+function syntheticTag(name: string): TagEntry {
+  return {
+    name,
+    model: name,
+    modified_at: new Date(0).toISOString(),
+    size: 0,
+    digest: '',
+    details: {},
+  };
+}

@@ -1,0 +1,97 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Scheduler } from '../core/scheduler.js';
+
+// Buckets for LLM latencies: sub-second cache hits up to multi-minute generations.
+const LATENCY_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/**
+ * The router's Prometheus metrics, one registry per router (tests run several in a process).
+ * Gauges read the scheduler when scraped, so the request path never touches them.
+ */
+export class RouterMetrics {
+  readonly registry = new Registry();
+  readonly requests: Counter<'backend' | 'status'>;
+  readonly upstreamSeconds: Histogram<'backend'>;
+  readonly ttfbSeconds: Histogram<'backend'>;
+  readonly retries: Counter<'backend'>;
+  readonly ejections: Counter<'backend'>;
+
+  constructor(scheduler: () => Scheduler) {
+    const registers = [this.registry];
+    this.requests = new Counter({
+      name: 'llmlb_requests_total',
+      help: 'Client requests by the backend that answered (none when rejected) and status code',
+      labelNames: ['backend', 'status'],
+      registers,
+    });
+    this.upstreamSeconds = new Histogram({
+      name: 'llmlb_upstream_duration_seconds',
+      help: 'Time from pushing a request to a backend to its last byte',
+      labelNames: ['backend'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.ttfbSeconds = new Histogram({
+      name: 'llmlb_upstream_ttfb_seconds',
+      help: 'Time from pushing a request to a backend to its first response byte',
+      labelNames: ['backend'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.retries = new Counter({
+      name: 'llmlb_retries_total',
+      help: 'Attempts that failed before any byte reached the client and were retried elsewhere, by failed backend',
+      labelNames: ['backend'],
+      registers,
+    });
+    this.ejections = new Counter({
+      name: 'llmlb_backend_ejections_total',
+      help: 'Times a backend was marked unhealthy after consecutive failures',
+      labelNames: ['backend'],
+      registers,
+    });
+    new Gauge({
+      name: 'llmlb_backend_in_flight',
+      help: 'Requests pushed to the backend and not finished',
+      labelNames: ['backend'],
+      registers,
+      collect() {
+        this.reset();
+        for (const b of scheduler().backendViews()) this.set({ backend: b.name }, b.inFlight);
+      },
+    });
+    new Gauge({
+      name: 'llmlb_backend_healthy',
+      help: '1 when the backend takes requests (healthy and not draining)',
+      labelNames: ['backend'],
+      registers,
+      collect() {
+        this.reset();
+        for (const b of scheduler().backendViews()) this.set({ backend: b.name }, b.healthy && !b.draining ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'llmlb_router_queue_length',
+      help: 'Requests waiting in the router queue',
+      registers,
+      collect() {
+        this.set(scheduler().queueLength);
+      },
+    });
+    new Gauge({
+      name: 'llmlb_backend_estimate',
+      help: "The routing policy's per-backend estimates (e.g. time per token, estimated wait)",
+      labelNames: ['backend', 'estimate'],
+      registers,
+      collect() {
+        this.reset();
+        const s = scheduler();
+        for (const b of s.backendViews()) {
+          for (const [k, v] of Object.entries(s.describe(b.name))) {
+            if (Number.isFinite(v)) this.set({ backend: b.name, estimate: k }, v);
+          }
+        }
+      },
+    });
+  }
+}

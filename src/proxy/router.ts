@@ -1,0 +1,671 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Dispatcher } from 'undici';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { Scheduler } from '../core/scheduler.js';
+import { createPolicy, type PolicySpec } from '../core/policies/index.js';
+import type { CompletionReport, Decision, RequestInfo } from '../core/types.js';
+import { Fleet, type BackendConfig, type BackendRuntime } from '../fleet/fleet.js';
+import { RouterMetrics } from '../metrics/router-metrics.js';
+import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
+import { BodyTooLarge, readBody } from './body.js';
+import { errorBody, sendError, sendJson, streamErrorChunk, type ErrorFormat } from './errors.js';
+import { BadRequest, PROXY_ROUTES, parseBody, type ParsedRequest, type ProxyRoute } from './routes.js';
+import { SseToNdjson, ollamaToOpenAI, openAIResponseToOllama } from './translate.js';
+import { TailBuffer, ollamaUsage, openaiUsage, type Usage } from './usage.js';
+
+/** What the router needs from the configuration (the config module's normalized RouterConfig). */
+export interface RouterSettings {
+  readonly server: { readonly host: string; readonly port: number; readonly maxBodyBytes: number };
+  readonly backends: readonly BackendConfig[];
+  readonly policy: { readonly name: string; readonly params: Readonly<Record<string, unknown>> };
+  readonly retry: { readonly attempts: number; readonly backoffMs: number };
+  readonly timeouts: { readonly connectMs: number; readonly firstByteMs: number; readonly idleMs: number };
+  readonly health: { readonly failuresToEject: number; readonly probeIntervalMs: number; readonly probeTimeoutMs: number };
+  readonly discovery: { readonly refreshMs: number };
+  readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };
+  readonly admin?: { readonly token?: string | undefined } | undefined;
+  readonly log: { readonly level: string; readonly prompts: boolean };
+}
+
+const HOP_BY_HOP = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'content-length',
+  'expect',
+]);
+
+/** Why an attempt did not produce a full answer. */
+type AttemptResult =
+  | { readonly kind: 'done' }
+  /** Nothing reached the client: another backend may try. */
+  | { readonly kind: 'retry'; readonly error: string; readonly timeout: boolean }
+  /** Bytes went out (or the client left): the request is over. */
+  | { readonly kind: 'over' };
+
+interface Flight {
+  readonly info: RequestInfo;
+  readonly route: ProxyRoute;
+  readonly parsed: ParsedRequest;
+  readonly body: Record<string, unknown>;
+  readonly raw: Buffer;
+  readonly rid: string;
+  readonly format: ErrorFormat;
+  readonly headers: Record<string, string | string[]>;
+  readonly abort: AbortController;
+  clientGone: boolean;
+  queued: boolean;
+  status: number;
+}
+
+const now = (): number => performance.now();
+
+/** Parses one backend entry the way the config file does (admin API adds backends with it). */
+export type BackendParser = (body: unknown) => BackendConfig;
+
+/** One routing decision, kept for GET /admin/decisions. */
+export interface DecisionRecord {
+  readonly at: string;
+  readonly requestId: string;
+  readonly model: string;
+  readonly policy: string;
+  readonly backend: string | null;
+  readonly outcome: 'dispatch' | 'reject';
+  readonly reason?: string;
+  readonly queuedMs: number;
+  readonly attempt: number;
+}
+
+const DECISIONS_KEPT = 1000;
+
+const BackendPatch = z.strictObject({
+  weight: z.number().positive().optional(),
+  maxConcurrency: z.number().int().positive().nullable().optional(),
+  region: z.string().min(1).optional(),
+  models: z.array(z.string().min(1)).min(1).optional(),
+});
+
+export class Router implements AdminTarget {
+  readonly scheduler: Scheduler;
+  readonly fleet: Fleet;
+  readonly metrics: RouterMetrics;
+  private readonly server: Server;
+  private readonly waiters = new Map<string, (d: Decision) => void>();
+  private nextId = 0;
+  private expireTimer: NodeJS.Timeout | undefined;
+  private readonly startedAt = Date.now();
+  private readonly decisionLog: DecisionRecord[] = [];
+  private decisionNext = 0;
+
+  constructor(
+    private settings: RouterSettings,
+    private readonly log: Logger,
+    private readonly random: () => number = Math.random,
+    private readonly parseBackend?: BackendParser,
+  ) {
+    this.scheduler = new Scheduler({
+      policy: createPolicy({ name: settings.policy.name, params: settings.policy.params }, random),
+      maxQueueLength: settings.queue.maxLength,
+    });
+    this.metrics = new RouterMetrics(() => this.scheduler);
+    this.fleet = new Fleet(
+      this.scheduler,
+      { ...settings.health, connectMs: settings.timeouts.connectMs, refreshMs: settings.discovery.refreshMs },
+      log,
+      (ds) => this.apply(ds),
+      (name) => this.metrics.ejections.inc({ backend: name }),
+      now,
+    );
+    this.server = createServer((req, res) => this.handle(req, res));
+    this.server.keepAliveTimeout = 65_000;
+    // LLM answers take minutes; the default 5-minute request timeout would cut them.
+    this.server.requestTimeout = 0;
+    this.server.headersTimeout = 60_000;
+  }
+
+  /** Carry out the scheduler's decisions: wake the requests they concern. */
+  apply(ds: readonly Decision[]): void {
+    for (const d of ds) {
+      const w = this.waiters.get(d.request.id);
+      if (w) {
+        this.waiters.delete(d.request.id);
+        w(d);
+      }
+    }
+  }
+
+  async listen(host: string, port: number): Promise<string> {
+    await Promise.all(this.settings.backends.map((b) => this.fleet.add(b)));
+    this.fleet.start();
+    this.expireTimer = setInterval(() => {
+      this.apply(this.scheduler.expire(now(), this.settings.queue.maxWaitMs));
+    }, 1000).unref();
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => resolve());
+    });
+    const addr = this.server.address() as AddressInfo;
+    const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+    return `http://${h}:${addr.port}`;
+  }
+
+  async close(): Promise<void> {
+    if (this.expireTimer) clearInterval(this.expireTimer);
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+    await this.fleet.close();
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q >= 0 ? url.slice(0, q) : url;
+    const route = PROXY_ROUTES.get(path);
+    if (route) {
+      if (req.method !== 'POST') return this.methodNotAllowed(res, path, 'POST');
+      void this.proxy(req, res, route).catch((err: unknown) => {
+        this.log.error({ err }, 'proxy failure');
+        sendError(res, route.api, 500, 'internal error', 'internal_error');
+      });
+      return;
+    }
+    const get = (fn: () => void): void => (req.method === 'GET' ? fn() : this.methodNotAllowed(res, path, 'GET'));
+    switch (path) {
+      case '/healthz':
+        return get(() => this.healthz(res));
+      case '/metrics':
+        return get(() => void this.sendMetrics(res));
+      case '/api/tags':
+        return get(() => this.tags(res));
+      case '/api/version':
+        return get(() => this.version(res));
+      case '/v1/models':
+        return get(() => this.models(res));
+      default:
+        if (path.startsWith('/admin/')) {
+          void handleAdmin(req, res, path, new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''), this, this.settings.admin?.token).catch(
+            (err: unknown) => {
+              this.log.error({ err }, 'admin failure');
+              sendError(res, 'openai', 500, 'internal error', 'internal_error');
+            },
+          );
+          return;
+        }
+        return sendError(res, formatOf(path), 404, `no route for ${req.method ?? 'GET'} ${path}`, 'not_found');
+    }
+  }
+
+  private methodNotAllowed(res: ServerResponse, path: string, allow: string): void {
+    sendError(res, formatOf(path), 405, `method not allowed; use ${allow}`, 'method_not_allowed', { allow });
+  }
+
+  backendsState(): unknown {
+    return {
+      policy: this.scheduler.policyName,
+      queued: this.scheduler.queueLength,
+      backends: this.scheduler.backendViews().map((b) => {
+        const rt = this.fleet.get(b.name);
+        return {
+          name: b.name,
+          url: rt?.config.url,
+          api: b.api,
+          models: [...b.models],
+          healthy: b.healthy,
+          draining: b.draining,
+          inFlight: b.inFlight,
+          maxConcurrency: Number.isFinite(b.maxConcurrency) ? b.maxConcurrency : null,
+          weight: b.weight,
+          region: b.region ?? null,
+          queued: this.scheduler.queueLength,
+          consecutiveFailures: rt?.failures ?? 0,
+          lastError: rt?.lastError ?? null,
+          metrics: b.metrics ?? null,
+          estimates: this.scheduler.describe(b.name),
+        };
+      }),
+    };
+  }
+
+  async addBackend(body: unknown): Promise<void> {
+    if (!this.parseBackend) throw new AdminError(400, 'adding backends is not enabled on this router');
+    let cfg: BackendConfig;
+    try {
+      cfg = this.parseBackend(body);
+    } catch (err) {
+      throw new AdminError(400, (err as Error).message);
+    }
+    if (this.fleet.get(cfg.name)) throw new AdminError(409, `backend '${cfg.name}' already exists`);
+    await this.fleet.add(cfg);
+    this.log.info({ backend: cfg.name, url: cfg.url }, 'backend added');
+  }
+
+  updateBackend(name: string, body: unknown): void {
+    if (!this.scheduler.backend(name)) throw new AdminError(404, `unknown backend '${name}'`);
+    const r = BackendPatch.safeParse(body);
+    if (!r.success) {
+      throw new AdminError(400, r.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; '));
+    }
+    const { maxConcurrency, ...rest } = r.data;
+    const patch = { ...rest, ...(maxConcurrency !== undefined ? { maxConcurrency: maxConcurrency ?? Infinity } : {}) };
+    this.apply(this.scheduler.updateBackend(name, patch, now()));
+    this.log.info({ backend: name, patch: r.data }, 'backend updated');
+  }
+
+  drainBackend(name: string, draining: boolean): void {
+    if (!this.scheduler.backend(name)) throw new AdminError(404, `unknown backend '${name}'`);
+    this.apply(this.scheduler.setDraining(name, draining, now()));
+    this.log.info({ backend: name, draining }, draining ? 'backend draining' : 'backend undrained');
+  }
+
+  removeBackend(name: string): void {
+    if (!this.fleet.get(name)) throw new AdminError(404, `unknown backend '${name}'`);
+    this.fleet.remove(name);
+    this.log.info({ backend: name }, 'backend removed');
+  }
+
+  /** Body: `{"policy": "least-connections"}` or `{"policy": {"name": "estimated-wait", "alpha": 0.3}}`. */
+  setPolicy(body: unknown): void {
+    const raw = body && typeof body === 'object' ? (body as { policy?: unknown }).policy : undefined;
+    let spec: PolicySpec;
+    if (typeof raw === 'string') spec = { name: raw };
+    else if (raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string') {
+      const { name, ...params } = raw as { name: string };
+      spec = { name, params };
+    } else throw new AdminError(400, 'body must be {"policy": <name> | {"name": <name>, ...params}}');
+    let policy;
+    try {
+      policy = createPolicy(spec, this.random);
+    } catch (err) {
+      throw new AdminError(400, (err as Error).message);
+    }
+    this.settings = { ...this.settings, policy: { name: spec.name, params: spec.params ?? {} } };
+    this.apply(this.scheduler.setPolicy(policy, now()));
+    this.log.info({ policy: spec.name }, 'policy changed');
+  }
+
+  decisions(limit: number): unknown {
+    const n = Math.min(limit, this.decisionLog.length);
+    const out: DecisionRecord[] = [];
+    // newest first
+    for (let i = 1; i <= n; i++) {
+      out.push(this.decisionLog[(this.decisionNext - i + DECISIONS_KEPT * 2) % DECISIONS_KEPT]!);
+    }
+    return { decisions: out };
+  }
+
+  private recordDecision(rec: DecisionRecord): void {
+    this.decisionLog[this.decisionNext % DECISIONS_KEPT] = rec;
+    this.decisionNext = (this.decisionNext + 1) % DECISIONS_KEPT;
+    if (this.decisionLog.length > DECISIONS_KEPT) this.decisionLog.length = DECISIONS_KEPT;
+  }
+
+  private healthz(res: ServerResponse): void {
+    const views = this.scheduler.backendViews();
+    const healthy = views.filter((b) => b.healthy && !b.draining).length;
+    sendJson(res, 200, { status: 'ok', backends: views.length, healthy, uptimeS: (Date.now() - this.startedAt) / 1000 });
+  }
+
+  private async sendMetrics(res: ServerResponse): Promise<void> {
+    const text = await this.metrics.registry.metrics();
+    res.writeHead(200, { 'content-type': this.metrics.registry.contentType });
+    res.end(text);
+  }
+
+  private tags(res: ServerResponse): void {
+    const seen = new Map<string, unknown>();
+    for (const rt of this.fleet.all()) {
+      if (!this.scheduler.backend(rt.config.name)?.healthy) continue;
+      for (const t of rt.tags) if (!seen.has(t.name)) seen.set(t.name, t);
+    }
+    sendJson(res, 200, { models: [...seen.values()] });
+  }
+
+  private version(res: ServerResponse): void {
+    const v = this.fleet.all().find((rt) => rt.version !== undefined)?.version;
+    sendJson(res, 200, { version: v ?? '0.0.0' });
+  }
+
+  private models(res: ServerResponse): void {
+    const data = [...this.scheduler.models()].sort().map((id) => ({ id, object: 'model', created: 0, owned_by: 'llmlb' }));
+    sendJson(res, 200, { object: 'list', data });
+  }
+
+  private async proxy(req: IncomingMessage, res: ServerResponse, route: ProxyRoute): Promise<void> {
+    const t0 = now();
+    const given = req.headers['x-request-id'];
+    const rid = typeof given === 'string' && given.length > 0 && given.length <= 200 ? given : randomUUID();
+    res.setHeader('x-request-id', rid);
+    const format: ErrorFormat = route.api;
+
+    let raw: Buffer;
+    try {
+      raw = await readBody(req, this.settings.server.maxBodyBytes);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) {
+        res.setHeader('connection', 'close');
+        return this.reject(res, format, 413, `body over ${this.settings.server.maxBodyBytes} bytes`, 'body_too_large', t0);
+      }
+      return; // the client went away while sending
+    }
+    let parsed: ParsedRequest;
+    let body: Record<string, unknown>;
+    try {
+      ({ body, parsed } = parseBody(route, raw));
+    } catch (err) {
+      if (err instanceof BadRequest) return this.reject(res, format, 400, err.message, err.code, t0);
+      throw err;
+    }
+    const known = this.scheduler.models();
+    if (!known.has(parsed.model)) {
+      const list = [...known].sort().join(', ');
+      return this.reject(res, format, 404, `model '${parsed.model}' not found; available: ${list || '(none)'}`, 'model_not_found', t0);
+    }
+
+    const session = req.headers['x-session-token'];
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+    headers['x-request-id'] = rid;
+
+    const f: Flight = {
+      info: {
+        id: String(this.nextId++),
+        model: parsed.model,
+        api: route.api,
+        arrivedAt: t0,
+        promptText: parsed.promptText,
+        maxTokens: parsed.maxTokens,
+        sessionKey: typeof session === 'string' ? session : parsed.user,
+      },
+      route,
+      parsed,
+      body,
+      raw,
+      rid,
+      format,
+      headers,
+      abort: new AbortController(),
+      clientGone: false,
+      queued: false,
+      status: 0,
+    };
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      f.clientGone = true;
+      f.abort.abort();
+      if (f.queued) {
+        f.queued = false;
+        this.waiters.delete(f.info.id);
+        this.apply(this.scheduler.cancel(f.info.id, now()).decisions);
+      }
+    });
+
+    const tried = new Set<string>();
+    let last: { error: string; timeout: boolean } | undefined;
+    let backend = 'none';
+    for (let attempt = 0; attempt < this.settings.retry.attempts; attempt++) {
+      if (attempt > 0) {
+        const base = this.settings.retry.backoffMs * 2 ** (attempt - 1);
+        await sleep(Math.min(2000, base * (0.5 + Math.random())));
+        if (f.clientGone) break;
+      }
+      const queuedFrom = now();
+      const d = await this.schedule(f, tried);
+      if (f.clientGone) break;
+      this.recordDecision({
+        at: new Date().toISOString(),
+        requestId: f.rid,
+        model: parsed.model,
+        policy: this.scheduler.policyName,
+        backend: d.type === 'dispatch' ? d.backend : null,
+        outcome: d.type,
+        ...(d.type === 'reject' ? { reason: d.reason } : {}),
+        queuedMs: round(now() - queuedFrom),
+        attempt: attempt + 1,
+      });
+      if (d.type === 'reject') {
+        if (last) break; // retries exhausted the eligible backends: report the upstream error
+        const msg =
+          d.reason === 'no-backend'
+            ? `no healthy backend serves model '${parsed.model}'`
+            : d.reason === 'queue-full'
+              ? 'router queue is full'
+              : 'timed out waiting in the router queue';
+        return this.reject(res, format, 503, msg, d.reason.replace('-', '_'), t0, { 'retry-after': '1' });
+      }
+      backend = d.backend;
+      tried.add(backend);
+      const r = await this.attempt(f, res, backend);
+      if (r.kind !== 'retry') {
+        this.finishLog(f, backend, t0, attempt + 1);
+        return;
+      }
+      last = r;
+      if (!f.clientGone) this.metrics.retries.inc({ backend });
+    }
+    if (f.clientGone) {
+      f.status = 499;
+      this.finishLog(f, backend, t0, tried.size);
+      return;
+    }
+    const timeout = last?.timeout === true;
+    this.reject(
+      res,
+      format,
+      timeout ? 504 : 502,
+      `upstream failed after ${tried.size} attempt(s): ${last?.error ?? 'no backend'}`,
+      timeout ? 'upstream_timeout' : 'upstream_error',
+      t0,
+    );
+  }
+
+  private schedule(f: Flight, tried: ReadonlySet<string>): Promise<Decision> {
+    return new Promise((resolve) => {
+      f.queued = true;
+      this.waiters.set(f.info.id, (d) => {
+        f.queued = false;
+        resolve(d);
+      });
+      this.apply(this.scheduler.submit(f.info, now(), tried));
+    });
+  }
+
+  /** One try on one backend. Calls scheduler.complete exactly once. */
+  private async attempt(f: Flight, res: ServerResponse, backend: string): Promise<AttemptResult> {
+    const rt = this.fleet.get(backend);
+    const dispatchedAt = now();
+    let firstByteAt: number | undefined;
+    const settle = (ok: boolean, usage: Usage): void => {
+      const t = now();
+      const report: CompletionReport = { ok, dispatchedAt, firstByteAt, finishedAt: t, ...usage };
+      this.apply(this.scheduler.complete(f.info.id, report, t));
+      if (ok) {
+        this.metrics.upstreamSeconds.observe({ backend }, (t - dispatchedAt) / 1000);
+        if (firstByteAt !== undefined) this.metrics.ttfbSeconds.observe({ backend }, (firstByteAt - dispatchedAt) / 1000);
+      }
+    };
+    if (!rt) {
+      settle(false, {});
+      return { kind: 'retry', error: `backend '${backend}' was removed`, timeout: false };
+    }
+    const translate = f.route.ollamaKind !== undefined && rt.config.api === 'openai';
+    const tr = translate ? ollamaToOpenAI(f.route.ollamaKind!, f.body, f.parsed.stream) : undefined;
+    const headers = tr ? { ...f.headers, 'content-type': 'application/json' } : f.headers;
+
+    let up: Dispatcher.ResponseData;
+    try {
+      up = await rt.pool.request({
+        path: tr?.path ?? f.route.upstreamPath,
+        method: 'POST',
+        headers,
+        body: tr?.body ?? f.raw,
+        signal: f.abort.signal,
+        headersTimeout: this.settings.timeouts.firstByteMs,
+        bodyTimeout: this.settings.timeouts.idleMs,
+      });
+    } catch (err) {
+      settle(false, {});
+      if (f.clientGone) return { kind: 'over' };
+      const e = err as Error & { code?: string };
+      this.fleet.recordFailure(backend, e.message);
+      return { kind: 'retry', error: `${backend}: ${e.message}`, timeout: isTimeout(e) };
+    }
+    if (up.statusCode >= 500 || up.statusCode === 429) {
+      up.body.dump().catch(() => undefined);
+      settle(false, {});
+      if (up.statusCode !== 429) this.fleet.recordFailure(backend, `status ${up.statusCode}`);
+      return { kind: 'retry', error: `${backend}: status ${up.statusCode}`, timeout: false };
+    }
+    f.status = up.statusCode;
+
+    return new Promise<AttemptResult>((resolve) => {
+      const body = up.body;
+      const tail = new TailBuffer(f.parsed.stream ? 4096 : 1 << 20);
+      // Translated answers: SSE converted as it flows; whole bodies (and error bodies) converted at the end.
+      const failed = up.statusCode >= 400;
+      const sse = tr && f.parsed.stream && !failed ? new SseToNdjson(f.route.ollamaKind!, f.parsed.model) : undefined;
+      const whole: Buffer[] | undefined = tr && (!f.parsed.stream || failed) ? [] : undefined;
+      let done = false;
+      const writeHead = (): void => {
+        const h: Record<string, string | number> = { 'x-llmlb-backend': backend, 'x-request-id': f.rid };
+        if (tr) h['content-type'] = sse ? 'application/x-ndjson' : 'application/json; charset=utf-8';
+        else {
+          const ct = up.headers['content-type'];
+          if (typeof ct === 'string') h['content-type'] = ct;
+          const cl = up.headers['content-length'];
+          if (typeof cl === 'string') h['content-length'] = cl;
+        }
+        res.writeHead(up.statusCode, h);
+      };
+      const send = (chunk: Buffer | string): void => {
+        if (!res.headersSent) writeHead();
+        if (!res.write(chunk)) {
+          body.pause();
+          res.once('drain', () => body.resume());
+        }
+      };
+      body.on('data', (chunk: Buffer) => {
+        if (firstByteAt === undefined) firstByteAt = now();
+        if (whole) return void whole.push(chunk);
+        if (sse) {
+          const out = sse.push(chunk);
+          if (out !== '') send(out);
+          return;
+        }
+        tail.push(chunk);
+        send(chunk);
+      });
+      body.on('end', () => {
+        if (done) return;
+        done = true;
+        let usage: Usage;
+        if (whole) {
+          const text = Buffer.concat(whole).toString('utf8');
+          const conv =
+            up.statusCode < 400 ? openAIResponseToOllama(f.route.ollamaKind!, f.parsed.model, text, now() - f.info.arrivedAt, new Date()) : undefined;
+          const out = conv?.body ?? ollamaErrorFromOpenAI(text);
+          usage = conv?.counts ?? {};
+          if (!res.headersSent) writeHead();
+          res.end(out);
+        } else if (sse) {
+          usage = sse.counts ?? {};
+          if (sse.error !== undefined) send(streamErrorChunk('ollama', sse.error));
+          else send(sse.end(now() - f.info.arrivedAt));
+          res.end();
+        } else {
+          const text = tail.text();
+          usage = f.route.api === 'ollama' && !tr ? ollamaUsage(text) : openaiUsage(text, f.parsed.stream);
+          if (!res.headersSent) writeHead();
+          res.end();
+        }
+        const ok = up.statusCode < 400;
+        if (ok) this.fleet.recordSuccess(backend);
+        settle(ok, usage);
+        resolve({ kind: 'done' });
+      });
+      body.on('error', (err: Error & { code?: string }) => {
+        if (done) return;
+        done = true;
+        settle(false, {});
+        if (f.clientGone) {
+          f.status = 499;
+          return resolve({ kind: 'over' });
+        }
+        this.fleet.recordFailure(backend, err.message);
+        if (!res.headersSent) {
+          // Nothing reached the client yet: safe to try elsewhere.
+          return resolve({ kind: 'retry', error: `${backend}: ${err.message}`, timeout: isTimeout(err) });
+        }
+        // Bytes went out: never retry; end the stream with an error in its own format.
+        f.status = 502;
+        if (f.parsed.stream) res.end(streamErrorChunk(f.format, `upstream ${backend} failed mid-stream: ${err.message}`));
+        else res.destroy();
+        resolve({ kind: 'over' });
+      });
+    });
+  }
+
+  private reject(
+    res: ServerResponse,
+    format: ErrorFormat,
+    status: number,
+    message: string,
+    code: string,
+    t0: number,
+    headers?: Record<string, string>,
+  ): void {
+    sendError(res, format, status, message, code, headers);
+    this.metrics.requests.inc({ backend: 'none', status: String(status) });
+    this.log.info({ status, code, ms: round(now() - t0) }, message);
+  }
+
+  private finishLog(f: Flight, backend: string, t0: number, attempts: number): void {
+    this.metrics.requests.inc({ backend, status: String(f.status) });
+    this.log.info(
+      {
+        rid: f.rid,
+        path: f.route.upstreamPath,
+        model: f.parsed.model,
+        backend,
+        status: f.status,
+        stream: f.parsed.stream,
+        attempts,
+        ms: round(now() - t0),
+        ...(this.settings.log.prompts ? { prompt: f.parsed.promptText } : {}),
+      },
+      'request',
+    );
+  }
+}
+
+function formatOf(path: string): ErrorFormat {
+  return path.startsWith('/v1/') ? 'openai' : 'ollama';
+}
+
+function isTimeout(e: Error & { code?: string }): boolean {
+  return e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT' || e.code === 'UND_ERR_CONNECT_TIMEOUT';
+}
+
+const round = (ms: number): number => Math.round(ms * 100) / 100;
+
+/** An OpenAI error body (or anything else) as an Ollama `{"error": "…"}`. */
+function ollamaErrorFromOpenAI(text: string): string {
+  try {
+    const o = JSON.parse(text) as { error?: { message?: unknown } | string };
+    const m = typeof o.error === 'string' ? o.error : typeof o.error?.message === 'string' ? o.error.message : text;
+    return errorBody('ollama', 500, m, '');
+  } catch {
+    return errorBody('ollama', 500, text, '');
+  }
+}
+
+export type { BackendRuntime };

@@ -1,0 +1,81 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { SseToNdjson, ollamaToOpenAI, openAIResponseToOllama } from './translate.js';
+
+test('ollama chat → openai chat keeps options, format and tools', () => {
+  const t = ollamaToOpenAI(
+    'chat',
+    {
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: '', tool_calls: [{ function: { name: 'f', arguments: { a: 1 } } }] },
+      ],
+      options: { num_predict: 5, temperature: 0.2, stop: ['x'], num_ctx: 4096 },
+      format: 'json',
+      tools: [{ type: 'function', function: { name: 'f' } }],
+    },
+    true,
+  );
+  assert.equal(t.path, '/v1/chat/completions');
+  const b = JSON.parse(t.body) as Record<string, unknown>;
+  assert.equal(b.max_tokens, 5);
+  assert.equal(b.temperature, 0.2);
+  assert.deepEqual(b.stop, ['x']);
+  assert.equal(b.num_ctx, undefined);
+  assert.deepEqual(b.response_format, { type: 'json_object' });
+  assert.deepEqual(b.stream_options, { include_usage: true });
+  const msgs = b.messages as { tool_calls?: { function: { arguments: string } }[] }[];
+  assert.equal(msgs[1]?.tool_calls?.[0]?.function.arguments, '{"a":1}');
+});
+
+test('ollama generate → chat with system, or raw → completions', () => {
+  const chat = JSON.parse(ollamaToOpenAI('generate', { model: 'm', prompt: 'p', system: 's' }, false).body) as {
+    messages: unknown[];
+  };
+  assert.deepEqual(chat.messages, [
+    { role: 'system', content: 's' },
+    { role: 'user', content: 'p' },
+  ]);
+  const raw = ollamaToOpenAI('generate', { model: 'm', prompt: 'p', raw: true }, false);
+  assert.equal(raw.path, '/v1/completions');
+  assert.equal((JSON.parse(raw.body) as { prompt: string }).prompt, 'p');
+});
+
+test('openai response → ollama body with counts', () => {
+  const r = openAIResponseToOllama(
+    'chat',
+    'm',
+    JSON.stringify({
+      choices: [{ message: { content: 'yo' }, finish_reason: 'length' }],
+      usage: { prompt_tokens: 4, completion_tokens: 2 },
+    }),
+    12,
+    new Date(0),
+  );
+  const o = JSON.parse(r!.body) as Record<string, unknown>;
+  assert.deepEqual(o.message, { role: 'assistant', content: 'yo' });
+  assert.equal(o.done_reason, 'length');
+  assert.equal(o.prompt_eval_count, 4);
+  assert.equal(o.eval_count, 2);
+  assert.equal(o.total_duration, 12e6);
+  assert.equal(openAIResponseToOllama('chat', 'm', 'nope', 1, new Date()), undefined);
+});
+
+test('SSE → NDJSON across chunk boundaries, usage in the closing line', () => {
+  const s = new SseToNdjson('generate', 'm');
+  const sse =
+    'data: {"choices":[{"delta":{"content":"he"}}]}\n\ndata: {"choices":[{"delta":{"content":"llo"},"finish_reason":"stop"}]}\n\n' +
+    'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n';
+  let out = '';
+  for (let i = 0; i < sse.length; i += 7) out += s.push(Buffer.from(sse.slice(i, i + 7)));
+  out += s.end(5);
+  const lines = out.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.deepEqual(
+    lines.map((l) => l.response),
+    ['he', 'llo', ''],
+  );
+  assert.equal(lines[2]?.done, true);
+  assert.equal(lines[2]?.eval_count, 2);
+  assert.equal(lines[2]?.prompt_eval_count, 3);
+});
