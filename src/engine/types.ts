@@ -39,11 +39,14 @@ export interface EngineSequence {
   readonly outputTokens: number;
 }
 
-/** Something that happened at the end of an iteration (time `t`, seconds). */
+/**
+ * Something that happened at time `t` (seconds): admissions at the start of an iteration, tokens and
+ * finishes at its end.
+ */
 export type EngineEvent =
-  /** The sequence was admitted into the running batch (its prefill runs in this iteration). */
+  /** The sequence joined the running batch; `t` is the start of the iteration that prefills it. */
   | { readonly type: 'admitted'; readonly id: string; readonly t: number; readonly cachedTokens: number }
-  /** `tokens` more output tokens exist for the sequence (1 per iteration; the first one ends prefill). */
+  /** `total` output tokens now exist for the sequence (one more per iteration; the first ends prefill). */
   | { readonly type: 'tokens'; readonly id: string; readonly t: number; readonly total: number }
   | {
       readonly type: 'finished';

@@ -1,0 +1,83 @@
+/**
+ * One generation request in flight on the emulated engine: turns the model's token progress into
+ * stream chunks (or one body at the end), and injects the mid-stream death fault.
+ */
+import type { ServerResponse } from 'node:http';
+import type { FinishedEvent, SequenceListener } from './driver.js';
+import { outputWord } from './tokens.js';
+import type { Wire } from './wire.js';
+
+export interface ExchangeOptions {
+  readonly res: ServerResponse;
+  readonly wire: Wire;
+  readonly stream: boolean;
+  /** Draws the words of the answer. */
+  readonly rng: () => number;
+  /** Model seconds per real second, to report real durations. */
+  readonly timeScale: number;
+  /** The client asked for fewer tokens than the model would have produced. */
+  readonly truncated: boolean;
+  /** Destroy the socket after this many streamed chunks (fault injection). */
+  readonly dieAfterChunks?: number | undefined;
+}
+
+export class Exchange implements SequenceListener {
+  /** True once the response is complete or deliberately broken: later progress is ignored. */
+  private done = false;
+  private written = 0;
+  private chunks = 0;
+  private text = '';
+
+  constructor(private readonly o: ExchangeOptions) {}
+
+  progress(total: number): void {
+    if (this.done || total <= this.written) return;
+    let piece = '';
+    for (let i = this.written; i < total; i++) piece += outputWord(this.o.rng);
+    this.written = total;
+    if (!this.o.stream) {
+      this.text += piece;
+      return;
+    }
+    const { res } = this.o;
+    if (!res.headersSent) {
+      res.writeHead(200, { 'content-type': this.o.wire.streamContentType, 'cache-control': 'no-cache' });
+    }
+    this.chunks++;
+    const dieAfter = this.o.dieAfterChunks;
+    if (dieAfter === undefined || this.chunks < dieAfter) {
+      res.write(this.o.wire.chunk(piece));
+      return;
+    }
+    // Fault: once this chunk has reached the socket, cut the connection like a crashing server. The
+    // server's 'close' handler then cancels the sequence.
+    this.done = true;
+    res.write(this.o.wire.chunk(piece), () => res.socket?.destroy());
+  }
+
+  finished(ev: FinishedEvent): void {
+    this.progress(ev.outputTokens);
+    if (this.done) return;
+    this.done = true;
+    const s = this.o.timeScale;
+    const c = {
+      promptTokens: ev.promptTokens,
+      outputTokens: ev.outputTokens,
+      truncated: this.o.truncated,
+      queuedS: ev.queuedS / s,
+      prefillS: ev.prefillS / s,
+      decodeS: ev.decodeS / s,
+    };
+    const { res, wire } = this.o;
+    if (this.o.stream) {
+      res.end(wire.end(c));
+      return;
+    }
+    const body = JSON.stringify(wire.body(this.text, c));
+    res.writeHead(200, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    });
+    res.end(body);
+  }
+}

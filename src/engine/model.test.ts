@@ -1,0 +1,349 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { EngineModel } from './model.js';
+import { defaultProfile } from './profile.js';
+import { countTokens, drawOutputTokens, outputText, promptBlockHashes } from './tokens.js';
+import { createRng } from '../core/rng.js';
+import type { EngineEvent, EngineProfile, EngineSequence } from './types.js';
+
+type Finished = Extract<EngineEvent, { type: 'finished' }>;
+
+/** Round numbers so step times can be checked by hand. */
+const P: EngineProfile = {
+  slots: 2,
+  kvCapacityTokens: 1000,
+  speed: 1,
+  baseStepS: 0.01,
+  perSeqS: 0.001,
+  perTokenS: 0.0001,
+  prefillPerTokenS: 0.002,
+  blockSize: 4,
+  prefixCacheBlocks: 100,
+};
+
+const seq = (
+  id: string,
+  promptTokens: number,
+  outputTokens: number,
+  blockHashes: string[] = [],
+): EngineSequence => ({
+  id,
+  promptTokens,
+  outputTokens,
+  blockHashes,
+});
+
+/** Run the model to idle, returning all events. */
+function drain(m: EngineModel): EngineEvent[] {
+  const all: EngineEvent[] = [];
+  for (let t = m.nextEventTime(); t !== undefined; t = m.nextEventTime()) all.push(...m.advance(t));
+  return all;
+}
+
+const finished = (evs: EngineEvent[]): Finished[] => evs.filter((e): e is Finished => e.type === 'finished');
+const close = (a: number, b: number, msg?: string): void =>
+  assert.ok(Math.abs(a - b) < 1e-9, msg ?? `${a} != ${b}`);
+
+test('tokens: ceil(chars/4), output text counts exactly', () => {
+  assert.equal(countTokens(''), 0);
+  assert.equal(countTokens('a'), 1);
+  assert.equal(countTokens('abcd'), 1);
+  assert.equal(countTokens('abcde'), 2);
+  const text = outputText(createRng(1), 37);
+  assert.equal(countTokens(text), 37);
+  assert.equal(outputText(createRng(1), 37), text, 'deterministic for a seed');
+});
+
+test('drawn output lengths: integers >= 1 around the mean', () => {
+  const rng = createRng(5);
+  let sum = 0;
+  for (let i = 0; i < 20000; i++) {
+    const n = drawOutputTokens(rng, 128);
+    assert.ok(Number.isInteger(n) && n >= 1);
+    sum += n;
+  }
+  assert.ok(Math.abs(sum / 20000 - 128) < 6, `mean ${sum / 20000}`);
+  assert.equal(drawOutputTokens(rng, 1), 1);
+});
+
+test('block hashes: chained, full blocks only, shared prefixes share hashes', () => {
+  const a = 'x'.repeat(64) + 'y'.repeat(64) + 'z'.repeat(10);
+  const b = 'x'.repeat(64) + 'w'.repeat(64);
+  const ha = promptBlockHashes(a, 16);
+  const hb = promptBlockHashes(b, 16);
+  assert.equal(ha.length, 2);
+  assert.equal(hb.length, 2);
+  assert.equal(ha[0], hb[0]);
+  assert.notEqual(ha[1], hb[1]);
+  // Same chunk at a different position hashes differently (it is a chain).
+  const c = promptBlockHashes('x'.repeat(128), 16);
+  assert.notEqual(c[0], c[1]);
+  assert.match(ha[0]!, /^[0-9a-f]{16}$/);
+  assert.deepEqual(promptBlockHashes('short', 16), []);
+});
+
+test('step time formula, by hand', () => {
+  const m = new EngineModel(P);
+  m.submit(seq('a', 100, 3), 5);
+  // Prefill iteration: base + perSeq·1 + perToken·(100 prompt + 0 generated) + prefill·100.
+  const t1 = 5 + 0.01 + 0.001 + 0.0001 * 100 + 0.002 * 100;
+  close(m.nextEventTime()!, t1);
+  const evs = m.advance(t1);
+  assert.deepEqual(
+    evs.map((e) => e.type),
+    ['admitted', 'tokens'],
+  );
+  assert.equal(evs[0]!.t, 5, 'admitted at the iteration start');
+  // Decode iterations: context grows by one token each.
+  const t2 = t1 + 0.01 + 0.001 + 0.0001 * 101;
+  const t3 = t2 + 0.01 + 0.001 + 0.0001 * 102;
+  close(m.nextEventTime()!, t2);
+  const rest = m.advance(100);
+  const f = finished(rest)[0]!;
+  close(f.t, t3);
+  close(f.queuedS, 0);
+  close(f.prefillS, t1 - 5);
+  close(f.decodeS, t3 - t1);
+  assert.equal(f.outputTokens, 3);
+  assert.equal(m.nextEventTime(), undefined, 'idle');
+  assert.equal(m.stats().kvUsage, 0);
+});
+
+test('advance catches up several iterations at once and leaves later ones', () => {
+  const m = new EngineModel(P);
+  m.submit(seq('a', 10, 50), 0);
+  const evs = m.advance(0.1);
+  const tokens = evs.filter((e) => e.type === 'tokens');
+  assert.ok(tokens.length > 1 && tokens.length < 50);
+  for (const e of evs) assert.ok(e.t <= 0.1);
+  assert.ok(m.nextEventTime()! > 0.1);
+});
+
+test('slots: a third sequence waits until one finishes', () => {
+  const m = new EngineModel(P);
+  m.submit(seq('a', 10, 2), 0);
+  m.submit(seq('b', 10, 5), 0);
+  m.submit(seq('c', 10, 2), 0);
+  m.nextEventTime();
+  assert.deepEqual({ running: m.stats().running, waiting: m.stats().waiting }, { running: 2, waiting: 1 });
+  const evs = drain(m);
+  const fa = finished(evs).find((e) => e.id === 'a')!;
+  const admitC = evs.find((e) => e.type === 'admitted' && e.id === 'c')!;
+  close(admitC.t, fa.t, 'c admitted the moment a frees its slot');
+  const fc = finished(evs).find((e) => e.id === 'c')!;
+  close(fc.queuedS, fa.t);
+});
+
+test('KV: a sequence that does not fit waits (pending); an oversized one runs alone', () => {
+  const m = new EngineModel({ ...P, slots: 8, kvCapacityTokens: 100 });
+  m.submit(seq('a', 60, 3), 0);
+  m.submit(seq('b', 60, 3), 0); // 61 + 61 > 100
+  m.nextEventTime();
+  assert.equal(m.stats().running, 1);
+  assert.equal(m.stats().waiting, 1);
+  assert.ok(m.stats().kvUsage > 0.6);
+  const evs = drain(m);
+  assert.equal(finished(evs).length, 2);
+  const fb = finished(evs).find((e) => e.id === 'b')!;
+  assert.ok(fb.queuedS > 0);
+
+  const big = new EngineModel({ ...P, kvCapacityTokens: 100 });
+  big.submit(seq('huge', 500, 2), 0);
+  big.submit(seq('small', 5, 2), 0);
+  big.nextEventTime();
+  assert.equal(big.stats().running, 1, 'huge admitted alone');
+  assert.equal(big.stats().kvUsage, 1, 'clamped');
+  const out = finished(drain(big));
+  assert.deepEqual(
+    out.map((e) => e.id),
+    ['huge', 'small'],
+  );
+});
+
+test('prefix cache: a repeated prompt hits and has a shorter TTFT', () => {
+  const m = new EngineModel(P);
+  const text = 'p'.repeat(400); // 100 tokens = 25 blocks of 4
+  const hashes = promptBlockHashes(text, P.blockSize);
+  m.submit(seq('cold', 100, 1, hashes), 0);
+  const cold = finished(drain(m))[0]!;
+  m.submit(seq('warm', 100, 1, hashes), 10);
+  const evs = drain(m);
+  const warm = finished(evs)[0]!;
+  assert.equal(cold.cachedTokens, 0);
+  assert.equal(warm.cachedTokens, 99, 'capped at promptTokens - 1');
+  const admitted = evs.find((e) => e.type === 'admitted')!;
+  assert.equal(admitted.type === 'admitted' && admitted.cachedTokens, 99);
+  assert.ok(warm.prefillS < cold.prefillS);
+  close(cold.prefillS - warm.prefillS, 99 * 0.002, 'prefills 1 token instead of 100');
+  const s = m.stats();
+  assert.equal(s.prefixCacheQueries, 50);
+  assert.equal(s.prefixCacheHits, 25);
+});
+
+test('prefix cache: only the shared prefix of a chain hits; LRU evicts', () => {
+  const m = new EngineModel({ ...P, prefixCacheBlocks: 4 });
+  const a = promptBlockHashes('a'.repeat(16) + 'b'.repeat(16), 4); // 2 blocks
+  const b = promptBlockHashes('a'.repeat(16) + 'c'.repeat(16), 4); // shares block 0
+  m.submit(seq('a', 8, 1, a), 0);
+  drain(m);
+  m.submit(seq('b', 8, 1, b), 1);
+  const fb = finished(drain(m))[0]!;
+  assert.equal(fb.cachedTokens, 4);
+  // Fill the cache with 4 other blocks: 'a' is gone.
+  m.submit(seq('x', 16, 1, promptBlockHashes('x'.repeat(64), 4)), 2);
+  drain(m);
+  m.submit(seq('a2', 8, 1, a), 3);
+  assert.equal(finished(drain(m))[0]!.cachedTokens, 0);
+});
+
+test('speed 2 halves every time', () => {
+  const run = (speed: number): Finished[] => {
+    const m = new EngineModel({ ...P, speed });
+    m.submit(seq('a', 50, 10), 0);
+    m.submit(seq('b', 20, 4), 0);
+    m.submit(seq('c', 30, 7), 0.05);
+    return finished(drain(m));
+  };
+  const slow = run(1);
+  const fast = run(2);
+  // 'c' arrives at 0.05 in both; compare the two that started at 0.
+  for (const id of ['a', 'b']) {
+    const s = slow.find((e) => e.id === id)!;
+    const f = fast.find((e) => e.id === id)!;
+    close(f.t * 2, s.t);
+    close(f.prefillS * 2, s.prefillS);
+  }
+});
+
+test('cancel frees the slot and KV for the next sequence', () => {
+  const m = new EngineModel({ ...P, slots: 1 });
+  m.submit(seq('a', 10, 1000), 0);
+  m.submit(seq('b', 10, 2), 0);
+  m.advance(0.5);
+  assert.equal(m.stats().running, 1);
+  assert.equal(m.stats().waiting, 1);
+  assert.equal(m.cancel('a', 0.5), true);
+  assert.equal(m.cancel('a', 0.5), false, 'already gone');
+  assert.equal(m.cancel('nope', 0.5), false);
+  assert.equal(m.stats().running, 0);
+  assert.equal(m.stats().kvUsage, 0);
+  const evs = drain(m);
+  assert.equal(evs.filter((e) => e.id === 'a').length, 0, 'no events for a cancelled sequence');
+  assert.deepEqual(
+    finished(evs).map((e) => e.id),
+    ['b'],
+  );
+  // Cancelling a waiting sequence.
+  m.submit(seq('c', 10, 100), 10);
+  m.submit(seq('d', 10, 1), 10);
+  m.nextEventTime();
+  assert.equal(m.cancel('d', 10), true);
+  assert.equal(m.stats().waiting, 0);
+  assert.deepEqual(
+    finished(drain(m)).map((e) => e.id),
+    ['c'],
+  );
+  assert.equal(m.stats().completed, 2);
+});
+
+test('idle model starts at the submit time; same-instant submits batch together', () => {
+  const m = new EngineModel(P);
+  m.submit(seq('a', 10, 1), 3);
+  m.submit(seq('b', 10, 1), 3);
+  const evs = m.advance(3);
+  assert.equal(evs.filter((e) => e.type === 'admitted').length, 2);
+  assert.ok(evs.every((e) => e.t === 3));
+  assert.equal(m.advance(2.9).length, 0);
+});
+
+/** Random workload with arrivals spread in time, driven like the simulator drives it. */
+function randomRun(
+  seed: number,
+  tokenEvents = true,
+): { events: EngineEvent[]; ids: string[]; m: EngineModel } {
+  const rng = createRng(seed);
+  const m = new EngineModel(defaultProfile({ slots: 6, kvCapacityTokens: 6000, prefixCacheBlocks: 64 }), {
+    tokenEvents,
+  });
+  const ids: string[] = [];
+  const events: EngineEvent[] = [];
+  let t = 0;
+  for (let i = 0; i < 300; i++) {
+    t += rng() * 0.4;
+    // Run the engine up to the arrival, then submit.
+    for (let next = m.nextEventTime(); next !== undefined && next <= t; next = m.nextEventTime()) {
+      events.push(...m.advance(next));
+    }
+    events.push(...m.advance(t));
+    const id = `r${i}`;
+    ids.push(id);
+    const shared = 'sys '.repeat(Math.floor(rng() * 40));
+    const text = shared + 'u'.repeat(Math.floor(rng() * 2000));
+    m.submit(seq(id, countTokens(text), 1 + Math.floor(rng() * 200), promptBlockHashes(text, 16)), t);
+    if (rng() < 0.05) m.cancel(`r${i - 1}`, t);
+  }
+  events.push(...drain(m));
+  return { events, ids, m };
+}
+
+test('determinism: same inputs, same events', () => {
+  const a = randomRun(7);
+  const b = randomRun(7);
+  assert.deepEqual(a.events, b.events);
+  assert.deepEqual(a.m.stats(), b.m.stats());
+});
+
+test('conservation: every submitted sequence finishes exactly once (or was cancelled)', () => {
+  const { events, ids, m } = randomRun(11);
+  const done = new Map<string, number>();
+  for (const e of finished(events)) done.set(e.id, (done.get(e.id) ?? 0) + 1);
+  for (const n of done.values()) assert.equal(n, 1);
+  const cancelled = ids.filter((id) => !done.has(id));
+  const s = m.stats();
+  assert.equal(s.completed + cancelled.length, ids.length);
+  assert.equal(s.running, 0);
+  assert.equal(s.waiting, 0);
+  assert.equal(s.kvUsage, 0);
+  // Events are in time order, and each finished sequence got exactly outputTokens tokens events.
+  for (let i = 1; i < events.length; i++) assert.ok(events[i]!.t >= events[i - 1]!.t);
+  for (const f of finished(events)) {
+    const toks = events.filter((e) => e.type === 'tokens' && e.id === f.id);
+    assert.equal(toks.length, f.outputTokens);
+    const admitted = events.find((e) => e.type === 'admitted' && e.id === f.id)!;
+    close(admitted.t + f.prefillS + f.decodeS, f.t);
+    assert.ok(f.queuedS >= 0 && f.prefillS > 0 && f.decodeS >= 0);
+  }
+  assert.ok(s.prefixCacheHits > 0 && s.prefixCacheHits <= s.prefixCacheQueries);
+  // Turning token events off changes nothing else.
+  const quiet = randomRun(11, false);
+  assert.deepEqual(
+    quiet.events,
+    events.filter((e) => e.type !== 'tokens'),
+  );
+});
+
+test('default profile: 500-token prompt + 200 tokens alone takes 3-5 s', () => {
+  const m = new EngineModel(defaultProfile());
+  m.submit(seq('a', 500, 200), 0);
+  const f = finished(drain(m))[0]!;
+  assert.ok(f.t > 3 && f.t < 5, `took ${f.t}`);
+});
+
+test('invalid profile is refused', () => {
+  assert.throws(() => new EngineModel({ ...P, slots: 0 }), /slots/);
+  assert.throws(() => new EngineModel({ ...P, speed: -1 }), /speed/);
+});
+
+test('fast: thousands of sequences x hundreds of iterations', () => {
+  const m = new EngineModel(defaultProfile({ slots: 32, kvCapacityTokens: 200000 }), { tokenEvents: false });
+  const started = performance.now();
+  for (let i = 0; i < 5000; i++) m.submit(seq(`s${i}`, 300, 200), i * 0.01);
+  let iterations = 0;
+  for (let t = m.nextEventTime(); t !== undefined; t = m.nextEventTime()) {
+    m.advance(t);
+    iterations++;
+  }
+  assert.equal(m.stats().completed, 5000);
+  assert.ok(iterations > 30000);
+  assert.ok(performance.now() - started < 5000, 'well under a few seconds');
+});

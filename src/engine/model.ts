@@ -1,0 +1,281 @@
+/**
+ * The engine model (design §3), iteration by iteration. Pure: no timers, no clock, no I/O — the
+ * caller says what time it is (seconds of model time). The emulated HTTP engine drives it in real
+ * time, the simulator in virtual time, so both batch and time steps identically.
+ *
+ * One iteration:
+ *  1. at its start, admit waiting sequences FIFO while the batch has a free slot and the KV fits;
+ *  2. it lasts (base + perSeq·running + perToken·context + prefillPerToken·uncachedAdmitted) / speed;
+ *  3. at its end every running sequence has one more token (a newly admitted sequence's first token
+ *     ends its prefill: that instant is its TTFT); a sequence with all its tokens finishes and frees
+ *     its KV. The next iteration starts at once if anything is running or admissible.
+ *
+ * KV accounting: a running sequence holds promptTokens + generated + 1 (the +1 is the token the
+ * current iteration is computing; reserved at admission as promptTokens + 1). Admission checks the
+ * reservation only, so a batch may grow past capacity while decoding: we let it (no preemption or
+ * swapping — real engines would preempt; modelling that is not worth its cost here), and kvUsage is
+ * reported clamped to 1. A sequence whose prompt alone exceeds capacity is admitted when the batch is
+ * empty, so it cannot deadlock the queue. Admission is strictly FIFO (head-of-line blocking, like
+ * vLLM's FCFS scheduler).
+ *
+ * Prefix cache: counted in BLOCKS. Each admission queries all of the sequence's full blocks
+ * (prefixCacheQueries += blockHashes.length) and hits the longest cached prefix of them
+ * (prefixCacheHits += matched). cachedTokens = matched·blockSize, capped at promptTokens − 1 so at
+ * least one token is prefilled. The blocks are inserted (touched) right after admission.
+ */
+import { PrefixCache } from './prefix-cache.js';
+import type { EngineEvent, EngineProfile, EngineSequence, EngineStats } from './types.js';
+
+export interface EngineModelOptions {
+  /**
+   * Emit a 'tokens' event per running sequence per iteration (default true). The HTTP engine needs
+   * them to stream; a simulator that only needs TTFT and completion can turn them off (the first
+   * token time is in 'finished' as queuedS + prefillS after submit).
+   */
+  readonly tokenEvents?: boolean;
+}
+
+const WAITING = 0;
+const RUNNING = 1;
+const GONE = 2;
+
+/** Mutable per-sequence state; one object per submit, reused through its life. */
+interface Seq {
+  readonly id: string;
+  readonly promptTokens: number;
+  readonly outputTokens: number;
+  readonly blockHashes: readonly string[];
+  readonly submitT: number;
+  state: number;
+  admitT: number;
+  firstTokenT: number;
+  cachedTokens: number;
+  generated: number;
+}
+
+/** Throws a RangeError naming the first field that cannot describe an engine. */
+export function validateProfile(p: EngineProfile): void {
+  const positive = ['slots', 'kvCapacityTokens', 'speed', 'blockSize'] as const;
+  const nonNegative = ['baseStepS', 'perSeqS', 'perTokenS', 'prefillPerTokenS', 'prefixCacheBlocks'] as const;
+  for (const k of positive) {
+    if (!(Number.isFinite(p[k]) && p[k] > 0)) throw new RangeError(`engine profile: ${k} must be > 0`);
+  }
+  for (const k of nonNegative) {
+    if (!(Number.isFinite(p[k]) && p[k] >= 0)) throw new RangeError(`engine profile: ${k} must be >= 0`);
+  }
+}
+
+export class EngineModel {
+  private readonly p: EngineProfile;
+  private readonly tokenEvents: boolean;
+  private readonly cache: PrefixCache;
+  private readonly byId = new Map<string, Seq>();
+  /** FIFO of waiting sequences from `waitHead`; cancelled entries are skipped lazily. */
+  private waitQ: Seq[] = [];
+  private waitHead = 0;
+  private waitingCount = 0;
+  /** The batch, in admission order. */
+  private readonly running: Seq[] = [];
+  /** Sum over running of promptTokens + generated + 1. */
+  private kvUsed = 0;
+  /** End time of the iteration in progress. */
+  private iterEnd: number | undefined;
+  /** When idle: when the next iteration may start (the earliest waiting submit). */
+  private pendingStart: number | undefined;
+  /** Events of an iteration started outside advance() (from nextEventTime), handed out by the next advance(). */
+  private pendingEvents: EngineEvent[] = [];
+  private queries = 0;
+  private hits = 0;
+  private completed = 0;
+  private generatedTotal = 0;
+  private promptTotal = 0;
+
+  constructor(profile: EngineProfile, options: EngineModelOptions = {}) {
+    validateProfile(profile);
+    this.p = profile;
+    this.tokenEvents = options.tokenEvents ?? true;
+    this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
+  }
+
+  get profile(): EngineProfile {
+    return this.p;
+  }
+
+  /** Queue a sequence at time `now`. Submits must come in non-decreasing time; ids must be unique among live sequences. */
+  submit(seq: EngineSequence, now: number): void {
+    if (this.byId.has(seq.id)) throw new Error(`engine model: duplicate sequence id ${seq.id}`);
+    const s: Seq = {
+      id: seq.id,
+      promptTokens: Math.max(0, Math.floor(seq.promptTokens)),
+      outputTokens: Math.max(1, Math.floor(seq.outputTokens)),
+      blockHashes: seq.blockHashes,
+      submitT: now,
+      state: WAITING,
+      admitT: 0,
+      firstTokenT: 0,
+      cachedTokens: 0,
+      generated: 0,
+    };
+    this.byId.set(s.id, s);
+    this.waitQ.push(s);
+    this.waitingCount++;
+    // Idle: the next iteration starts at this submit (lazily, so same-instant submits batch together).
+    if (this.iterEnd === undefined) {
+      this.pendingStart = this.pendingStart === undefined ? now : Math.min(this.pendingStart, now);
+    }
+  }
+
+  /**
+   * Remove a waiting or running sequence and free its slot and KV; false if unknown (or already
+   * finished). An iteration in progress keeps its end time (its cost is already spent).
+   */
+  cancel(id: string, _now: number): boolean {
+    const s = this.byId.get(id);
+    if (!s) return false;
+    this.byId.delete(id);
+    if (s.state === WAITING) {
+      this.waitingCount--;
+    } else if (s.state === RUNNING) {
+      const i = this.running.indexOf(s);
+      if (i >= 0) this.running.splice(i, 1);
+      this.kvUsed -= s.promptTokens + s.generated + 1;
+    }
+    s.state = GONE;
+    return true;
+  }
+
+  /** End time of the iteration in progress (starting one if work is pending), or undefined when idle. */
+  nextEventTime(): number | undefined {
+    if (this.iterEnd === undefined && this.pendingStart !== undefined) {
+      this.startIteration(this.pendingStart, this.pendingEvents);
+    }
+    return this.iterEnd;
+  }
+
+  /** Run every iteration that ends at or before `now`, in order; returns their events in time order. */
+  advance(now: number): EngineEvent[] {
+    const out = this.pendingEvents;
+    this.pendingEvents = [];
+    while (true) {
+      if (this.iterEnd === undefined) {
+        if (this.pendingStart === undefined || this.pendingStart > now) break;
+        this.startIteration(this.pendingStart, out);
+        continue;
+      }
+      if (this.iterEnd > now) break;
+      this.finishIteration(out);
+    }
+    return out;
+  }
+
+  stats(): EngineStats {
+    return {
+      running: this.running.length,
+      waiting: this.waitingCount,
+      kvUsage: Math.min(1, this.kvUsed / this.p.kvCapacityTokens),
+      prefixCacheQueries: this.queries,
+      prefixCacheHits: this.hits,
+      completed: this.completed,
+      generatedTokens: this.generatedTotal,
+      promptTokens: this.promptTotal,
+    };
+  }
+
+  /** First live waiting sequence, dropping cancelled ones from the front. */
+  private head(): Seq | undefined {
+    const q = this.waitQ;
+    while (this.waitHead < q.length && q[this.waitHead]!.state !== WAITING) this.waitHead++;
+    // Compact now and then so the array does not grow with everything ever submitted.
+    if (this.waitHead > 1024 && this.waitHead * 2 > q.length) {
+      q.copyWithin(0, this.waitHead);
+      q.length -= this.waitHead;
+      this.waitHead = 0;
+    }
+    return this.waitHead < q.length ? q[this.waitHead] : undefined;
+  }
+
+  /** Admit what fits at time `t` and start an iteration; go idle if nothing can run yet. */
+  private startIteration(t: number, out: EngineEvent[]): void {
+    const p = this.p;
+    this.pendingStart = undefined;
+    let uncached = 0;
+    while (this.waitingCount > 0 && this.running.length < p.slots) {
+      const s = this.head();
+      if (!s || s.submitT > t) break;
+      const need = s.promptTokens + 1;
+      if (this.running.length > 0 && this.kvUsed + need > p.kvCapacityTokens) break;
+      this.waitHead++;
+      this.waitingCount--;
+      uncached += this.admit(s, t, out);
+    }
+    const n = this.running.length;
+    if (n === 0) {
+      // Nothing runnable now: wake when the first waiting sequence has been submitted.
+      const s = this.waitingCount > 0 ? this.head() : undefined;
+      this.pendingStart = s?.submitT;
+      this.iterEnd = undefined;
+      return;
+    }
+    const context = this.kvUsed - n; // prompt + generated of every running sequence
+    const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * uncached;
+    this.iterEnd = t + cost / p.speed;
+  }
+
+  /** Move `s` into the batch; returns its uncached prompt tokens (this iteration's prefill). */
+  private admit(s: Seq, t: number, out: EngineEvent[]): number {
+    const hashes = s.blockHashes;
+    let cached = 0;
+    if (hashes.length > 0) {
+      const matched = this.cache.match(hashes);
+      this.queries += hashes.length;
+      this.hits += matched;
+      cached = Math.min(matched * this.p.blockSize, Math.max(0, s.promptTokens - 1));
+      this.cache.insert(hashes);
+    }
+    s.state = RUNNING;
+    s.admitT = t;
+    s.cachedTokens = cached;
+    this.running.push(s);
+    this.kvUsed += s.promptTokens + 1;
+    this.promptTotal += s.promptTokens;
+    out.push({ type: 'admitted', id: s.id, t, cachedTokens: cached });
+    return s.promptTokens - cached;
+  }
+
+  /** End the iteration in progress: one token each, finish the complete ones, start the next. */
+  private finishIteration(out: EngineEvent[]): void {
+    const t = this.iterEnd!;
+    this.iterEnd = undefined;
+    const run = this.running;
+    let keep = 0;
+    for (let i = 0; i < run.length; i++) {
+      const s = run[i]!;
+      s.generated++;
+      this.generatedTotal++;
+      if (s.generated === 1) s.firstTokenT = t;
+      if (this.tokenEvents) out.push({ type: 'tokens', id: s.id, t, total: s.generated });
+      if (s.generated >= s.outputTokens) {
+        this.kvUsed -= s.promptTokens + s.generated; // its reservation: prompt + (generated-1) + 1
+        s.state = GONE;
+        this.byId.delete(s.id);
+        this.completed++;
+        out.push({
+          type: 'finished',
+          id: s.id,
+          t,
+          promptTokens: s.promptTokens,
+          outputTokens: s.generated,
+          cachedTokens: s.cachedTokens,
+          queuedS: s.admitT - s.submitT,
+          prefillS: s.firstTokenT - s.admitT,
+          decodeS: t - s.firstTokenT,
+        });
+      } else {
+        this.kvUsed++;
+        run[keep++] = s;
+      }
+    }
+    run.length = keep;
+    if (keep > 0 || this.waitingCount > 0) this.startIteration(t, out);
+  }
+}

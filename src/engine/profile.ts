@@ -1,0 +1,35 @@
+/**
+ * Default engine constants: Llama-2-7B-class model on one V100-class GPU, from seed 004 §3
+ * (Figure 4) plus back-of-envelope hardware numbers.
+ *
+ * - prefillPerTokenS 3.2e-4: seed 004's prefill gradient. It also matches compute: ~14 GFLOP per
+ *   token for 7B parameters at ~45 TFLOP/s effective fp16.
+ * - perSeqS 3.3e-5: seed 004's decode gradient — each running sequence adds one decode token to
+ *   every iteration, so "per decode token in the batch" is per sequence.
+ * - baseStepS 0.018: decode is memory-bound; reading 14 GB of weights at ~900 GB/s is ~15 ms, plus
+ *   launch/sampling overhead.
+ * - perTokenS 6e-7: reading the KV cache, ~0.5 MB per context token (2·32 layers·4096·2 bytes) at
+ *   ~900 GB/s.
+ * So a 500-token prompt with a 200-token answer alone takes 500·3.2e-4 + 200·(0.018 + 3.3e-5 +
+ * ~600·6e-7) ≈ 0.16 + 3.7 ≈ 3.9 s (about 54 tokens/s: a V100 serving a 7B model).
+ * slots 4 is Ollama's usual NUM_PARALLEL; 16384 KV tokens is 4 × 4096-token contexts; blockSize 16
+ * is vLLM's block size.
+ */
+import type { EngineProfile } from './types.js';
+
+const DEFAULT_PROFILE: EngineProfile = {
+  slots: 4,
+  kvCapacityTokens: 16384,
+  speed: 1,
+  baseStepS: 0.018,
+  perSeqS: 3.3e-5,
+  perTokenS: 6e-7,
+  prefillPerTokenS: 3.2e-4,
+  blockSize: 16,
+  prefixCacheBlocks: 4096,
+};
+
+/** The default profile with `overrides` applied (e.g. `{ slots: 8, speed: 0.05 }` for a CPU box). */
+export function defaultProfile(overrides: Partial<EngineProfile> = {}): EngineProfile {
+  return { ...DEFAULT_PROFILE, ...overrides };
+}

@@ -1,0 +1,319 @@
+/**
+ * The emulated inference server (`llmlb engine`): a real node:http server with Ollama and
+ * OpenAI/vLLM endpoints, answering from one EngineModel driven in real time. Batching, queueing,
+ * prefix-cache hits and timings therefore behave like the simulator's, and the router under test
+ * sees the same wire formats, metrics and failures as with real engines.
+ */
+import { createHash } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { createRng, deriveSeed } from '../core/rng.js';
+import { RealTimeDriver } from './driver.js';
+import { Exchange } from './exchange.js';
+import { parseFaults, type EngineFaults } from './faults.js';
+import { HttpError, readJson, send, sendError, sendJson, type Obj } from './http.js';
+import { prometheusText } from './metrics.js';
+import { EngineModel } from './model.js';
+import { parseGeneration } from './request.js';
+import { countTokens, drawOutputTokens, promptBlockHashes } from './tokens.js';
+import type { EngineProfile, EngineStats } from './types.js';
+import { createWire, ollamaLoadBody, type EndpointKind, type ErrorFormat } from './wire.js';
+
+export { defaultProfile } from './profile.js';
+export type { EngineFaults } from './faults.js';
+
+export interface EngineServerOptions {
+  /** Default 127.0.0.1. */
+  readonly host?: string;
+  /** 0 = ephemeral. */
+  readonly port: number;
+  /** Which API families to serve. Ollama also serves /v1/*, so 'ollama' and 'both' serve both. */
+  readonly api: 'ollama' | 'openai' | 'both';
+  /** Default ['llama3']. */
+  readonly models?: readonly string[];
+  readonly profile: EngineProfile;
+  /** Model seconds per real second (default 1): 100 runs the engine 100× faster than life. */
+  readonly timeScale?: number;
+  readonly seed?: number;
+  /** Mean of the output length drawn when no `x-llmlb-output-tokens` hint is sent (default 128). */
+  readonly defaultOutputTokens?: { readonly mean: number };
+  readonly faults?: EngineFaults;
+  /** Shown in sequence ids and /_emulator/stats. */
+  readonly name?: string;
+}
+
+export interface EngineServer {
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+  /** Replace the fault settings (they apply to requests that arrive afterwards). */
+  setFaults(f: EngineFaults): void;
+  stats(): EngineStats & { requests: number };
+}
+
+/** The header only the engine reads: the output length a workload generator decided. */
+export const OUTPUT_TOKENS_HEADER = 'x-llmlb-output-tokens';
+
+interface Route {
+  readonly method: 'GET' | 'POST';
+  readonly format: ErrorFormat;
+  /** A listing route that `failRate` also fails (generation routes apply their own faults). */
+  readonly probe?: boolean;
+  readonly handle: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+}
+
+/** A fixed-looking digest for a model name, so /api/tags and /api/ps look like Ollama's. */
+const digestOf = (name: string): string => createHash('sha256').update(name).digest('hex');
+
+export async function startEngine(opts: EngineServerOptions): Promise<EngineServer> {
+  const host = opts.host ?? '127.0.0.1';
+  const models = opts.models && opts.models.length > 0 ? [...opts.models] : ['llama3'];
+  const timeScale = opts.timeScale ?? 1;
+  const seed = opts.seed ?? 1;
+  const name = opts.name ?? 'engine';
+  const meanOutput = opts.defaultOutputTokens?.mean ?? 128;
+  const profile = opts.profile;
+  const driver = new RealTimeDriver(new EngineModel(profile), timeScale);
+  const outputRng = createRng(deriveSeed(seed, 'output-length'));
+  const failRng = createRng(deriveSeed(seed, 'fail'));
+  // Probes get their own stream, so their timing cannot shift which generation requests fail.
+  const probeFailRng = createRng(deriveSeed(seed, 'fail-probe'));
+  const startedAt = new Date().toISOString();
+  let faults: EngineFaults = opts.faults ?? {};
+  let requests = 0;
+  let seqNo = 0;
+  const sockets = new Set<Socket>();
+  let closing: Promise<void> | undefined;
+
+  /** Ollama names 'llama3' and 'llama3:latest' the same model. */
+  const knownModel = (m: string): boolean =>
+    models.includes(m) ||
+    (m.endsWith(':latest') && models.includes(m.slice(0, -7))) ||
+    models.includes(`${m}:latest`);
+
+  const stats = (): EngineStats & { requests: number } => ({ ...driver.model.stats(), requests });
+
+  /** Generation endpoints: parse, apply faults, submit to the model, answer from its events. */
+  async function generate(kind: EndpointKind, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const format: ErrorFormat = kind.startsWith('openai') ? 'openai' : 'ollama';
+    requests++;
+    const f = faults;
+    if (f.exitAfter !== undefined && requests > f.exitAfter) {
+      void shutdown(); // simulated crash: the box is gone, sockets and all
+      return;
+    }
+    if (failRng() < (f.failRate ?? 0)) {
+      sendError(res, format, 500, 'injected failure (llmlb engine fault)', 'injected_failure');
+      return;
+    }
+    if (f.hang) return; // accept and never answer; the socket closes when the client gives up
+
+    const id = `${name}-${++seqNo}`;
+    // Client gone (or stream cut by a fault) before the end: free the slot. After a normal finish the
+    // driver has already dropped the sequence, so the cancel is a no-op.
+    let gone = false;
+    res.on('close', () => {
+      gone = true;
+      driver.cancel(id);
+    });
+    const g = parseGeneration(kind, await readJson(req));
+    if (!knownModel(g.model)) {
+      throw format === 'ollama'
+        ? new HttpError(404, `model '${g.model}' not found`, 'model_not_found')
+        : new HttpError(404, `The model \`${g.model}\` does not exist.`, 'model_not_found');
+    }
+    if (g.loadOnly) {
+      sendJson(res, 200, ollamaLoadBody(g.model, kind === 'ollama-chat'));
+      return;
+    }
+
+    const hint = Number(req.headers[OUTPUT_TOKENS_HEADER]);
+    let outputTokens = Number.isInteger(hint) && hint >= 1 ? hint : drawOutputTokens(outputRng, meanOutput);
+    let truncated = false;
+    if (g.cap !== undefined && outputTokens > g.cap) {
+      truncated = true;
+      outputTokens = g.cap;
+    }
+
+    const exchange = new Exchange({
+      res,
+      wire: createWire(kind, id, g.model, g.includeUsage),
+      stream: g.stream,
+      rng: createRng(deriveSeed(seed, id)),
+      timeScale,
+      truncated,
+      dieAfterChunks: g.stream ? f.dieMidStreamAfterChunks : undefined,
+    });
+    if (gone) return;
+    const promptTokens = countTokens(g.text);
+    driver.submit(
+      { id, promptTokens, outputTokens, blockHashes: promptBlockHashes(g.text, profile.blockSize) },
+      exchange,
+    );
+  }
+
+  const ollama = opts.api === 'ollama' || opts.api === 'both';
+  const routes = new Map<string, Route>();
+  const post = (path: string, kind: EndpointKind): void => {
+    routes.set(path, {
+      method: 'POST',
+      format: kind.startsWith('openai') ? 'openai' : 'ollama',
+      handle: (req, res) => generate(kind, req, res),
+    });
+  };
+  // Ollama serves the OpenAI-compatible routes too, so every engine has them.
+  post('/v1/completions', 'openai-completions');
+  post('/v1/chat/completions', 'openai-chat');
+  routes.set('/v1/models', {
+    method: 'GET',
+    format: 'openai',
+    probe: true,
+    handle: (_req, res) =>
+      sendJson(res, 200, {
+        object: 'list',
+        data: models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'llmlb' })),
+      }),
+  });
+  if (ollama) {
+    post('/api/generate', 'ollama-generate');
+    post('/api/chat', 'ollama-chat');
+    const entry = (m: string): Obj => ({
+      name: m,
+      model: m,
+      modified_at: startedAt,
+      size: 4_661_224_676,
+      digest: digestOf(m),
+      details: {
+        parent_model: '',
+        format: 'gguf',
+        family: 'llama',
+        families: ['llama'],
+        parameter_size: '8.0B',
+        quantization_level: 'Q4_0',
+      },
+    });
+    routes.set('/api/tags', {
+      method: 'GET',
+      format: 'ollama',
+      probe: true,
+      handle: (_q, res) => sendJson(res, 200, { models: models.map(entry) }),
+    });
+    routes.set('/api/version', {
+      method: 'GET',
+      format: 'ollama',
+      probe: true,
+      handle: (_q, res) => sendJson(res, 200, { version: '0.9.0' }),
+    });
+    routes.set('/api/ps', {
+      method: 'GET',
+      format: 'ollama',
+      probe: true,
+      handle: (_q, res) => {
+        const s = driver.model.stats();
+        sendJson(res, 200, {
+          models: models.map((m) => ({
+            ...entry(m),
+            expires_at: '2999-01-01T00:00:00Z',
+            size_vram: 4_661_224_676,
+          })),
+          // llmlb extension: the engine's batch state, for scrapers that know it.
+          llmlb: { running: s.running, waiting: s.waiting, slots: profile.slots, kvUsage: s.kvUsage },
+        });
+      },
+    });
+    routes.set('/', {
+      method: 'GET',
+      format: 'ollama',
+      probe: true,
+      handle: (_q, res) => send(res, 200, 'Ollama is running', 'text/plain; charset=utf-8'),
+    });
+  }
+  routes.set('/metrics', {
+    method: 'GET',
+    format: 'ollama',
+    handle: (_q, res) =>
+      send(
+        res,
+        200,
+        prometheusText(models, driver.model.stats(), profile.blockSize),
+        'text/plain; version=0.0.4; charset=utf-8',
+      ),
+  });
+  routes.set('/healthz', {
+    method: 'GET',
+    format: 'ollama',
+    handle: (_q, res) => sendJson(res, 200, { status: 'ok' }),
+  });
+  routes.set('/_emulator/stats', {
+    method: 'GET',
+    format: 'ollama',
+    handle: (_q, res) => sendJson(res, 200, { name, timeScale, faults, profile, ...stats() }),
+  });
+  routes.set('/_emulator/faults', {
+    method: 'POST',
+    format: 'ollama',
+    handle: async (req, res) => {
+      faults = parseFaults(await readJson(req));
+      sendJson(res, 200, { faults });
+    },
+  });
+
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?', 1)[0]!;
+    const route = routes.get(path);
+    const format: ErrorFormat = route?.format ?? (path.startsWith('/v1/') ? 'openai' : 'ollama');
+    if (!route) {
+      sendError(res, format, 404, `no route for ${path}`, 'not_found');
+      return;
+    }
+    if (req.method !== route.method && !(req.method === 'HEAD' && route.method === 'GET')) {
+      res.setHeader('allow', route.method);
+      sendError(res, format, 405, `method ${req.method} not allowed on ${path}`, 'method_not_allowed');
+      return;
+    }
+    if (route.probe && probeFailRng() < (faults.failRate ?? 0)) {
+      sendError(res, format, 500, 'injected failure (llmlb engine fault)', 'injected_failure');
+      return;
+    }
+    Promise.resolve()
+      .then(() => route.handle(req, res))
+      .catch((err: unknown) => {
+        if (err instanceof HttpError) sendError(res, format, err.status, err.message, err.code);
+        else sendError(res, format, 500, `internal error: ${(err as Error).message}`, 'internal_error');
+      });
+  });
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+
+  /** Stop listening and drop every connection (also the crash fault). Idempotent. */
+  function shutdown(): Promise<void> {
+    closing ??= new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      driver.stop();
+      for (const s of sockets) s.destroy();
+    });
+    return closing;
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : opts.port;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+  return {
+    url: `http://${urlHost}:${port}`,
+    port,
+    close: shutdown,
+    setFaults: (f) => {
+      faults = { ...f };
+    },
+    stats,
+  };
+}
