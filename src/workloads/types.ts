@@ -27,6 +27,12 @@ export interface WorkloadRequest {
   readonly sessionKey?: string;
   /** Free-form class label for reports (e.g. the seed 004 task type or LL/LH/HL/HH). */
   readonly label?: string;
+  /** Task type of task-mix workloads (seed 004: sentiment, entity-recognition, …). */
+  readonly task?: string;
+  /** Seed 004 size class: light/heavy prompt × light/heavy decode. */
+  readonly sizeClass?: 'LL' | 'LH' | 'HL' | 'HH';
+  /** Client-side timeout, seconds (e.g. workload.py's --timeout); absent = the runner's default. */
+  readonly timeoutS?: number;
 }
 
 export interface ScheduledRequest {

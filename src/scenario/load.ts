@@ -1,0 +1,319 @@
+/**
+ * Scenario files: what `llmlb simulate` and `llmlb bench` run. YAML (JSON is YAML too), validated
+ * once here with strict schemas; every error names the field path and, when the field exists in the
+ * file, its line.
+ *
+ * ```yaml
+ * name: ollamarouter-2node          # [A-Za-z0-9._-]; used in results and file names
+ * description: …                    # optional
+ * seed: 1                           # default seed (the CLI's --seed overrides); default 1
+ * durationS: 2400                   # requests are sent during [0, durationS)
+ * graceS: 1800                      # then wait up to graceS for them to finish; default 0
+ * timeScale: 20                     # suggested speed-up for live `bench` (model s per real s); default 1
+ * defaults:                         # optional; merged under every fleet entry
+ *   profile: { slots: 1 }           # EngineProfile fields (src/engine/types.ts), over defaultProfile()
+ *   models: [llama3]                # default [llama3]
+ *   region: us-east                 # also maxConcurrency, weight
+ * fleet:                            # one entry per kind of backend
+ *   - name: fast                    # unique after expansion
+ *     profile: { speed: 1 }
+ *   - name: slow
+ *     count: 4                      # count > 1 → slow-0 … slow-3
+ *     profile: { speed: 0.2 }
+ *     models: [llama3]
+ *     region: eu-west
+ *     maxConcurrency: 8             # router-side cap on requests pushed at once; default none
+ *     weight: 1                     # default 1
+ * workload:                         # a generator (src/workloads/index.ts) by type, with its params
+ *   type: constant                  # constant | poisson | bursts | heimdall | multi-turn |
+ *   rate: 0.025                     #   tree-of-thought | task-mix | trace
+ *   model: llama3                   # generators' durationS defaults to the scenario's
+ * policies:                         # compared in order; a name, or a name with its params
+ *   - round-robin
+ *   - { name: estimated-wait, alpha: 0.3 }   # or { name: …, params: { alpha: 0.3 } }
+ * ```
+ * Policy names are not checked against the registry here (later policies register themselves; the
+ * simulate command validates them). A trace's relative `path` is resolved against the scenario
+ * file's folder.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { z } from 'zod';
+import type { PolicySpec } from '../core/policies/index.js';
+import { defaultProfile } from '../engine/profile.js';
+import type { EngineProfile } from '../engine/types.js';
+import { getWorkloadType, workloadTypeNames, type BoundWorkload } from '../workloads/index.js';
+import type { Scenario, ScenarioBackend } from './types.js';
+
+type Path = readonly (string | number)[];
+
+/** A scenario that cannot be used; `field` is the dotted path of the first problem. */
+export class ScenarioError extends Error {
+  constructor(
+    message: string,
+    readonly source: string,
+    readonly field?: string,
+    readonly line?: number,
+    readonly column?: number,
+  ) {
+    super(message);
+    this.name = 'ScenarioError';
+  }
+}
+
+/** `fleet[1].profile.slots` */
+export function formatPath(path: Path): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out ? `.${p}` : p;
+  return out;
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const name = z.string().regex(NAME, 'must be letters, digits, . _ - (starting with a letter or digit)');
+
+const ProfilePatch = z
+  .strictObject({
+    slots: z.number().int().positive(),
+    kvCapacityTokens: z.number().int().positive(),
+    speed: z.number().finite().positive(),
+    baseStepS: z.number().finite().nonnegative(),
+    perSeqS: z.number().finite().nonnegative(),
+    perTokenS: z.number().finite().nonnegative(),
+    prefillPerTokenS: z.number().finite().nonnegative(),
+    blockSize: z.number().int().positive(),
+    prefixCacheBlocks: z.number().int().nonnegative(),
+  } satisfies Record<keyof EngineProfile, z.ZodType>)
+  .partial();
+
+const backendFields = {
+  profile: ProfilePatch.optional(),
+  models: z.array(z.string().min(1)).min(1).optional(),
+  region: z.string().min(1).optional(),
+  maxConcurrency: z.number().int().positive().optional(),
+  weight: z.number().finite().positive().optional(),
+};
+
+const FleetEntry = z.strictObject({ name, count: z.number().int().positive().default(1), ...backendFields });
+
+// `{ name, ...params }`; the params themselves are each policy's business.
+const PolicyEntry = z.union([name, z.looseObject({ name })]);
+
+const ScenarioFile = z.strictObject({
+  name,
+  description: z.string().optional(),
+  seed: z.number().int().nonnegative().default(1),
+  durationS: z.number().finite().positive(),
+  graceS: z.number().finite().nonnegative().default(0),
+  timeScale: z.number().finite().positive().default(1),
+  defaults: z.strictObject(backendFields).optional(),
+  fleet: z.array(FleetEntry).min(1),
+  workload: z.looseObject({ type: z.string().min(1) }),
+  policies: z.array(PolicyEntry).min(1),
+});
+
+interface Problem {
+  readonly path: Path;
+  readonly message: string;
+}
+
+/** zod issues → problems; an unknown key is reported at the key itself. */
+function problems(error: z.ZodError, prefix: Path = []): Problem[] {
+  return error.issues.flatMap((i): Problem[] => {
+    const path = [...prefix, ...(i.path as (string | number)[])];
+    if (i.code === 'unrecognized_keys') {
+      return i.keys.map((k) => ({ path: [...path, k], message: 'unknown field' }));
+    }
+    return [{ path, message: i.message }];
+  });
+}
+
+/** Line/column of the deepest part of `path` present in the document (1-based). */
+function locate(doc: Document, lc: LineCounter, path: Path): { line: number; col: number } | undefined {
+  for (let n = path.length; n >= 0; n--) {
+    const sub = path.slice(0, n);
+    const node: unknown = n === 0 ? doc.contents : doc.getIn(sub, true);
+    let range: readonly number[] | undefined | null = (node as { range?: readonly number[] } | undefined)
+      ?.range;
+    // For an unknown key, point at the key rather than its value.
+    if (n === path.length && n > 0) {
+      const parent: unknown = n === 1 ? doc.contents : doc.getIn(path.slice(0, n - 1), true);
+      if (isMap(parent)) {
+        const pair = parent.items.find((p) => (p.key as { value?: unknown } | null)?.value === path[n - 1]);
+        const keyRange = (pair?.key as { range?: readonly number[] } | null)?.range;
+        if (keyRange) range = keyRange;
+      } else if (isSeq(parent)) {
+        range =
+          (parent.items[path[n - 1] as number] as { range?: readonly number[] } | undefined)?.range ?? range;
+      }
+    }
+    if (range) {
+      const pos = lc.linePos(range[0]!);
+      return { line: pos.line, col: pos.col };
+    }
+  }
+  return undefined;
+}
+
+function fail(source: string, doc: Document, lc: LineCounter, list: readonly Problem[]): never {
+  const lines = list.slice(0, 8).map((p) => {
+    const where = locate(doc, lc, p.path);
+    const field = formatPath(p.path);
+    return {
+      text: `${source}${where ? `:${where.line}:${where.col}` : ''}: ${field ? `${field}: ` : ''}${p.message}`,
+      where,
+    };
+  });
+  const first = list[0]!;
+  const more = list.length > 8 ? `\n(and ${list.length - 8} more)` : '';
+  throw new ScenarioError(
+    lines.map((l) => l.text).join('\n') + more,
+    source,
+    formatPath(first.path) || undefined,
+    lines[0]!.where?.line,
+    lines[0]!.where?.col,
+  );
+}
+
+/** The workload section's generator, bound to its validated params (problems if not). */
+function bindWorkload(
+  section: unknown,
+  durationS: unknown,
+  baseDir: string,
+): { create?: BoundWorkload; problems: Problem[] } {
+  // A section that is not an object, or has no string type, is the top-level schema's to report.
+  if (section === null || typeof section !== 'object' || Array.isArray(section)) return { problems: [] };
+  const { type, ...params } = section as Record<string, unknown>;
+  if (typeof type !== 'string') return { problems: [] };
+  const wt = getWorkloadType(type);
+  if (!wt) {
+    const message = `unknown workload type '${type}' (known: ${workloadTypeNames().join(', ')})`;
+    return { problems: [{ path: ['workload', 'type'], message }] };
+  }
+  if (wt.takesDuration && params.durationS === undefined && typeof durationS === 'number') {
+    params.durationS = durationS;
+  }
+  for (const key of wt.pathParams) {
+    const v = params[key];
+    if (typeof v === 'string' && !isAbsolute(v)) params[key] = resolve(baseDir, v);
+  }
+  const bound = wt.bind(params);
+  if (!bound.success) return { problems: problems(bound.error, ['workload']) };
+  return { create: bound.create, problems: [] };
+}
+
+/** Parse and validate scenario text. `source` names it in errors and anchors relative paths. */
+export function parseScenario(text: string, source: string): Scenario {
+  const lc = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: true, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    const e = doc.errors[0]!;
+    const pos = e.linePos?.[0];
+    const message = e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?\s*$/, '');
+    throw new ScenarioError(
+      `${source}${pos ? `:${pos.line}:${pos.col}` : ''}: invalid YAML: ${message}`,
+      source,
+      undefined,
+      pos?.line,
+      pos?.col,
+    );
+  }
+  const raw: unknown = doc.toJS();
+  // Validate the file and its workload section together, so one run reports both kinds of mistake.
+  const parsed = ScenarioFile.safeParse(raw);
+  const rawObj = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
+  const baseDir = source.startsWith('<') ? process.cwd() : dirname(resolve(source));
+  const workload = bindWorkload(rawObj.workload, rawObj.durationS, baseDir);
+  const found = [...(parsed.success ? [] : problems(parsed.error)), ...workload.problems];
+  if (found.length > 0 || !parsed.success || !workload.create) {
+    fail(source, doc, lc, found.length > 0 ? found : [{ path: ['workload'], message: 'invalid workload' }]);
+  }
+  const s = parsed.data;
+  const create: BoundWorkload = workload.create;
+
+  // Fleet: merge profiles (built-in ← defaults ← entry) and expand counts.
+  const d = s.defaults ?? {};
+  const fleet: ScenarioBackend[] = [];
+  const seen = new Map<string, number>();
+  s.fleet.forEach((e, i) => {
+    const profile = defaultProfile({ ...d.profile, ...e.profile });
+    for (let k = 0; k < e.count; k++) {
+      const backendName = e.count > 1 ? `${e.name}-${k}` : e.name;
+      const dup = seen.get(backendName);
+      if (dup !== undefined) {
+        fail(source, doc, lc, [
+          {
+            path: ['fleet', i, 'name'],
+            message: `backend name '${backendName}' is already used by fleet[${dup}]`,
+          },
+        ]);
+      }
+      seen.set(backendName, i);
+      fleet.push({
+        name: backendName,
+        profile,
+        models: e.models ?? d.models ?? ['llama3'],
+        region: e.region ?? d.region,
+        maxConcurrency: e.maxConcurrency ?? d.maxConcurrency ?? Infinity,
+        weight: e.weight ?? d.weight ?? 1,
+      });
+    }
+  });
+
+  // Build one driver now, so file-backed workloads (traces) fail at load rather than mid-run, and
+  // check that every model its first requests name (defaults included) is served by someone.
+  let models: Set<string>;
+  try {
+    models = new Set(
+      create(s.seed)
+        .start()
+        .map((r) => r.request.model),
+    );
+  } catch (err) {
+    fail(source, doc, lc, [{ path: ['workload'], message: (err as Error).message }]);
+  }
+  for (const model of models) {
+    if (!fleet.some((b) => b.models.includes(model))) {
+      fail(source, doc, lc, [
+        { path: ['workload', 'model'], message: `no backend in the fleet serves model '${model}'` },
+      ]);
+    }
+  }
+
+  const policies: PolicySpec[] = s.policies.map((p) => {
+    if (typeof p === 'string') return { name: p };
+    const { name: policyName, ...rest } = p;
+    // `{ name, params: {…} }` is accepted as well as the flat `{ name, …params }`.
+    const only = Object.keys(rest);
+    const nested =
+      only.length === 1 && only[0] === 'params' && rest.params !== null && typeof rest.params === 'object';
+    const params = nested ? (rest.params as Record<string, unknown>) : rest;
+    return Object.keys(params).length > 0 ? { name: policyName, params } : { name: policyName };
+  });
+
+  return {
+    name: s.name,
+    description: s.description,
+    seed: s.seed,
+    fleet,
+    durationS: s.durationS,
+    graceS: s.graceS,
+    policies,
+    timeScale: s.timeScale,
+    createDriver: create,
+  };
+}
+
+/** Read and validate a scenario file (errors: ScenarioError, including for an unreadable file). */
+export function loadScenario(path: string): Scenario {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ScenarioError(
+      `${path}: cannot read scenario (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
+      path,
+    );
+  }
+  return parseScenario(text, path);
+}

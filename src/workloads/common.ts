@@ -1,0 +1,157 @@
+/**
+ * Pieces shared by the generators: parameter schemas, building a WorkloadRequest from chat
+ * messages (for every API), and the open-loop request shape (constant, Poisson, bursts).
+ */
+import { z } from 'zod';
+import { flattenMessages } from '../core/prompt.js';
+import { createRng, deriveSeed } from '../core/rng.js';
+import { DistSchema, sampleInt } from './dist.js';
+import { systemPrompt, TextSource } from './text.js';
+import type { ChatMessage, ClientDriver, ScheduledRequest, WorkloadRequest } from './types.js';
+
+export const ApiSchema = z.enum(['ollama-generate', 'ollama-chat', 'openai-completions', 'openai-chat']);
+export type Api = z.output<typeof ApiSchema>;
+
+export const DEFAULT_MODEL = 'llama3';
+
+export const positiveInt = z.number().int().positive();
+export const nonNegInt = z.number().int().nonnegative();
+export const seconds = z.number().finite().nonnegative();
+export const positiveSeconds = z.number().finite().positive();
+
+/** Parse params inside a factory (throws a ZodError naming the field). */
+export function parseParams<S extends z.ZodType>(schema: S, params: unknown): z.output<S> {
+  return schema.parse(params);
+}
+
+function isChat(api: Api): boolean {
+  return api === 'ollama-chat' || api === 'openai-chat';
+}
+
+/** Fields of a request other than its text. */
+export interface RequestMeta {
+  readonly id: string;
+  readonly model: string;
+  readonly api: Api;
+  readonly outputTokens: number;
+  readonly maxTokens?: number | undefined;
+  readonly sessionKey?: string | undefined;
+  readonly label?: string | undefined;
+  readonly task?: string | undefined;
+  readonly sizeClass?: WorkloadRequest['sizeClass'];
+}
+
+/**
+ * A request carrying `messages`: as they are for chat APIs, flattened (contents joined with '\n',
+ * the router's and engine's own rule) into `prompt` for generate/completions, so the text the
+ * router sees is the same whichever API the scenario picks.
+ */
+export function requestFromMessages(meta: RequestMeta, messages: readonly ChatMessage[]): WorkloadRequest {
+  const text = isChat(meta.api) ? { messages } : { prompt: flattenMessages(messages) };
+  return stripUndefined({ ...meta, ...text });
+}
+
+function stripUndefined<T extends object>(o: T): T {
+  for (const k of Object.keys(o) as (keyof T)[]) if (o[k] === undefined) delete o[k];
+  return o;
+}
+
+/** A driver for open-loop traffic: everything is scheduled up front; finishes send nothing. */
+export function openLoop(generate: () => ScheduledRequest[]): ClientDriver {
+  return {
+    start: generate,
+    onFinish: () => [],
+  };
+}
+
+/** Shared system prompt (a fixed prefix of every request). */
+export const SystemPromptSchema = z.strictObject({
+  /** Its length in tokens. */
+  tokens: nonNegInt,
+  /** Distinct system prompts (e.g. applications); each request picks one uniformly. */
+  variants: positiveInt.default(1),
+});
+
+/** What each open-loop request looks like (constant, poisson, bursts). */
+export const requestShape = {
+  model: z.string().min(1).default(DEFAULT_MODEL),
+  api: ApiSchema.default('openai-completions'),
+  /** Total prompt tokens, system prompt included (a prompt is never shorter than its fixed parts). */
+  promptTokens: DistSchema.default({ dist: 'uniform', min: 64, max: 512 }),
+  /** Output tokens the engine will generate (the hint only the engine reads). */
+  outputTokens: DistSchema.default({ dist: 'uniform', min: 32, max: 256 }),
+  /** Cap sent with the request (num_predict / max_tokens); absent = none. */
+  maxTokens: positiveInt.optional(),
+  systemPrompt: SystemPromptSchema.optional(),
+  label: z.string().min(1).optional(),
+  /** Request ids are `${idPrefix}${n}` (zero-padded). */
+  idPrefix: z.string().default('r'),
+};
+
+/** Arrival bounds shared by open-loop generators: stop at durationS or after count requests. */
+export const arrivalBounds = {
+  /** Requests are sent during [startS, durationS); the scenario fills it in from its own durationS. */
+  durationS: positiveSeconds.optional(),
+  /** Stop after this many requests (whichever of count / durationS comes first). */
+  count: positiveInt.optional(),
+  /** First possible send time. */
+  startS: seconds.default(0),
+};
+
+/** Refinement for schemas with arrivalBounds: at least one bound. */
+export function hasBound(p: { durationS?: number | undefined; count?: number | undefined }): boolean {
+  return p.durationS !== undefined || p.count !== undefined;
+}
+export const NO_BOUND = { message: 'give durationS or count (or both)', path: ['durationS'] };
+
+type ShapeParams = z.output<z.ZodObject<typeof requestShape>>;
+
+/**
+ * Builds open-loop requests of a given shape. Lengths, text and arrival times draw from separate
+ * seeded streams, so changing the rate does not change request i's lengths or text.
+ */
+export class ShapedRequests {
+  private readonly lengths: () => number;
+  private readonly textRng: () => number;
+  private readonly text: TextSource;
+  private readonly systems: string[];
+  private readonly width: number;
+
+  constructor(
+    private readonly p: ShapeParams,
+    seed: number,
+    expected: number,
+  ) {
+    this.lengths = createRng(deriveSeed(seed, 'lengths'));
+    this.textRng = createRng(deriveSeed(seed, 'text'));
+    this.text = new TextSource(seed);
+    const sp = p.systemPrompt;
+    this.systems = [];
+    if (sp && sp.tokens > 0)
+      for (let v = 0; v < sp.variants; v++) this.systems.push(systemPrompt(seed, sp.tokens, v));
+    this.width = Math.max(4, String(Math.max(0, expected - 1)).length);
+  }
+
+  /** The n-th request (call in order: draws advance the streams). */
+  make(n: number): WorkloadRequest {
+    const p = this.p;
+    const id = `${p.idPrefix}${String(n).padStart(this.width, '0')}`;
+    const promptTokens = sampleInt(p.promptTokens, this.lengths);
+    const outputTokens = Math.max(1, sampleInt(p.outputTokens, this.lengths));
+    const system =
+      this.systems.length > 0 ? this.systems[Math.floor(this.lengths() * this.systems.length)]! : '';
+    // Flattened text is system + '\n' + body: size the body so the whole is promptTokens tokens.
+    const bodyTokens = system ? promptTokens - system.length / 4 : promptTokens;
+    const body = this.text.fill(this.textRng, bodyTokens, `[${id}] `, '', system ? 1 : 0);
+    const messages: ChatMessage[] = system
+      ? [
+          { role: 'system', content: system },
+          { role: 'user', content: body },
+        ]
+      : [{ role: 'user', content: body }];
+    return requestFromMessages(
+      { id, model: p.model, api: p.api, outputTokens, maxTokens: p.maxTokens, label: p.label },
+      messages,
+    );
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Workload generators by `type` name: what a scenario's `workload:` section names. Each entry has
+ * its zod params schema and a factory `(params, seed) => ClientDriver`; both `llmlb simulate` and
+ * `llmlb bench` build drivers through here, so the same seed gives the same requests in both.
+ */
+import type { z } from 'zod';
+import { burstsParamsSchema, burstsWorkload } from './bursts.js';
+import { constantParamsSchema, constantWorkload } from './constant.js';
+import { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
+import { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
+import { poissonParamsSchema, poissonWorkload } from './poisson.js';
+import { taskMixParamsSchema, taskMixWorkload } from './task-mix.js';
+import { traceParamsSchema, traceWorkload } from './trace.js';
+import { treeOfThoughtParamsSchema, treeOfThoughtWorkload } from './tree-of-thought.js';
+import type { ClientDriver } from './types.js';
+
+export type { ChatMessage, ClientDriver, ScheduledRequest, WorkloadRequest } from './types.js';
+
+/** Params validated by a workload's schema, bound to its factory: call it with a seed per run. */
+export type BoundWorkload = (seed: number) => ClientDriver;
+
+export type BindResult = { success: true; create: BoundWorkload } | { success: false; error: z.ZodError };
+
+export interface WorkloadType {
+  readonly type: string;
+  readonly schema: z.ZodType;
+  /** The schema has a `durationS` a scenario fills in from its own when absent. */
+  readonly takesDuration: boolean;
+  /** Params that are file paths (a scenario resolves them against its own folder). */
+  readonly pathParams: readonly string[];
+  /** Validate raw params (without `type`); on success the factory bound to them. */
+  bind(params: unknown): BindResult;
+}
+
+function define<S extends z.ZodType>(
+  type: string,
+  schema: S,
+  // The factories take their input type and parse again (cheap, idempotent), so they are
+  // convenient to call from code; a parsed output is always a valid input.
+  factory: (params: z.output<S>, seed: number) => ClientDriver,
+  opts: { takesDuration: boolean; pathParams?: readonly string[] },
+): WorkloadType {
+  return {
+    type,
+    schema,
+    takesDuration: opts.takesDuration,
+    pathParams: opts.pathParams ?? [],
+    bind(params: unknown): BindResult {
+      const r = schema.safeParse(params);
+      if (!r.success) return { success: false, error: r.error };
+      const data = r.data;
+      return { success: true, create: (seed) => factory(data, seed) };
+    },
+  };
+}
+
+const registry = new Map<string, WorkloadType>(
+  [
+    define('constant', constantParamsSchema, constantWorkload, { takesDuration: true }),
+    define('poisson', poissonParamsSchema, poissonWorkload, { takesDuration: true }),
+    define('bursts', burstsParamsSchema, burstsWorkload, { takesDuration: true }),
+    define('heimdall', heimdallParamsSchema, heimdallWorkload, { takesDuration: false }),
+    define('multi-turn', multiTurnParamsSchema, multiTurnWorkload, { takesDuration: true }),
+    define('tree-of-thought', treeOfThoughtParamsSchema, treeOfThoughtWorkload, { takesDuration: true }),
+    define('task-mix', taskMixParamsSchema, taskMixWorkload, { takesDuration: true }),
+    define('trace', traceParamsSchema, traceWorkload, { takesDuration: true, pathParams: ['path'] }),
+  ].map((w) => [w.type, w]),
+);
+
+export function workloadTypeNames(): string[] {
+  return [...registry.keys()];
+}
+
+export function getWorkloadType(type: string): WorkloadType | undefined {
+  return registry.get(type);
+}
+
+/**
+ * Build a driver from a `{ type, …params }` spec written in code. Throws an Error naming an
+ * unknown type, or the ZodError of bad params.
+ */
+export function createWorkload(
+  spec: { readonly type: string } & Record<string, unknown>,
+  seed: number,
+): ClientDriver {
+  const { type, ...params } = spec;
+  const w = registry.get(type);
+  if (!w) throw new Error(`unknown workload type '${type}' (known: ${workloadTypeNames().join(', ')})`);
+  const r = w.bind(params);
+  if (!r.success) throw r.error;
+  return r.create(seed);
+}
+
+export { burstsParamsSchema, burstsWorkload } from './bursts.js';
+export { constantParamsSchema, constantWorkload } from './constant.js';
+export { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
+export { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
+export { poissonParamsSchema, poissonWorkload } from './poisson.js';
+export { SEED_004_TASKS, taskMixParamsSchema, taskMixWorkload } from './task-mix.js';
+export { parseTrace, TraceError, traceParamsSchema, traceWorkload } from './trace.js';
+export { treeOfThoughtParamsSchema, treeOfThoughtWorkload, treeSize } from './tree-of-thought.js';
