@@ -5,7 +5,7 @@ import pino, { type Logger } from 'pino';
  * pino flushes what is buffered on exit.
  */
 export function createLogger(level: string, name = 'llmlb'): Logger {
-  return pino({ name, level }, pino.destination({ dest: 1, sync: false, minLength: 4096 }));
+  return pino({ name, level }, pino.destination({ dest: 1, sync: false }));
 }
 
 /** A logger that drops everything (tests, benchmarks). */

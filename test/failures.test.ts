@@ -9,9 +9,11 @@ test('a backend killed mid-run loses no non-streamed request', async () => {
   try {
     const results = await Promise.all(
       Array.from({ length: 30 }, (_, i) =>
-        post(`${url}/api/generate`, { model: 'm1', prompt: `q${i}`, stream: false }, { 'x-llmlb-output-tokens': '3' }).then(
-          async (res) => ({ status: res.status, body: (await res.json()) as { done?: boolean } }),
-        ),
+        post(
+          `${url}/api/generate`,
+          { model: 'm1', prompt: `q${i}`, stream: false },
+          { 'x-llmlb-output-tokens': '3' },
+        ).then(async (res) => ({ status: res.status, body: (await res.json()) as { done?: boolean } })),
       ),
     );
     assert.deepEqual(
@@ -55,10 +57,17 @@ test('a hanging backend is timed out and the request retried elsewhere', async (
 });
 
 test('a backend dying mid-stream ends the client stream with an error chunk, no hang', async () => {
-  const e = await engine({ faults: { dieMidStreamAfterChunks: 3 }, profile: fastProfile({ baseStepS: 0.005 }) });
+  const e = await engine({
+    faults: { dieMidStreamAfterChunks: 3 },
+    profile: fastProfile({ baseStepS: 0.005 }),
+  });
   const { router: r, url } = await router(settings([backend('e', e.url)]));
   try {
-    const res = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x', stream: true }, { 'x-llmlb-output-tokens': '50' });
+    const res = await post(
+      `${url}/api/generate`,
+      { model: 'm1', prompt: 'x', stream: true },
+      { 'x-llmlb-output-tokens': '50' },
+    );
     assert.equal(res.status, 200);
     const lines = (await res.text()).trim().split('\n');
     const last = JSON.parse(lines[lines.length - 1]!) as { error?: string; done?: boolean };
@@ -81,7 +90,9 @@ test('consecutive failures eject a backend; probes re-admit it', async () => {
   const bad = await engine({ faults: { failRate: 1 } });
   const ok = await engine();
   const { router: r, url } = await router(
-    settings([backend('bad', bad.url), backend('ok', ok.url)], { policy: { name: 'round-robin', params: {} } }),
+    settings([backend('bad', bad.url), backend('ok', ok.url)], {
+      policy: { name: 'round-robin', params: {} },
+    }),
   );
   try {
     for (let i = 0; i < 8; i++) {
@@ -103,7 +114,9 @@ test('consecutive failures eject a backend; probes re-admit it', async () => {
 
 test('with every backend down the client gets a 502/503 in its API format, counters at 0', async () => {
   const e = await engine({ faults: { failRate: 1 } });
-  const { router: r, url } = await router(settings([backend('e', e.url)], { retry: { attempts: 2, backoffMs: 1 } }));
+  const { router: r, url } = await router(
+    settings([backend('e', e.url)], { retry: { attempts: 2, backoffMs: 1 } }),
+  );
   try {
     const res = await post(`${url}/v1/chat/completions`, { model: 'm1', messages: [] });
     assert.equal(res.status, 502);
@@ -111,7 +124,8 @@ test('with every backend down the client gets a 502/503 in its API format, count
     assert.equal(j.error.type, 'server_error');
     await e.close();
     // after ejection: no eligible backend → 503
-    for (let i = 0; i < 3; i++) await (await post(`${url}/api/generate`, { model: 'm1', prompt: 'x' })).arrayBuffer();
+    for (let i = 0; i < 3; i++)
+      await (await post(`${url}/api/generate`, { model: 'm1', prompt: 'x' })).arrayBuffer();
     await waitFor(() => r.scheduler.backend('e')?.healthy === false, 3000, 'ejection');
     const down = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x' });
     assert.equal(down.status, 503);

@@ -1,15 +1,35 @@
-import { defaultProfile, startEngine, type EngineServer, type EngineServerOptions } from '../src/engine/server.js';
+import {
+  defaultProfile,
+  startEngine,
+  type EngineServer,
+  type EngineServerOptions,
+} from '../src/engine/server.js';
 import { silentLogger } from '../src/log.js';
 import { Router, type RouterSettings } from '../src/proxy/router.js';
 import type { BackendConfig } from '../src/fleet/fleet.js';
 
 /** A fast engine profile so integration tests take milliseconds per request. */
 export function fastProfile(over: Partial<Parameters<typeof defaultProfile>[0]> = {}) {
-  return defaultProfile({ slots: 4, baseStepS: 0.002, perSeqS: 0, perTokenS: 0, prefillPerTokenS: 0, ...over });
+  return defaultProfile({
+    slots: 4,
+    baseStepS: 0.002,
+    perSeqS: 0,
+    perTokenS: 0,
+    prefillPerTokenS: 0,
+    ...over,
+  });
 }
 
 export async function engine(opts: Partial<EngineServerOptions> = {}): Promise<EngineServer> {
-  return startEngine({ port: 0, api: 'both', models: ['m1'], profile: fastProfile(), timeScale: 1, seed: 1, ...opts });
+  return startEngine({
+    port: 0,
+    api: 'both',
+    models: ['m1'],
+    profile: fastProfile(),
+    timeScale: 1,
+    seed: 1,
+    ...opts,
+  });
 }
 
 export function settings(backends: BackendConfig[], over: Partial<RouterSettings> = {}): RouterSettings {

@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Ollama } from 'ollama';
@@ -34,10 +35,15 @@ describe('proxy with the official clients', () => {
 
   test('ollama generate and chat, stream and not', async () => {
     const ollama = new Ollama({ host: url });
-    const g = await ollama.generate({ model: 'm1', prompt: 'hello there', stream: false, options: { num_predict: 7 } });
+    const g = await ollama.generate({
+      model: 'm1',
+      prompt: 'hello there',
+      stream: false,
+      options: { num_predict: 7 },
+    });
     assert.equal(g.done, true);
     assert.equal(g.eval_count, 7);
-    assert.ok(g.response.length > 0);
+    assert.ok((g.response ?? '').length > 0);
     const parts: string[] = [];
     let last: { done: boolean; eval_count?: number } | undefined;
     for await (const c of await ollama.chat({
@@ -56,7 +62,11 @@ describe('proxy with the official clients', () => {
 
   test('openai chat and completions, stream and not', async () => {
     const openai = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused' });
-    const c = await openai.chat.completions.create({ model: 'm1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 6 });
+    const c = await openai.chat.completions.create({
+      model: 'm1',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 6,
+    });
     assert.equal(c.usage?.completion_tokens, 6);
     const s = await openai.completions.create({
       model: 'm1',
@@ -83,10 +93,15 @@ describe('proxy with the official clients', () => {
 
   test('ollama request for a model only an openai backend has is translated, streaming included', async () => {
     const ollama = new Ollama({ host: url });
-    const g = await ollama.generate({ model: 'vllm-only', prompt: 'hi', stream: false, options: { num_predict: 4 } });
+    const g = await ollama.generate({
+      model: 'vllm-only',
+      prompt: 'hi',
+      stream: false,
+      options: { num_predict: 4 },
+    });
     assert.equal(g.eval_count, 4);
     assert.ok(g.prompt_eval_count > 0);
-    assert.ok(g.response.length > 0);
+    assert.ok((g.response ?? '').length > 0);
     let last: { done: boolean; eval_count?: number; prompt_eval_count?: number } | undefined;
     let text = '';
     for await (const ch of await ollama.chat({
@@ -105,7 +120,11 @@ describe('proxy with the official clients', () => {
   });
 
   test('every proxied response names its backend and request id', async () => {
-    const res = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x', stream: false }, { 'x-request-id': 'abc-1' });
+    const res = await post(
+      `${url}/api/generate`,
+      { model: 'm1', prompt: 'x', stream: false },
+      { 'x-request-id': 'abc-1' },
+    );
     assert.equal(res.status, 200);
     assert.ok(['a', 'b'].includes(res.headers.get('x-llmlb-backend') ?? ''));
     assert.equal(res.headers.get('x-request-id'), 'abc-1');
@@ -119,7 +138,11 @@ describe('proxy with the official clients', () => {
   test('tags and models list the union of the fleet', async () => {
     const tags = (await (await fetch(`${url}/api/tags`)).json()) as { models: { name: string }[] };
     const names = tags.models.map((m) => m.name);
-    for (const m of ['m1', 'shared', 'vllm-only']) assert.ok(names.some((n) => n === m || n === `${m}:latest`), m);
+    for (const m of ['m1', 'shared', 'vllm-only'])
+      assert.ok(
+        names.some((n) => n === m || n === `${m}:latest`),
+        m,
+      );
     const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
     assert.deepEqual(
       models.data.map((m) => m.id).filter((id) => !id.endsWith(':latest')),
@@ -174,6 +197,14 @@ describe('proxy with the official clients', () => {
     ]) {
       assert.ok(m.includes(name), name);
     }
+    // The shipped Grafana dashboard only uses names the router exports.
+    const grafana = readFileSync(new URL('../docs/grafana-llmlb.json', import.meta.url), 'utf8');
+    const used = new Set(
+      [...grafana.matchAll(/llmlb_[a-z_]+/g)].map((x) => x[0].replace(/_(bucket|sum|count)$/, '')),
+    );
+    assert.ok(used.size >= 8);
+    for (const name of used)
+      assert.ok(m.includes(`# TYPE ${name} `), `grafana uses ${name}, not in /metrics`);
     const st = (await (await fetch(`${url}/admin/backends`)).json()) as {
       backends: { name: string; healthy: boolean; inFlight: number }[];
     };
@@ -192,19 +223,35 @@ describe('proxy with the official clients', () => {
 });
 
 /** An upstream that records what it receives and answers like Ollama. */
-function capturingUpstream(): Promise<{ url: string; seen: { path: string; body: string; headers: IncomingMessage['headers'] }[]; server: Server }> {
+function capturingUpstream(): Promise<{
+  url: string;
+  seen: { path: string; body: string; headers: IncomingMessage['headers'] }[];
+  server: Server;
+}> {
   const seen: { path: string; body: string; headers: IncomingMessage['headers'] }[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (req.method === 'POST') seen.push({ path: req.url ?? '', body: Buffer.concat(chunks).toString(), headers: req.headers });
+      if (req.method === 'POST')
+        seen.push({ path: req.url ?? '', body: Buffer.concat(chunks).toString(), headers: req.headers });
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ model: 'm1', response: 'ok', done: true, prompt_eval_count: 1, eval_count: 1, version: '0.9.9' }));
+      res.end(
+        JSON.stringify({
+          model: 'm1',
+          response: 'ok',
+          done: true,
+          prompt_eval_count: 1,
+          eval_count: 1,
+          version: '0.9.9',
+        }),
+      );
     });
   });
   return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server })),
+    server.listen(0, '127.0.0.1', () =>
+      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server }),
+    ),
   );
 }
 
@@ -215,7 +262,10 @@ test('bodies are forwarded byte for byte, every field kept', async () => {
     const body =
       '{"model":"m1","prompt":"p","system":"sys","format":{"type":"object"},"options":{"temperature":0.1,"num_ctx":8192},' +
       '"keep_alive":"5m","tools":[{"type":"function"}],"images":[],"stream":false,  "extra":[1,2,3]}';
-    const res = await post(`${url}/api/generate`, body, { 'x-llmlb-output-tokens': '9', authorization: 'Bearer k' });
+    const res = await post(`${url}/api/generate`, body, {
+      'x-llmlb-output-tokens': '9',
+      authorization: 'Bearer k',
+    });
     assert.equal(res.status, 200);
     await res.arrayBuffer();
     const got = up.seen.find((s) => s.path === '/api/generate');
@@ -238,9 +288,11 @@ test('maxConcurrency is never exceeded; waiters are pushed as slots free', async
     }, 1);
     const res = await Promise.all(
       Array.from({ length: 8 }, () =>
-        post(`${url}/api/generate`, { model: 'm1', prompt: 'x', stream: false }, { 'x-llmlb-output-tokens': '5' }).then(
-          async (x) => [x.status, await x.text()] as const,
-        ),
+        post(
+          `${url}/api/generate`,
+          { model: 'm1', prompt: 'x', stream: false },
+          { 'x-llmlb-output-tokens': '5' },
+        ).then(async (x) => [x.status, await x.text()] as const),
       ),
     );
     clearInterval(timer);
@@ -272,7 +324,11 @@ test('a client that disconnects aborts the upstream request and frees its slot',
     await waitFor(() => r.scheduler.queueLength === 1, 2000, 'second request queued');
     ac.abort(); // leaves while queued
     await queued;
-    await waitFor(() => r.scheduler.queueLength === 0 && r.scheduler.inFlightTotal === 0, 3000, 'slots freed');
+    await waitFor(
+      () => r.scheduler.queueLength === 0 && r.scheduler.inFlightTotal === 0,
+      3000,
+      'slots freed',
+    );
     await waitFor(() => e.stats().running === 0, 3000, 'engine sequence cancelled');
   } finally {
     await r.close();

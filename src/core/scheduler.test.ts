@@ -13,7 +13,9 @@ function req(id: string, model = 'm'): RequestInfo {
 }
 const ok = { ok: true, dispatchedAt: 0, finishedAt: 1 };
 function dispatched(ds: Decision[]): string[] {
-  return ds.filter((d) => d.type === 'dispatch').map((d) => `${d.request.id}->${(d as { backend: string }).backend}`);
+  return ds
+    .filter((d) => d.type === 'dispatch')
+    .map((d) => `${d.request.id}->${(d as { backend: string }).backend}`);
 }
 function sched(policy = 'least-connections'): Scheduler {
   return new Scheduler({ policy: createPolicy(policy, createRng(1)) });

@@ -247,7 +247,7 @@ export class Scheduler {
   /** Reject requests that waited longer than `maxWaitMs` in the router queue. */
   expire(now: number, maxWaitMs: number): Decision[] {
     const out: Decision[] = [];
-    for (let i = 0; i < this.queue.length; ) {
+    for (let i = 0; i < this.queue.length;) {
       const q = this.queue[i]!;
       if (now - q.enqueuedAt >= maxWaitMs) {
         this.queue.splice(i, 1);

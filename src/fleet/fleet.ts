@@ -28,7 +28,7 @@ export type TagEntry = Readonly<Record<string, unknown>> & { readonly name: stri
 
 /** What the live host keeps per backend beside the core's view: the connection pool and health. */
 export interface BackendRuntime {
-  readonly config: BackendConfig;
+  config: BackendConfig;
   readonly pool: Pool;
   /** Consecutive failures (requests and probes); reset by any success. */
   failures: number;
@@ -173,7 +173,8 @@ export class Fleet {
         this.applyDiscovery(rt, body);
         rt.discoveredAt = this.now();
       }
-      if (path === '/api/version' && isObj(body) && typeof body.version === 'string') rt.version = body.version;
+      if (path === '/api/version' && isObj(body) && typeof body.version === 'string')
+        rt.version = body.version;
       rt.failures = 0;
       if (!this.scheduler.backend(config.name)?.healthy) {
         this.log.info({ backend: config.name }, 'backend healthy');

@@ -77,7 +77,8 @@ export async function handleAdmin(
     if (path === '/admin/decisions') {
       if (method !== 'GET') return notAllowed('GET');
       const limit = Number(query.get('limit') ?? '100');
-      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new AdminError(400, 'limit must be an integer in [1, 10000]');
+      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
+        throw new AdminError(400, 'limit must be an integer in [1, 10000]');
       return sendJson(res, 200, target.decisions(limit));
     }
     const m = BACKEND_PATH.exec(path);
@@ -101,7 +102,13 @@ export async function handleAdmin(
     return sendError(res, 'openai', 404, `no admin route ${method} ${path}`, 'not_found');
   } catch (err) {
     if (err instanceof AdminError) {
-      return sendError(res, 'openai', err.status, err.message, err.status === 404 ? 'not_found' : 'invalid_request');
+      return sendError(
+        res,
+        'openai',
+        err.status,
+        err.message,
+        err.status === 404 ? 'not_found' : 'invalid_request',
+      );
     }
     throw err;
   }

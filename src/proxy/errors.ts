@@ -50,7 +50,12 @@ export function streamErrorChunk(format: ErrorFormat, message: string): string {
     : `${errorBody('ollama', 502, message, 'upstream_error')}\n`;
 }
 
-export function sendJson(res: ServerResponse, status: number, value: unknown, headers?: Record<string, string>): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  value: unknown,
+  headers?: Record<string, string>,
+): void {
   const body = JSON.stringify(value);
   res.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',

@@ -25,7 +25,11 @@ export interface RouterSettings {
   readonly policy: { readonly name: string; readonly params: Readonly<Record<string, unknown>> };
   readonly retry: { readonly attempts: number; readonly backoffMs: number };
   readonly timeouts: { readonly connectMs: number; readonly firstByteMs: number; readonly idleMs: number };
-  readonly health: { readonly failuresToEject: number; readonly probeIntervalMs: number; readonly probeTimeoutMs: number };
+  readonly health: {
+    readonly failuresToEject: number;
+    readonly probeIntervalMs: number;
+    readonly probeTimeoutMs: number;
+  };
   readonly discovery: { readonly refreshMs: number };
   readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };
   readonly admin?: { readonly token?: string | undefined } | undefined;
@@ -179,7 +183,8 @@ export class Router implements AdminTarget {
       });
       return;
     }
-    const get = (fn: () => void): void => (req.method === 'GET' ? fn() : this.methodNotAllowed(res, path, 'GET'));
+    const get = (fn: () => void): void =>
+      req.method === 'GET' ? fn() : this.methodNotAllowed(res, path, 'GET');
     switch (path) {
       case '/healthz':
         return get(() => this.healthz(res));
@@ -193,15 +198,26 @@ export class Router implements AdminTarget {
         return get(() => this.models(res));
       default:
         if (path.startsWith('/admin/')) {
-          void handleAdmin(req, res, path, new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''), this, this.settings.admin?.token).catch(
-            (err: unknown) => {
-              this.log.error({ err }, 'admin failure');
-              sendError(res, 'openai', 500, 'internal error', 'internal_error');
-            },
-          );
+          void handleAdmin(
+            req,
+            res,
+            path,
+            new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''),
+            this,
+            this.settings.admin?.token,
+          ).catch((err: unknown) => {
+            this.log.error({ err }, 'admin failure');
+            sendError(res, 'openai', 500, 'internal error', 'internal_error');
+          });
           return;
         }
-        return sendError(res, formatOf(path), 404, `no route for ${req.method ?? 'GET'} ${path}`, 'not_found');
+        return sendError(
+          res,
+          formatOf(path),
+          404,
+          `no route for ${req.method ?? 'GET'} ${path}`,
+          'not_found',
+        );
     }
   }
 
@@ -253,10 +269,16 @@ export class Router implements AdminTarget {
     if (!this.scheduler.backend(name)) throw new AdminError(404, `unknown backend '${name}'`);
     const r = BackendPatch.safeParse(body);
     if (!r.success) {
-      throw new AdminError(400, r.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; '));
+      throw new AdminError(
+        400,
+        r.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; '),
+      );
     }
     const { maxConcurrency, ...rest } = r.data;
-    const patch = { ...rest, ...(maxConcurrency !== undefined ? { maxConcurrency: maxConcurrency ?? Infinity } : {}) };
+    const patch = {
+      ...rest,
+      ...(maxConcurrency !== undefined ? { maxConcurrency: maxConcurrency ?? Infinity } : {}),
+    };
     this.apply(this.scheduler.updateBackend(name, patch, now()));
     this.log.info({ backend: name, patch: r.data }, 'backend updated');
   }
@@ -293,6 +315,74 @@ export class Router implements AdminTarget {
     this.log.info({ policy: spec.name }, 'policy changed');
   }
 
+  /**
+   * Apply a new, already validated configuration without a restart: backends added, removed or
+   * changed in place (in-flight requests and estimates kept for those that remain), the policy
+   * swapped only if it changed, other settings replaced. The listen address needs a restart.
+   */
+  async reconfigure(next: RouterSettings): Promise<string[]> {
+    const changes: string[] = [];
+    const prev = this.settings;
+    if (next.server.host !== prev.server.host || next.server.port !== prev.server.port) {
+      this.log.warn('server.host/port changes take effect after a restart');
+    }
+    const wanted = new Map(next.backends.map((b) => [b.name, b]));
+    for (const rt of this.fleet.all()) {
+      const want = wanted.get(rt.config.name);
+      if (
+        !want ||
+        want.url !== rt.config.url ||
+        want.api !== rt.config.api ||
+        (want.models === undefined) !== (rt.config.models === undefined)
+      ) {
+        this.fleet.remove(rt.config.name);
+        changes.push(`removed ${rt.config.name}`);
+      }
+    }
+    for (const b of next.backends) {
+      const rt = this.fleet.get(b.name);
+      if (!rt) {
+        await this.fleet.add(b);
+        changes.push(`added ${b.name}`);
+        continue;
+      }
+      const view = this.scheduler.backend(b.name);
+      if (
+        view &&
+        (view.weight !== b.weight ||
+          view.maxConcurrency !== b.maxConcurrency ||
+          view.region !== b.region ||
+          (b.models !== undefined && !sameSet(view.models, b.models)))
+      ) {
+        this.apply(
+          this.scheduler.updateBackend(
+            b.name,
+            {
+              weight: b.weight,
+              maxConcurrency: b.maxConcurrency,
+              region: b.region,
+              ...(b.models ? { models: b.models } : {}),
+            },
+            now(),
+          ),
+        );
+        rt.config = b;
+        changes.push(`updated ${b.name}`);
+      }
+    }
+    this.settings = next;
+    if (
+      next.policy.name !== prev.policy.name ||
+      JSON.stringify(next.policy.params) !== JSON.stringify(prev.policy.params)
+    ) {
+      this.apply(this.scheduler.setPolicy(createPolicy(next.policy, this.random), now()));
+      changes.push(`policy ${next.policy.name}`);
+    }
+    this.scheduler.setMaxQueueLength(next.queue.maxLength);
+    this.log.level = next.log.level;
+    return changes;
+  }
+
   decisions(limit: number): unknown {
     const n = Math.min(limit, this.decisionLog.length);
     const out: DecisionRecord[] = [];
@@ -312,7 +402,12 @@ export class Router implements AdminTarget {
   private healthz(res: ServerResponse): void {
     const views = this.scheduler.backendViews();
     const healthy = views.filter((b) => b.healthy && !b.draining).length;
-    sendJson(res, 200, { status: 'ok', backends: views.length, healthy, uptimeS: (Date.now() - this.startedAt) / 1000 });
+    sendJson(res, 200, {
+      status: 'ok',
+      backends: views.length,
+      healthy,
+      uptimeS: (Date.now() - this.startedAt) / 1000,
+    });
   }
 
   private async sendMetrics(res: ServerResponse): Promise<void> {
@@ -336,7 +431,9 @@ export class Router implements AdminTarget {
   }
 
   private models(res: ServerResponse): void {
-    const data = [...this.scheduler.models()].sort().map((id) => ({ id, object: 'model', created: 0, owned_by: 'llmlb' }));
+    const data = [...this.scheduler.models()]
+      .sort()
+      .map((id) => ({ id, object: 'model', created: 0, owned_by: 'llmlb' }));
     sendJson(res, 200, { object: 'list', data });
   }
 
@@ -353,7 +450,14 @@ export class Router implements AdminTarget {
     } catch (err) {
       if (err instanceof BodyTooLarge) {
         res.setHeader('connection', 'close');
-        return this.reject(res, format, 413, `body over ${this.settings.server.maxBodyBytes} bytes`, 'body_too_large', t0);
+        return this.reject(
+          res,
+          format,
+          413,
+          `body over ${this.settings.server.maxBodyBytes} bytes`,
+          'body_too_large',
+          t0,
+        );
       }
       return; // the client went away while sending
     }
@@ -368,12 +472,20 @@ export class Router implements AdminTarget {
     const known = this.scheduler.models();
     if (!known.has(parsed.model)) {
       const list = [...known].sort().join(', ');
-      return this.reject(res, format, 404, `model '${parsed.model}' not found; available: ${list || '(none)'}`, 'model_not_found', t0);
+      return this.reject(
+        res,
+        format,
+        404,
+        `model '${parsed.model}' not found; available: ${list || '(none)'}`,
+        'model_not_found',
+        t0,
+      );
     }
 
     const session = req.headers['x-session-token'];
     const headers: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+    for (const [k, v] of Object.entries(req.headers))
+      if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
     headers['x-request-id'] = rid;
 
     const f: Flight = {
@@ -490,7 +602,8 @@ export class Router implements AdminTarget {
       this.apply(this.scheduler.complete(f.info.id, report, t));
       if (ok) {
         this.metrics.upstreamSeconds.observe({ backend }, (t - dispatchedAt) / 1000);
-        if (firstByteAt !== undefined) this.metrics.ttfbSeconds.observe({ backend }, (firstByteAt - dispatchedAt) / 1000);
+        if (firstByteAt !== undefined)
+          this.metrics.ttfbSeconds.observe({ backend }, (firstByteAt - dispatchedAt) / 1000);
       }
     };
     if (!rt) {
@@ -532,7 +645,8 @@ export class Router implements AdminTarget {
       const tail = new TailBuffer(f.parsed.stream ? 4096 : 1 << 20);
       // Translated answers: SSE converted as it flows; whole bodies (and error bodies) converted at the end.
       const failed = up.statusCode >= 400;
-      const sse = tr && f.parsed.stream && !failed ? new SseToNdjson(f.route.ollamaKind!, f.parsed.model) : undefined;
+      const sse =
+        tr && f.parsed.stream && !failed ? new SseToNdjson(f.route.ollamaKind!, f.parsed.model) : undefined;
       const whole: Buffer[] | undefined = tr && (!f.parsed.stream || failed) ? [] : undefined;
       let done = false;
       const writeHead = (): void => {
@@ -571,7 +685,15 @@ export class Router implements AdminTarget {
         if (whole) {
           const text = Buffer.concat(whole).toString('utf8');
           const conv =
-            up.statusCode < 400 ? openAIResponseToOllama(f.route.ollamaKind!, f.parsed.model, text, now() - f.info.arrivedAt, new Date()) : undefined;
+            up.statusCode < 400
+              ? openAIResponseToOllama(
+                  f.route.ollamaKind!,
+                  f.parsed.model,
+                  text,
+                  now() - f.info.arrivedAt,
+                  new Date(),
+                )
+              : undefined;
           const out = conv?.body ?? ollamaErrorFromOpenAI(text);
           usage = conv?.counts ?? {};
           if (!res.headersSent) writeHead();
@@ -607,7 +729,8 @@ export class Router implements AdminTarget {
         }
         // Bytes went out: never retry; end the stream with an error in its own format.
         f.status = 502;
-        if (f.parsed.stream) res.end(streamErrorChunk(f.format, `upstream ${backend} failed mid-stream: ${err.message}`));
+        if (f.parsed.stream)
+          res.end(streamErrorChunk(f.format, `upstream ${backend} failed mid-stream: ${err.message}`));
         else res.destroy();
         resolve({ kind: 'over' });
       });
@@ -647,12 +770,20 @@ export class Router implements AdminTarget {
   }
 }
 
+function sameSet(a: ReadonlySet<string>, b: readonly string[]): boolean {
+  return a.size === new Set(b).size && b.every((x) => a.has(x));
+}
+
 function formatOf(path: string): ErrorFormat {
   return path.startsWith('/v1/') ? 'openai' : 'ollama';
 }
 
 function isTimeout(e: Error & { code?: string }): boolean {
-  return e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT' || e.code === 'UND_ERR_CONNECT_TIMEOUT';
+  return (
+    e.code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    e.code === 'UND_ERR_BODY_TIMEOUT' ||
+    e.code === 'UND_ERR_CONNECT_TIMEOUT'
+  );
 }
 
 const round = (ms: number): number => Math.round(ms * 100) / 100;
@@ -661,7 +792,8 @@ const round = (ms: number): number => Math.round(ms * 100) / 100;
 function ollamaErrorFromOpenAI(text: string): string {
   try {
     const o = JSON.parse(text) as { error?: { message?: unknown } | string };
-    const m = typeof o.error === 'string' ? o.error : typeof o.error?.message === 'string' ? o.error.message : text;
+    const m =
+      typeof o.error === 'string' ? o.error : typeof o.error?.message === 'string' ? o.error.message : text;
     return errorBody('ollama', 500, m, '');
   } catch {
     return errorBody('ollama', 500, text, '');

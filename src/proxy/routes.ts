@@ -58,7 +58,8 @@ export function parseBody(route: ProxyRoute, raw: Buffer): { body: Obj; parsed: 
     throw new BadRequest('request body must be a JSON object', 'invalid_body');
   }
   const o = body as Obj;
-  if (typeof o.model !== 'string' || o.model === '') throw new BadRequest('model is required', 'missing_model');
+  if (typeof o.model !== 'string' || o.model === '')
+    throw new BadRequest('model is required', 'missing_model');
   if (route.chat && o.messages !== undefined && !Array.isArray(o.messages)) {
     throw new BadRequest('messages must be an array', 'invalid_messages');
   }
@@ -75,7 +76,9 @@ export function parseBody(route: ProxyRoute, raw: Buffer): { body: Obj; parsed: 
   } else text = promptText(o.prompt);
   const options = o.options && typeof o.options === 'object' ? (o.options as Obj) : undefined;
   const maxTokens =
-    route.api === 'ollama' ? positiveInt(options?.num_predict) : positiveInt(o.max_tokens ?? o.max_completion_tokens);
+    route.api === 'ollama'
+      ? positiveInt(options?.num_predict)
+      : positiveInt(o.max_tokens ?? o.max_completion_tokens);
   return {
     body: o,
     parsed: {

@@ -30,7 +30,9 @@ test('ollama chat → openai chat keeps options, format and tools', () => {
 });
 
 test('ollama generate → chat with system, or raw → completions', () => {
-  const chat = JSON.parse(ollamaToOpenAI('generate', { model: 'm', prompt: 'p', system: 's' }, false).body) as {
+  const chat = JSON.parse(
+    ollamaToOpenAI('generate', { model: 'm', prompt: 'p', system: 's' }, false).body,
+  ) as {
     messages: unknown[];
   };
   assert.deepEqual(chat.messages, [
@@ -70,7 +72,10 @@ test('SSE → NDJSON across chunk boundaries, usage in the closing line', () => 
   let out = '';
   for (let i = 0; i < sse.length; i += 7) out += s.push(Buffer.from(sse.slice(i, i + 7)));
   out += s.end(5);
-  const lines = out.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  const lines = out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
   assert.deepEqual(
     lines.map((l) => l.response),
     ['he', 'llo', ''],

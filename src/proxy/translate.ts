@@ -81,7 +81,8 @@ export function ollamaToOpenAI(kind: OllamaKind, body: Obj, stream: boolean): Tr
     out.prompt = typeof body.prompt === 'string' ? body.prompt : '';
   } else {
     const messages: Obj[] = [];
-    if (typeof body.system === 'string' && body.system !== '') messages.push({ role: 'system', content: body.system });
+    if (typeof body.system === 'string' && body.system !== '')
+      messages.push({ role: 'system', content: body.system });
     messages.push({ role: 'user', content: typeof body.prompt === 'string' ? body.prompt : '' });
     out.messages = messages;
   }
@@ -147,7 +148,8 @@ export function openAIResponseToOllama(
   if (!isObj(o) || !Array.isArray(o.choices)) return undefined;
   const choice = isObj(o.choices[0]) ? o.choices[0] : {};
   const msg = isObj(choice.message) ? choice.message : undefined;
-  const content = typeof msg?.content === 'string' ? msg.content : typeof choice.text === 'string' ? choice.text : '';
+  const content =
+    typeof msg?.content === 'string' ? msg.content : typeof choice.text === 'string' ? choice.text : '';
   const counts = usageCounts(o.usage);
   const head: Obj = { model, created_at: now.toISOString() };
   if (kind === 'chat') {
@@ -156,7 +158,10 @@ export function openAIResponseToOllama(
     if (calls) message.tool_calls = calls;
     head.message = message;
   } else head.response = content;
-  return { body: JSON.stringify({ ...head, ...doneFields(finishToDone(choice.finish_reason), counts, totalMs) }), counts };
+  return {
+    body: JSON.stringify({ ...head, ...doneFields(finishToDone(choice.finish_reason), counts, totalMs) }),
+    counts,
+  };
 }
 
 /**
@@ -218,7 +223,8 @@ export class SseToNdjson {
         if (typeof fn.arguments === 'string') cur.args += fn.arguments;
       }
     }
-    const text = typeof delta?.content === 'string' ? delta.content : typeof choice.text === 'string' ? choice.text : '';
+    const text =
+      typeof delta?.content === 'string' ? delta.content : typeof choice.text === 'string' ? choice.text : '';
     if (text === '') return '';
     return this.line(text) + '\n';
   }
@@ -234,7 +240,9 @@ export class SseToNdjson {
   end(totalMs: number): string {
     let out = '';
     if (this.toolCalls.length > 0 && this.kind === 'chat') {
-      const calls = ollamaToolCalls(this.toolCalls.map((t) => ({ function: { name: t.name, arguments: t.args } })));
+      const calls = ollamaToolCalls(
+        this.toolCalls.map((t) => ({ function: { name: t.name, arguments: t.args } })),
+      );
       out += this.line('', { tool_calls: calls }) + '\n';
     }
     const head: Obj = { model: this.model, created_at: new Date().toISOString() };

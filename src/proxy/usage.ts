@@ -27,11 +27,14 @@ export class TailBuffer {
   }
 
   text(): string {
-    return this.chunks.length === 1 ? this.chunks[0]!.toString('utf8') : Buffer.concat(this.chunks).toString('utf8');
+    return this.chunks.length === 1
+      ? this.chunks[0]!.toString('utf8')
+      : Buffer.concat(this.chunks).toString('utf8');
   }
 }
 
-const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+const num = (v: unknown): number | undefined =>
+  typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
 
 function parseObject(s: string): Record<string, unknown> | undefined {
   try {

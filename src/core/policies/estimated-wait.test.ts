@@ -28,7 +28,14 @@ const req = (id: string, chars = 400, maxTokens?: number): RequestInfo => ({
 });
 
 /** Teach the policy a backend's engine rates with one answered request. */
-function teach(p: Policy, b: BackendView, id: string, prefillMsPerTok: number, decodeMsPerTok: number, now: number): void {
+function teach(
+  p: Policy,
+  b: BackendView,
+  id: string,
+  prefillMsPerTok: number,
+  decodeMsPerTok: number,
+  now: number,
+): void {
   const r = req(id);
   p.onDispatch?.(r, b, now);
   const promptEvalMs = 100 * prefillMsPerTok;
@@ -36,7 +43,15 @@ function teach(p: Policy, b: BackendView, id: string, prefillMsPerTok: number, d
   p.onComplete?.(
     r,
     b,
-    { ok: true, dispatchedAt: now, finishedAt: now + promptEvalMs + evalMs, promptTokens: 100, completionTokens: 100, promptEvalMs, evalMs },
+    {
+      ok: true,
+      dispatchedAt: now,
+      finishedAt: now + promptEvalMs + evalMs,
+      promptTokens: 100,
+      completionTokens: 100,
+      promptEvalMs,
+      evalMs,
+    },
     now + promptEvalMs + evalMs,
   );
 }

@@ -68,7 +68,13 @@ export function estimatedWait(ctx: PolicyContext): Policy {
   const state = (name: string): Backend => {
     let b = backends.get(name);
     if (!b) {
-      b = { prefill: new Ema(p.alpha), decode: new Ema(p.alpha), slots: 1, lastSampleAt: undefined, flights: new Map() };
+      b = {
+        prefill: new Ema(p.alpha),
+        decode: new Ema(p.alpha),
+        slots: 1,
+        lastSampleAt: undefined,
+        flights: new Map(),
+      };
       backends.set(name, b);
     }
     return b;
@@ -99,9 +105,7 @@ export function estimatedWait(ctx: PolicyContext): Policy {
   const ratesOf = (b: Backend, view: BackendView, now: number, best: { prefill: number; decode: number }) => {
     const stale =
       b.lastSampleAt === undefined || (view.inFlight === 0 && now - b.lastSampleAt >= p.exploreAfterMs);
-    return stale
-      ? best
-      : { prefill: b.prefill.value ?? best.prefill, decode: b.decode.value ?? best.decode };
+    return stale ? best : { prefill: b.prefill.value ?? best.prefill, decode: b.decode.value ?? best.decode };
   };
 
   /** Seconds from `now` until the request would finish on this backend. */
@@ -158,9 +162,7 @@ export function estimatedWait(ctx: PolicyContext): Policy {
         // Equal estimates (e.g. nothing known yet): fewer in flight, then an unmeasured backend
         // (to measure it), then round-robin order.
         const better =
-          chosen === undefined ||
-          t < bestT * (1 - 1e-9) ||
-          (t <= bestT * (1 + 1e-9) && tieBreak(c, chosen));
+          chosen === undefined || t < bestT * (1 - 1e-9) || (t <= bestT * (1 + 1e-9) && tieBreak(c, chosen));
         if (better) {
           chosen = c;
           bestT = t;
@@ -203,7 +205,10 @@ export function estimatedWait(ctx: PolicyContext): Policy {
       for (const f of b.flights.values()) {
         const prefill = b.prefill.value ?? best.prefill;
         const decode = b.decode.value ?? best.decode;
-        pending += Math.max(0, f.promptTokens * prefill + f.expectedOut * decode - (lastNow - f.dispatchedAt) / 1000);
+        pending += Math.max(
+          0,
+          f.promptTokens * prefill + f.expectedOut * decode - (lastNow - f.dispatchedAt) / 1000,
+        );
       }
       out.pendingWorkS = pending;
       return out;
@@ -218,12 +223,14 @@ export function estimatedWait(ctx: PolicyContext): Policy {
     }
     if (outTokens !== undefined && outTokens > 0) {
       // A capped answer says little about the natural length; learn only from uncapped ones.
-      if (req.maxTokens === undefined || outTokens < req.maxTokens) output.observe(req.model, promptTokens ?? f.promptTokens, outTokens);
+      if (req.maxTokens === undefined || outTokens < req.maxTokens)
+        output.observe(req.model, promptTokens ?? f.promptTokens, outTokens);
     }
     const wallS = (r.finishedAt - r.dispatchedAt) / 1000;
     if (r.promptEvalMs !== undefined && r.evalMs !== undefined) {
       // Engine-measured: exact rates, and whether the request queued inside the engine.
-      if (promptTokens !== undefined && promptTokens > 0) b.prefill.update(r.promptEvalMs / 1000 / promptTokens);
+      if (promptTokens !== undefined && promptTokens > 0)
+        b.prefill.update(r.promptEvalMs / 1000 / promptTokens);
       if (outTokens !== undefined && outTokens > 0) b.decode.update(r.evalMs / 1000 / outTokens);
       const engineS = (r.promptEvalMs + r.evalMs) / 1000;
       const queued = wallS - engineS > Math.max(0.05, 0.1 * wallS);
@@ -232,7 +239,8 @@ export function estimatedWait(ctx: PolicyContext): Policy {
       // Wall-clock only, and the request should not have queued: split it at the first byte.
       const first = r.firstByteAt;
       if (first !== undefined && outTokens !== undefined && outTokens > 1 && first < r.finishedAt) {
-        if (promptTokens !== undefined && promptTokens > 0) b.prefill.update((first - r.dispatchedAt) / 1000 / promptTokens);
+        if (promptTokens !== undefined && promptTokens > 0)
+          b.prefill.update((first - r.dispatchedAt) / 1000 / promptTokens);
         b.decode.update((r.finishedAt - first) / 1000 / (outTokens - 1));
       } else if (outTokens !== undefined && outTokens > 0) {
         const prefillS = (promptTokens ?? 0) * (b.prefill.value ?? 0);

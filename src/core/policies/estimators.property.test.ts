@@ -10,18 +10,30 @@ import type { Decision } from '../types.js';
 const op = fc.oneof(
   fc.record({
     kind: fc.constant('arrive' as const),
-    prompt: fc.oneof(fc.constant(''), fc.constant('   \n\t '), fc.string({ maxLength: 400 }), fc.constant('x'.repeat(20000))),
+    prompt: fc.oneof(
+      fc.constant(''),
+      fc.constant('   \n\t '),
+      fc.string({ maxLength: 400 }),
+      fc.constant('x'.repeat(20000)),
+    ),
     maxTokens: fc.option(fc.integer({ min: 1, max: 4096 }), { nil: undefined }),
   }),
   fc.record({
     kind: fc.constant('finish' as const),
     which: fc.nat(),
     ok: fc.boolean(),
-    promptTokens: fc.option(fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 100000 })), { nil: undefined }),
-    completionTokens: fc.option(fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 100000 })), { nil: undefined }),
-    engineMs: fc.option(fc.tuple(fc.double({ min: 0, max: 1e6, noNaN: true }), fc.double({ min: 0, max: 1e6, noNaN: true })), {
+    promptTokens: fc.option(fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 100000 })), {
       nil: undefined,
     }),
+    completionTokens: fc.option(fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 100000 })), {
+      nil: undefined,
+    }),
+    engineMs: fc.option(
+      fc.tuple(fc.double({ min: 0, max: 1e6, noNaN: true }), fc.double({ min: 0, max: 1e6, noNaN: true })),
+      {
+        nil: undefined,
+      },
+    ),
     firstByte: fc.boolean(),
   }),
   fc.record({ kind: fc.constant('cancel' as const), which: fc.nat() }),
@@ -34,7 +46,13 @@ for (const name of ['ollama-router', 'estimated-wait']) {
       fc.property(fc.array(op, { maxLength: 120 }), fc.integer({ min: 1, max: 4 }), (ops, nBackends) => {
         const s = new Scheduler({ policy: createPolicy(name, createRng(3)) });
         for (let i = 0; i < nBackends; i++) {
-          s.addBackend({ name: `b${i}`, api: 'ollama', models: ['m'], maxConcurrency: i === 0 ? 2 : Infinity, weight: 1 });
+          s.addBackend({
+            name: `b${i}`,
+            api: 'ollama',
+            models: ['m'],
+            maxConcurrency: i === 0 ? 2 : Infinity,
+            weight: 1,
+          });
         }
         let now = 0;
         let id = 0;
@@ -45,7 +63,19 @@ for (const name of ['ollama-router', 'estimated-wait']) {
         for (const o of ops) {
           if (o.kind === 'tick') now += o.ms;
           else if (o.kind === 'arrive') {
-            track(s.submit({ id: String(id++), model: 'm', api: 'ollama', arrivedAt: now, promptText: o.prompt, maxTokens: o.maxTokens }, now));
+            track(
+              s.submit(
+                {
+                  id: String(id++),
+                  model: 'm',
+                  api: 'ollama',
+                  arrivedAt: now,
+                  promptText: o.prompt,
+                  maxTokens: o.maxTokens,
+                },
+                now,
+              ),
+            );
           } else if (o.kind === 'cancel') {
             if (pushed.length === 0) continue;
             const [p] = pushed.splice(o.which % pushed.length, 1);
@@ -78,8 +108,11 @@ for (const name of ['ollama-router', 'estimated-wait']) {
           }
         }
         // Finish everything: in-flight returns to zero and so do the policies' queues.
-        for (const p of pushed.splice(0)) track(s.complete(p.id, { ok: true, dispatchedAt: p.at, finishedAt: now }, now));
-        while (pushed.length > 0) for (const p of pushed.splice(0)) track(s.complete(p.id, { ok: false, dispatchedAt: p.at, finishedAt: now }, now));
+        for (const p of pushed.splice(0))
+          track(s.complete(p.id, { ok: true, dispatchedAt: p.at, finishedAt: now }, now));
+        while (pushed.length > 0)
+          for (const p of pushed.splice(0))
+            track(s.complete(p.id, { ok: false, dispatchedAt: p.at, finishedAt: now }, now));
         assert.equal(s.inFlightTotal, 0);
         for (const b of s.backendViews()) {
           assert.equal(b.inFlight, 0);

@@ -18,7 +18,13 @@ function view(name: string, index: number): BackendView {
     metrics: undefined,
   };
 }
-const req = (id: string, promptText: string): RequestInfo => ({ id, model: 'm', api: 'ollama', arrivedAt: 0, promptText });
+const req = (id: string, promptText: string): RequestInfo => ({
+  id,
+  model: 'm',
+  api: 'ollama',
+  arrivedAt: 0,
+  promptText,
+});
 
 test('whitespace runs count as one character', () => {
   assert.equal(collapsedLength('a  b\n\n\tc'), 5);
@@ -38,7 +44,12 @@ test('Algorithm 1: untimed idle backends first, then the smallest estimated wait
   assert.equal(p.pick(r2, [a, b], 0)?.name, 'b');
   p.onDispatch?.(r2, b, 0);
   // a answers: T = 100 + 100 = 200 tokens in 20 s → t̂_a = 0.1 s/token; f ← 0.5·200/400 + 0.5·0.25 = 0.375.
-  p.onComplete?.(r1, a, { ok: true, dispatchedAt: 0, finishedAt: 20_000, promptTokens: 100, completionTokens: 100 }, 20_000);
+  p.onComplete?.(
+    r1,
+    a,
+    { ok: true, dispatchedAt: 0, finishedAt: 20_000, promptTokens: 100, completionTokens: 100 },
+    20_000,
+  );
   const d = p.describe!('a');
   assert.equal(d.timePerTokenS, 0.1);
   assert.equal(d.tokenFactor, 0.375);
@@ -53,11 +64,21 @@ test('an empty prompt, zero tokens and failures leave estimates finite', () => {
   const a = view('a', 0);
   const r = req('1', '');
   p.onDispatch?.(r, a, 0);
-  p.onComplete?.(r, a, { ok: true, dispatchedAt: 0, finishedAt: 1000, promptTokens: 5, completionTokens: 5 }, 1000);
+  p.onComplete?.(
+    r,
+    a,
+    { ok: true, dispatchedAt: 0, finishedAt: 1000, promptTokens: 5, completionTokens: 5 },
+    1000,
+  );
   assert.equal(p.describe!('a').tokenFactor, 0.25);
   const r2 = req('2', 'abc');
   p.onDispatch?.(r2, a, 0);
-  p.onComplete?.(r2, a, { ok: true, dispatchedAt: 0, finishedAt: 1000, promptTokens: 0, completionTokens: 0 }, 1000);
+  p.onComplete?.(
+    r2,
+    a,
+    { ok: true, dispatchedAt: 0, finishedAt: 1000, promptTokens: 0, completionTokens: 0 },
+    1000,
+  );
   const r3 = req('3', 'abc');
   p.onDispatch?.(r3, a, 0);
   p.onComplete?.(r3, a, { ok: false, dispatchedAt: 0, finishedAt: 1000 }, 1000);

@@ -109,7 +109,9 @@ export function ollamaRouter(ctx: PolicyContext): Policy {
       b.t = finiteOr(b.t === undefined ? t : alpha * t + (1 - alpha) * b.t, b.t);
       if (fl.chars > 0) f = finiteOr(alpha * (T / fl.chars) + (1 - alpha) * f, f);
       b.gamma =
-        fl.estimate === 0 ? 1 : finiteOr(Math.max(0, Math.min(2, b.gamma * (1 + alpha * (W / fl.estimate - 1)))), b.gamma);
+        fl.estimate === 0
+          ? 1
+          : finiteOr(Math.max(0, Math.min(2, b.gamma * (1 + alpha * (W / fl.estimate - 1)))), b.gamma);
     },
     onBackendRemoved(name) {
       backends.delete(name);

@@ -5,7 +5,11 @@ import type { PolicyParams } from '../types.js';
  * Validate a policy's YAML parameters once, at construction (config load), never per request.
  * Throws an Error naming the policy and each bad parameter.
  */
-export function parseParams<S extends z.ZodType>(schema: S, params: PolicyParams, policy: string): z.output<S> {
+export function parseParams<S extends z.ZodType>(
+  schema: S,
+  params: PolicyParams,
+  policy: string,
+): z.output<S> {
   const r = schema.safeParse(params);
   if (r.success) return r.data;
   const msg = r.error.issues

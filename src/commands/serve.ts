@@ -1,0 +1,98 @@
+import { watch } from 'node:fs';
+import type { Logger } from 'pino';
+import { applyOverrides, loadConfigFile, parseBackendEntry } from '../config/load.js';
+import { createPolicy, policyNames } from '../core/policies/index.js';
+import { createLogger } from '../log.js';
+import { Router, type RouterSettings } from '../proxy/router.js';
+
+const policyCheck = {
+  knownPolicies: policyNames(),
+  validatePolicy: (spec: { name: string; params: Record<string, unknown> }): void =>
+    void createPolicy(spec, Math.random),
+};
+
+/** Load, validate (once) and apply overrides; throws ConfigError naming the field. */
+export function loadRouterConfig(path: string, cli: { host?: string; port?: number }): RouterSettings {
+  return applyOverrides(loadConfigFile(path, policyCheck), process.env, cli, policyCheck);
+}
+
+export function policyValidation(): typeof policyCheck {
+  return policyCheck;
+}
+
+/**
+ * Hot reload: on SIGHUP or a change to the file, validate the new config and apply it; an
+ * invalid one is logged and the running config stays.
+ */
+export function watchConfig(
+  path: string,
+  cli: { host?: string; port?: number },
+  router: Router,
+  log: Logger,
+): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+  const reload = (why: string): void => {
+    running = running.then(async () => {
+      let next: RouterSettings;
+      try {
+        next = loadRouterConfig(path, cli);
+      } catch (err) {
+        log.error(
+          { reason: (err as Error).message, trigger: why },
+          'config reload rejected; keeping the running config',
+        );
+        return;
+      }
+      try {
+        const changes = await router.reconfigure(next);
+        log.info({ trigger: why, changes }, 'config reloaded');
+      } catch (err) {
+        log.error({ err, trigger: why }, 'config reload failed');
+      }
+    });
+  };
+  const onHup = (): void => reload('SIGHUP');
+  process.on('SIGHUP', onHup);
+  // Editors replace files (rename) or write in bursts: debounce, and re-arm after a rename.
+  let watcher = watch(path);
+  const arm = (): void => {
+    watcher.on('change', (event) => {
+      if (timer) clearTimeout(timer);
+      timer = setTimeout(() => reload('file change'), 150);
+      if (event === 'rename') {
+        watcher.close();
+        setTimeout(() => {
+          try {
+            watcher = watch(path);
+            arm();
+          } catch {
+            log.warn({ path }, 'config file vanished; watching stopped (SIGHUP still reloads)');
+          }
+        }, 100);
+      }
+    });
+    watcher.on('error', () => undefined);
+  };
+  arm();
+  return () => {
+    process.off('SIGHUP', onHup);
+    if (timer) clearTimeout(timer);
+    watcher.close();
+  };
+}
+
+export async function runServe(o: { config: string; host?: string; port?: number }): Promise<void> {
+  const settings = loadRouterConfig(o.config, o);
+  const log = createLogger(settings.log.level);
+  const router = new Router(settings, log, Math.random, parseBackendEntry);
+  const url = await router.listen(settings.server.host, settings.server.port);
+  process.stdout.write(`llmlb listening on ${url}\n`);
+  const unwatch = watchConfig(o.config, o, router, log);
+  const stop = (): void => {
+    unwatch();
+    void router.close().then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}

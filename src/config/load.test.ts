@@ -1,0 +1,177 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ConfigError, applyOverrides, parseBackendEntry, parseConfig, type ParseOptions } from './load.js';
+
+const opts: ParseOptions = {
+  knownPolicies: ['round-robin', 'least-connections', 'estimated-wait'],
+  source: 't.yaml',
+};
+
+function issues(text: string, o = opts): { path: string; line?: number | undefined; message: string }[] {
+  try {
+    parseConfig(text, o);
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, String(err));
+    return [...err.issues];
+  }
+  assert.fail('expected a ConfigError');
+}
+
+const minimal = 'backends:\n  - name: a\n    url: http://127.0.0.1:11434\n';
+
+test('a minimal file gets every default', () => {
+  const c = parseConfig(minimal, opts);
+  assert.deepEqual(c.server, { host: '127.0.0.1', port: 8080, maxBodyBytes: 10485760 });
+  assert.deepEqual(c.backends, [
+    {
+      name: 'a',
+      url: 'http://127.0.0.1:11434',
+      api: 'ollama',
+      models: undefined,
+      maxConcurrency: Infinity,
+      weight: 1,
+      region: undefined,
+    },
+  ]);
+  assert.deepEqual(c.policy, { name: 'least-connections', params: {} });
+  assert.deepEqual(c.retry, { attempts: 4, backoffMs: 25 });
+  assert.deepEqual(c.timeouts, { connectMs: 5000, firstByteMs: 600000, idleMs: 120000 });
+  assert.equal(c.queue.maxLength, 10000);
+  assert.equal(c.log.prompts, false);
+  assert.equal(c.admin, undefined);
+});
+
+test('a full file, and the same as JSON, give the same config', () => {
+  const yaml = `
+server: { host: 0.0.0.0, port: 9000, maxBodyBytes: 1000 }
+backends:
+  - { name: gpu-a, url: "http://10.0.0.1:11434/", api: ollama, models: [llama3], maxConcurrency: 4, weight: 2, region: us-east }
+  - { name: vllm, url: "http://10.0.0.2:8000", api: openai }
+policy: { name: estimated-wait, alpha: 0.3 }
+retry: { attempts: 2 }
+admin: { token: secret }
+log: { level: debug, prompts: true }
+`;
+  const c = parseConfig(yaml, opts);
+  assert.equal(c.backends[0]?.url, 'http://10.0.0.1:11434');
+  assert.equal(c.backends[0]?.maxConcurrency, 4);
+  assert.equal(c.backends[1]?.api, 'openai');
+  assert.deepEqual(c.policy, { name: 'estimated-wait', params: { alpha: 0.3 } });
+  assert.equal(c.retry.backoffMs, 25);
+  const json = JSON.stringify({
+    server: { host: '0.0.0.0', port: 9000, maxBodyBytes: 1000 },
+    backends: [
+      {
+        name: 'gpu-a',
+        url: 'http://10.0.0.1:11434/',
+        api: 'ollama',
+        models: ['llama3'],
+        maxConcurrency: 4,
+        weight: 2,
+        region: 'us-east',
+      },
+      { name: 'vllm', url: 'http://10.0.0.2:8000', api: 'openai' },
+    ],
+    policy: { name: 'estimated-wait', alpha: 0.3 },
+    retry: { attempts: 2 },
+    admin: { token: 'secret' },
+    log: { level: 'debug', prompts: true },
+  });
+  assert.deepEqual(parseConfig(json, opts), c);
+});
+
+test('unknown keys are rejected at every level, with their line', () => {
+  assert.deepEqual(issues(`${minimal}bogus: 1\n`), [{ path: 'bogus', message: 'unknown key', line: 4 }]);
+  const nested = issues(
+    'server:\n  port: 1\n  prot: 2\nbackends:\n  - name: a\n    url: http://x:1\n    modles: [m]\n',
+  );
+  assert.deepEqual(
+    nested.map((i) => [i.path, i.line]),
+    [
+      ['server.prot', 3],
+      ['backends[0].modles', 7],
+    ],
+  );
+});
+
+test('wrong types, bad urls, empty fleets and duplicate names name the field', () => {
+  const t = issues('server:\n  port: "x"\nbackends:\n  - name: a\n    url: not-a-url\n');
+  assert.deepEqual(
+    t.map((i) => [i.path, i.line]),
+    [
+      ['server.port', 2],
+      ['backends[0].url', 5],
+    ],
+  );
+  assert.equal(issues('backends: []\n')[0]?.path, 'backends');
+  assert.match(issues('server: {}\n')[0]?.path ?? '', /backends/);
+  const dup = issues('backends:\n  - { name: a, url: "http://x:1" }\n  - { name: a, url: "http://y:1" }\n');
+  assert.deepEqual(
+    dup.map((i) => [i.path, i.line]),
+    [['backends[1].name', 3]],
+  );
+  assert.match(dup[0]!.message, /duplicate backend name 'a'/);
+  assert.equal(issues(`${minimal}  - { name: b, url: "ftp://x" }\n`)[0]?.path, 'backends[1].url');
+  assert.equal(
+    issues(`${minimal}  - { name: c, url: "http://x:1", maxConcurrency: 0 }\n`)[0]?.path,
+    'backends[1].maxConcurrency',
+  );
+});
+
+test('unknown policies and bad policy parameters are reported on `policy`', () => {
+  const u = issues(`${minimal}policy: fastest\n`);
+  assert.deepEqual([u[0]?.path, u[0]?.line], ['policy', 4]);
+  assert.match(u[0]!.message, /unknown policy 'fastest' \(known: round-robin/);
+  const p = issues(`${minimal}policy: { name: estimated-wait, alpha: 9 }\n`, {
+    ...opts,
+    validatePolicy: (s) => {
+      if ((s.params.alpha as number) > 1) throw new Error('alpha must be ≤ 1');
+    },
+  });
+  assert.deepEqual([p[0]?.path, p[0]?.message], ['policy', 'alpha must be ≤ 1']);
+});
+
+test('YAML syntax errors carry their line', () => {
+  const e = issues('backends:\n  - name: a\n    url: [unclosed\n');
+  assert.equal(e.length >= 1, true);
+  assert.ok(e[0]?.line !== undefined && e[0].line >= 3, JSON.stringify(e));
+  assert.throws(() => parseConfig('{"backends": [', opts), ConfigError);
+});
+
+test('env and CLI overrides: flags over env over file; bad values name the variable', () => {
+  const c = parseConfig(minimal, opts);
+  const env = {
+    LLMLB_HOST: '0.0.0.0',
+    LLMLB_PORT: '9001',
+    LLMLB_POLICY: 'round-robin',
+    LLMLB_ADMIN_TOKEN: 't',
+    LLMLB_LOG_LEVEL: 'warn',
+    LLMLB_RETRY_ATTEMPTS: '2',
+  };
+  const o = applyOverrides(c, env, {}, opts);
+  assert.deepEqual(
+    [o.server.host, o.server.port, o.policy.name, o.admin?.token, o.log.level, o.retry.attempts],
+    ['0.0.0.0', 9001, 'round-robin', 't', 'warn', 2],
+  );
+  const f = applyOverrides(c, env, { host: '::1', port: 7 }, opts);
+  assert.deepEqual([f.server.host, f.server.port], ['::1', 7]);
+  assert.equal(c.server.port, 8080, 'the original is not mutated');
+  for (const [k, v] of [
+    ['LLMLB_PORT', 'abc'],
+    ['LLMLB_PORT', '70000'],
+    ['LLMLB_RETRY_ATTEMPTS', '0'],
+    ['LLMLB_LOG_LEVEL', 'loud'],
+    ['LLMLB_POLICY', 'nope'],
+  ] as const) {
+    assert.throws(
+      () => applyOverrides(c, { [k]: v }, {}, opts),
+      (err: unknown) => err instanceof ConfigError && err.message.includes(k),
+    );
+  }
+});
+
+test('one backend entry for the admin API, validated the same way', () => {
+  assert.equal(parseBackendEntry({ name: 'x', url: 'http://h:1', models: ['m'] }).maxConcurrency, Infinity);
+  assert.throws(() => parseBackendEntry({ name: 'x', url: 'nope' }), /url/);
+  assert.throws(() => parseBackendEntry({ name: 'x', url: 'http://h:1', extra: 1 }), /extra.*unknown key/);
+});

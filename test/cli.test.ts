@@ -1,0 +1,119 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { engine } from './helpers.js';
+
+const CLI = ['--import', 'tsx', 'src/cli.ts'];
+
+function tmp(name: string, text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-cli-'));
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+}
+
+test('serve exits 2 naming the bad field and line', () => {
+  const p = tmp('bad.yaml', 'server:\n  port: 8080\nbackends:\n  - name: a\n    url: not-a-url\n');
+  const r = spawnSync(process.execPath, [...CLI, 'serve', '--config', p], { encoding: 'utf8' });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /backends\[0\]\.url/);
+  assert.match(r.stderr, /line 5/);
+});
+
+test('bad arguments exit 2', () => {
+  const r = spawnSync(process.execPath, [...CLI, 'serve'], { encoding: 'utf8' });
+  assert.equal(r.status, 2);
+  const e = spawnSync(process.execPath, [...CLI, 'engine', '--port', 'x'], { encoding: 'utf8' });
+  assert.equal(e.status, 2);
+  assert.match(e.stderr, /--port/);
+});
+
+test('serve prints its address when ready and proxies; LLMLB_* and flags override', async () => {
+  const up = await engine();
+  const p = tmp(
+    'ok.yaml',
+    `server: { port: 1 }\nbackends:\n  - { name: a, url: "${up.url}", models: [m1] }\n`,
+  );
+  const child = spawn(process.execPath, [...CLI, 'serve', '--config', p, '--port', '0'], {
+    env: { ...process.env, LLMLB_HOST: '127.0.0.1', LLMLB_LOG_LEVEL: 'warn' },
+  });
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /llmlb listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+        if (m) resolve(m[1]!);
+      });
+      child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
+    });
+    const res = await fetch(`${url}/api/generate`, {
+      method: 'POST',
+      body: '{"model":"m1","prompt":"x","stream":false}',
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-llmlb-backend'), 'a');
+    await res.arrayBuffer();
+  } finally {
+    child.kill('SIGTERM');
+    await up.close();
+  }
+});
+
+test('hot reload: a valid edit applies (SIGHUP or file change), an invalid one is rejected and the old config stays', async () => {
+  const up = await engine();
+  const up2 = await engine();
+  const p = tmp(
+    'reload.yaml',
+    `backends:\n  - { name: a, url: "${up.url}", models: [m1] }\nadmin: { token: t }\n`,
+  );
+  const child = spawn(process.execPath, [...CLI, 'serve', '--config', p, '--port', '0'], {
+    env: { ...process.env, LLMLB_LOG_LEVEL: 'info' },
+  });
+  let logs = '';
+  child.stdout.on('data', (d: Buffer) => (logs += d.toString()));
+  const names = async (url: string): Promise<string[]> => {
+    const s = (await (
+      await fetch(`${url}/admin/backends`, { headers: { authorization: 'Bearer t' } })
+    ).json()) as {
+      backends: { name: string }[];
+    };
+    return s.backends.map((b) => b.name);
+  };
+  const until = async (cond: () => Promise<boolean> | boolean, what: string): Promise<void> => {
+    const end = Date.now() + 5000;
+    while (!(await cond())) {
+      if (Date.now() > end) throw new Error(`timed out: ${what}\n${logs}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  try {
+    await until(() => /listening on/.test(logs), 'start');
+    const url = /llmlb listening on (http:\/\/[\d.:]+)/.exec(logs)![1]!;
+    assert.deepEqual(await names(url), ['a']);
+    // invalid edit: rejected, old config kept
+    writeFileSync(
+      p,
+      `backends:\n  - { name: a, url: "${up.url}", models: [m1], bogus: 1 }\nadmin: { token: t }\n`,
+    );
+    await until(() => /config reload rejected/.test(logs), 'rejection logged');
+    assert.match(logs, /bogus/);
+    assert.deepEqual(await names(url), ['a']);
+    // valid edit via the file watcher
+    writeFileSync(
+      p,
+      `backends:\n  - { name: a, url: "${up.url}", models: [m1] }\n  - { name: b, url: "${up2.url}", models: [m1] }\nadmin: { token: t }\n`,
+    );
+    await until(async () => (await names(url)).length === 2, 'backend b added');
+    // SIGHUP after an edit that removes a
+    writeFileSync(p, `backends:\n  - { name: b, url: "${up2.url}", models: [m1] }\nadmin: { token: t }\n`);
+    child.kill('SIGHUP');
+    await until(async () => (await names(url)).join() === 'b', 'backend a removed');
+  } finally {
+    child.kill('SIGTERM');
+    await Promise.all([up.close(), up2.close()]);
+  }
+});
