@@ -33,7 +33,7 @@ export async function runDemo(o: { port: number; load: boolean }): Promise<void>
   }
   const yaml = [
     `server: { host: 127.0.0.1, port: ${o.port} }`,
-    'policy: least-connections',
+    'policy: estimated-wait',
     'backends:',
     ...ENGINES.map((e) => `  - { name: ${e.name}, url: "http://127.0.0.1:${e.port}", api: ollama }`),
   ].join('\n');

@@ -33,7 +33,7 @@ test('a minimal file gets every default', () => {
       region: undefined,
     },
   ]);
-  assert.deepEqual(c.policy, { name: 'least-connections', params: {} });
+  assert.deepEqual(c.policy, { name: 'estimated-wait', params: {} });
   assert.deepEqual(c.retry, { attempts: 4, backoffMs: 25 });
   assert.deepEqual(c.timeouts, { connectMs: 5000, firstByteMs: 600000, idleMs: 120000 });
   assert.equal(c.queue.maxLength, 10000);

@@ -40,7 +40,7 @@ export const configSchema = z.strictObject({
     })
     .prefault({}),
   backends: z.array(backendSchema).min(1, 'at least one backend is required'),
-  policy: policySchema.default('least-connections'),
+  policy: policySchema.default('estimated-wait'),
   retry: z
     .strictObject({
       attempts: z.number().int().min(1).max(20).default(4),
