@@ -67,7 +67,8 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const b of scheduler().backendViews()) this.set({ backend: b.name }, b.healthy && !b.draining ? 1 : 0);
+        for (const b of scheduler().backendViews())
+          this.set({ backend: b.name }, b.healthy && !b.draining ? 1 : 0);
       },
     });
     new Gauge({
