@@ -134,3 +134,15 @@ test('a holding policy keeps requests queued until pump finds it willing', () =>
   willing = true;
   assert.deepEqual(dispatched(s.pump(1)), ['1->a']);
 });
+
+test('the fleet model union follows adds, updates and removals', () => {
+  const s = sched();
+  s.addBackend(spec('a', { models: ['x'] }));
+  assert.deepEqual([...s.models()], ['x']);
+  s.addBackend(spec('b', { models: ['y'] }));
+  assert.deepEqual([...s.models()].sort(), ['x', 'y']);
+  s.updateBackend('a', { models: ['z'] }, 0);
+  assert.deepEqual([...s.models()].sort(), ['y', 'z']);
+  s.removeBackend('b', 0);
+  assert.deepEqual([...s.models()], ['z']);
+});

@@ -64,6 +64,7 @@ export class Scheduler {
   private readonly pushed = new Map<string, Pushed>();
   private nextIndex = 0;
   private maxQueueLength: number;
+  private modelsCache: Set<string> | undefined;
 
   constructor(opts: SchedulerOptions) {
     this.policy = opts.policy;
@@ -85,6 +86,7 @@ export class Scheduler {
   }
 
   addBackend(spec: BackendSpec, healthy = true): void {
+    this.modelsCache = undefined;
     const existing = this.backends.get(spec.name);
     if (existing && !existing.removed) throw new Error(`backend '${spec.name}' already exists`);
     if (existing) {
@@ -129,7 +131,10 @@ export class Scheduler {
     if (patch.weight !== undefined) b.weight = patch.weight;
     if (patch.maxConcurrency !== undefined) b.maxConcurrency = patch.maxConcurrency;
     if (patch.region !== undefined) b.region = patch.region;
-    if (patch.models !== undefined) b.models = new Set(patch.models);
+    if (patch.models !== undefined) {
+      b.models = new Set(patch.models);
+      this.modelsCache = undefined;
+    }
     return this.pump(now);
   }
 
@@ -137,6 +142,7 @@ export class Scheduler {
   removeBackend(name: string, now: number): Decision[] {
     const b = this.live(name);
     b.removed = true;
+    this.modelsCache = undefined;
     if (b.inFlight === 0) this.backends.delete(name);
     this.policy.onBackendRemoved?.(name);
     return this.pump(now);
@@ -160,11 +166,14 @@ export class Scheduler {
     if (b && !b.removed) b.metrics = metrics;
   }
 
-  /** Models served by live backends (healthy or not): the fleet's union. */
-  models(): Set<string> {
-    const out = new Set<string>();
-    for (const b of this.backends.values()) if (!b.removed) for (const m of b.models) out.add(m);
-    return out;
+  /** Models served by live backends (healthy or not): the fleet's union. Cached: read per request. */
+  models(): ReadonlySet<string> {
+    if (!this.modelsCache) {
+      const out = new Set<string>();
+      for (const b of this.backends.values()) if (!b.removed) for (const m of b.models) out.add(m);
+      this.modelsCache = out;
+    }
+    return this.modelsCache;
   }
 
   backendViews(): BackendView[] {
