@@ -1,13 +1,24 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ConfigError, applyOverrides, parseBackendEntry, parseConfig, type ParseOptions } from './load.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ConfigError,
+  applyOverrides,
+  loadConfigFile,
+  parseBackendEntry,
+  parseConfig,
+  type ConfigIssue,
+  type ParseOptions,
+} from './load.js';
 
 const opts: ParseOptions = {
   knownPolicies: ['round-robin', 'least-connections', 'estimated-wait'],
   source: 't.yaml',
 };
 
-function issues(text: string, o = opts): { path: string; line?: number | undefined; message: string }[] {
+function issues(text: string, o = opts): ConfigIssue[] {
   try {
     parseConfig(text, o);
   } catch (err) {
@@ -118,6 +129,25 @@ test('wrong types, bad urls, empty fleets and duplicate names name the field', (
   );
 });
 
+test('every problem is reported at once, in file order', () => {
+  const all = issues(
+    'backends:\n  - { name: a, url: "nope" }\n  - { name: a, url: "http://y:1", wieght: 2 }\npolicy: zzz\n',
+  );
+  assert.deepEqual(
+    all.map((i) => [i.path, i.line]),
+    [
+      ['backends[0].url', 2],
+      ['backends[1].wieght', 3],
+      ['backends[1].name', 3],
+      ['policy', 4],
+    ],
+  );
+  const missing = issues('backends:\n  - name: a\n');
+  assert.deepEqual(missing, [{ path: 'backends[0].url', message: 'required', line: 2 }]);
+  assert.match(issues('backends:\n  - { name: a, url: "http://x:1?q=1" }\n')[0]!.message, /query/);
+  assert.equal(issues('42\n')[0]?.path, '');
+});
+
 test('unknown policies and bad policy parameters are reported on `policy`', () => {
   const u = issues(`${minimal}policy: fastest\n`);
   assert.deepEqual([u[0]?.path, u[0]?.line], ['policy', 4]);
@@ -129,13 +159,50 @@ test('unknown policies and bad policy parameters are reported on `policy`', () =
     },
   });
   assert.deepEqual([p[0]?.path, p[0]?.message], ['policy', 'alpha must be ≤ 1']);
+  const shape = issues(`${minimal}policy: { alpha: 1 }\n`);
+  assert.deepEqual([shape[0]?.path, shape[0]?.line], ['policy', 4]);
+  assert.match(shape[0]!.message, /policy name or an object/);
+  // The default policy must be one the build knows too.
+  const d = issues(minimal, { knownPolicies: ['round-robin'] });
+  assert.match(d[0]!.message, /unknown policy 'estimated-wait'.*the default/);
+  const ok = parseConfig(`${minimal}policy: { name: round-robin, seed: 3, nested: { a: [1] } }\n`, opts);
+  assert.deepEqual(ok.policy, { name: 'round-robin', params: { seed: 3, nested: { a: [1] } } });
+  assert.deepEqual(parseConfig(`${minimal}policy: least-connections\n`, opts).policy, {
+    name: 'least-connections',
+    params: {},
+  });
 });
 
-test('YAML syntax errors carry their line', () => {
+test('YAML syntax errors carry their line and column', () => {
   const e = issues('backends:\n  - name: a\n    url: [unclosed\n');
   assert.equal(e.length >= 1, true);
   assert.ok(e[0]?.line !== undefined && e[0].line >= 3, JSON.stringify(e));
+  const bad = issues('backends:\n  - name: a\n   url: http://x:1\n');
+  assert.deepEqual(bad[0], { path: '', message: 'Sequence item without - indicator', line: 3, column: 1 });
+  assert.throws(() => parseConfig('backends:\n  - name: a\n   url: x\n', opts), /\(line 3, column 1\)/);
+  assert.deepEqual(
+    issues('backends: []\nbackends: []\n').map((i) => [i.message, i.line]),
+    [['Map keys must be unique', 2]],
+  );
   assert.throws(() => parseConfig('{"backends": [', opts), ConfigError);
+});
+
+test('a .json file is held to JSON, with line and column', () => {
+  const trailingComma = '{\n  "backends": [\n    {"name": "a",}\n  ]\n}\n';
+  const j = issues(trailingComma, { ...opts, source: 'c.json' });
+  assert.deepEqual([j[0]?.line, j[0]?.column], [3, 18]);
+  assert.match(j[0]!.message, /JSON/);
+  const eof = issues('{"backends": [', { ...opts, source: 'c.json' });
+  assert.deepEqual([eof[0]?.line, eof[0]?.column], [1, 15]);
+  // Equal keys are kept silently by JSON.parse; here they are an error.
+  const dup = issues('{\n "backends": [],\n "backends": []\n}', { ...opts, source: 'c.json' });
+  assert.deepEqual([dup[0]?.message, dup[0]?.line], ['Map keys must be unique', 3]);
+  // Field errors in JSON still name the field and its line.
+  const field = issues('{\n  "backends": [\n    {"name": "a", "url": "http://x:1", "weight": -1}\n  ]\n}\n', {
+    ...opts,
+    source: 'c.json',
+  });
+  assert.deepEqual([field[0]?.path, field[0]?.line], ['backends[0].weight', 3]);
 });
 
 test('env and CLI overrides: flags over env over file; bad values name the variable', () => {
@@ -167,6 +234,62 @@ test('env and CLI overrides: flags over env over file; bad values name the varia
       () => applyOverrides(c, { [k]: v }, {}, opts),
       (err: unknown) => err instanceof ConfigError && err.message.includes(k),
     );
+  }
+  for (const v of ['1e3', '0x1f', '80.0', '-1', '9001abc']) {
+    assert.throws(() => applyOverrides(c, { LLMLB_PORT: v }, {}), /LLMLB_PORT/);
+  }
+  assert.throws(() => applyOverrides(c, {}, { port: 70000 }), /--port/);
+  assert.throws(() => applyOverrides(c, {}, { host: '' }), /--host/);
+  // Empty variables are unset; a flag wins even over a bad env value's absence.
+  assert.deepEqual(applyOverrides(c, { LLMLB_PORT: '', LLMLB_HOST: '' }, {}), c);
+  assert.equal(applyOverrides(c, { LLMLB_PORT: '9001' }, { port: 0 }).server.port, 0);
+});
+
+test('LLMLB_POLICY keeps the file params of the same policy, and is validated', () => {
+  const c = parseConfig(`${minimal}policy: { name: estimated-wait, alpha: 0.3 }\n`, opts);
+  assert.deepEqual(applyOverrides(c, { LLMLB_POLICY: 'estimated-wait' }, {}, opts).policy, c.policy);
+  assert.deepEqual(applyOverrides(c, { LLMLB_POLICY: 'round-robin' }, {}, opts).policy, {
+    name: 'round-robin',
+    params: {},
+  });
+  const seen: string[] = [];
+  assert.throws(
+    () =>
+      applyOverrides(
+        c,
+        { LLMLB_POLICY: 'round-robin' },
+        {},
+        {
+          ...opts,
+          validatePolicy: (s) => {
+            seen.push(s.name);
+            throw new Error('not in this build');
+          },
+        },
+      ),
+    /LLMLB_POLICY: not in this build/,
+  );
+  assert.deepEqual(seen, ['round-robin']);
+});
+
+test('loadConfigFile reads YAML and JSON files and names a missing one', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-config-'));
+  try {
+    const yamlPath = join(dir, 'router.yaml');
+    const jsonPath = join(dir, 'router.json');
+    writeFileSync(yamlPath, minimal);
+    writeFileSync(jsonPath, JSON.stringify({ backends: [{ name: 'a', url: 'http://127.0.0.1:11434' }] }));
+    assert.deepEqual(loadConfigFile(jsonPath, opts), loadConfigFile(yamlPath, opts));
+    const missing = join(dir, 'nope.yaml');
+    assert.throws(
+      () => loadConfigFile(missing, opts),
+      (err: unknown) =>
+        err instanceof ConfigError && err.source === missing && /file not found/.test(err.message),
+    );
+    writeFileSync(yamlPath, `${minimal}bogus: 1\n`);
+    assert.throws(() => loadConfigFile(yamlPath, opts), /router\.yaml[\s\S]*bogus \(line 4\): unknown key/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

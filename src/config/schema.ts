@@ -5,45 +5,72 @@ import { z } from 'zod';
  * an unknown key is an error, so a typo never silently falls back to a default.
  */
 
+/** The policy used when the file names none: routing by predicted wait suits unequal fleets best. */
+export const DEFAULT_POLICY = 'estimated-wait';
+
+export const API_KINDS = ['ollama', 'openai'] as const;
+export type ApiKind = (typeof API_KINDS)[number];
+
+/** pino's built-in levels. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 const positiveInt = z.number().int().positive();
 
 function isHttpUrl(u: string): boolean {
   try {
     const p = new URL(u);
-    return (p.protocol === 'http:' || p.protocol === 'https:') && p.hostname !== '';
+    // A query or fragment would be glued in front of every proxied path: reject it here.
+    return (
+      (p.protocol === 'http:' || p.protocol === 'https:') &&
+      p.hostname !== '' &&
+      p.search === '' &&
+      p.hash === ''
+    );
   } catch {
     return false;
   }
 }
 
 export const backendSchema = z.strictObject({
+  // The name goes out in the `x-llmlb-backend` header and in metric labels: keep it token-safe.
   name: z
     .string()
     .min(1)
     .regex(/^[A-Za-z0-9._:-]+$/, 'use letters, digits and . _ : - only'),
-  url: z.string().refine(isHttpUrl, 'must be an http:// or https:// URL'),
-  api: z.enum(['ollama', 'openai']).default('ollama'),
-  models: z.array(z.string().min(1)).min(1).optional(),
+  url: z.string().refine(isHttpUrl, 'must be an http:// or https:// URL without query or fragment'),
+  api: z.enum(API_KINDS).default('ollama'),
+  // An empty list would make the backend unroutable; absence is how discovery is asked for.
+  models: z
+    .array(z.string().min(1))
+    .min(1, 'list at least one model, or leave `models` out to discover them')
+    .optional(),
   maxConcurrency: positiveInt.optional(),
   weight: z.number().positive().default(1),
   region: z.string().min(1).optional(),
 });
 
-const policySchema = z.union([z.string().min(1), z.looseObject({ name: z.string().min(1) })]);
+/** `least-connections` or `{ name: estimated-wait, alpha: 0.3 }`: the other keys are the policy's params. */
+const policySchema = z.union([z.string().min(1), z.looseObject({ name: z.string().min(1) })], {
+  error: 'must be a policy name or an object { name: <policy>, ...params }',
+});
 
 export const configSchema = z.strictObject({
   server: z
     .strictObject({
       host: z.string().min(1).default('127.0.0.1'),
+      // 0 asks the OS for a free port (tests, demo).
       port: z.number().int().min(0).max(65535).default(8080),
       maxBodyBytes: positiveInt.default(10 * 1024 * 1024),
     })
     .prefault({}),
   backends: z.array(backendSchema).min(1, 'at least one backend is required'),
-  policy: policySchema.default('estimated-wait'),
+  policy: policySchema.default(DEFAULT_POLICY),
   retry: z
     .strictObject({
+      // Total tries per request, the first included.
       attempts: z.number().int().min(1).max(20).default(4),
+      // Base of a jittered backoff between tries.
       backoffMs: z.number().min(0).max(60_000).default(25),
     })
     .prefault({}),
@@ -52,6 +79,7 @@ export const configSchema = z.strictObject({
       connectMs: positiveInt.default(5_000),
       // Queues in front of a busy GPU are long: the first byte may take minutes.
       firstByteMs: positiveInt.default(600_000),
+      // Longest silence between two chunks of a stream.
       idleMs: positiveInt.default(120_000),
     })
     .prefault({}),
@@ -72,7 +100,8 @@ export const configSchema = z.strictObject({
   admin: z.strictObject({ token: z.string().min(1).optional() }).optional(),
   log: z
     .strictObject({
-      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      level: z.enum(LOG_LEVELS).default('info'),
+      // Prompts can hold personal data: logging them is opt-in.
       prompts: z.boolean().default(false),
     })
     .prefault({}),
@@ -83,19 +112,26 @@ export type ConfigInput = z.input<typeof configSchema>;
 /** One backend, normalized: `maxConcurrency` Infinity when uncapped, `models` undefined when discovered. */
 export interface BackendEntry {
   readonly name: string;
+  /** Without trailing slashes, so paths can be appended as they are. */
   readonly url: string;
-  readonly api: 'ollama' | 'openai';
+  readonly api: ApiKind;
   readonly models?: readonly string[] | undefined;
   readonly maxConcurrency: number;
   readonly weight: number;
   readonly region?: string | undefined;
 }
 
+/** A policy by name with its parameters (`{}` when the file gave a bare name). */
+export interface PolicySpec {
+  readonly name: string;
+  readonly params: Readonly<Record<string, unknown>>;
+}
+
 /** The validated configuration with every default applied. */
 export interface RouterConfig {
   readonly server: { readonly host: string; readonly port: number; readonly maxBodyBytes: number };
   readonly backends: readonly BackendEntry[];
-  readonly policy: { readonly name: string; readonly params: Readonly<Record<string, unknown>> };
+  readonly policy: PolicySpec;
   readonly retry: { readonly attempts: number; readonly backoffMs: number };
   readonly timeouts: { readonly connectMs: number; readonly firstByteMs: number; readonly idleMs: number };
   readonly health: {
@@ -106,7 +142,7 @@ export interface RouterConfig {
   readonly discovery: { readonly refreshMs: number };
   readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };
   readonly admin?: { readonly token?: string | undefined } | undefined;
-  readonly log: { readonly level: string; readonly prompts: boolean };
+  readonly log: { readonly level: LogLevel; readonly prompts: boolean };
 }
 
 export function normalizeBackend(b: z.output<typeof backendSchema>): BackendEntry {
@@ -121,18 +157,18 @@ export function normalizeBackend(b: z.output<typeof backendSchema>): BackendEntr
   };
 }
 
+/** Splits `{ name, ...params }` (or a bare name) into a PolicySpec. */
+export function toPolicySpec(p: z.output<typeof policySchema>): PolicySpec {
+  if (typeof p === 'string') return { name: p, params: {} };
+  const { name, ...params } = p;
+  return { name, params };
+}
+
 export function normalize(c: z.output<typeof configSchema>): RouterConfig {
-  const policy =
-    typeof c.policy === 'string'
-      ? { name: c.policy, params: {} }
-      : (() => {
-          const { name, ...params } = c.policy;
-          return { name, params };
-        })();
   return {
     server: c.server,
     backends: c.backends.map(normalizeBackend),
-    policy,
+    policy: toPolicySpec(c.policy),
     retry: c.retry,
     timeouts: c.timeouts,
     health: c.health,
