@@ -23,6 +23,11 @@ function positive(name: string) {
 }
 
 const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
+const list = (v: string | undefined): string[] | undefined =>
+  v
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 const program = new Command()
   .name('llmlb')
@@ -68,6 +73,37 @@ program
   .action(async (o: { port: number; load: boolean }) => {
     const { runDemo } = await import('./commands/demo.js');
     await runDemo(o);
+  });
+
+program
+  .command('simulate')
+  .description('run a scenario on virtual time with each policy and compare')
+  .requiredOption('--scenario <file>', 'scenario YAML')
+  .option('--policies <list>', "comma-separated policy names (default: the scenario's)")
+  .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
+  .option('--out <dir>', 'where results.json and charts go', 'out/simulate')
+  .action(async (o: { scenario: string; policies?: string; seed?: number; out: string }) => {
+    const { runSimulateCommand } = await import('./sim/command.js');
+    await runSimulateCommand({ scenarioPath: o.scenario, policies: list(o.policies), seed: o.seed, outDir: o.out });
+  });
+
+program
+  .command('bench')
+  .description('run a scenario live: emulated engines (time-scaled) behind a fresh router per policy')
+  .requiredOption('--scenario <file>', 'scenario YAML')
+  .option('--policies <list>', "comma-separated policy names (default: the scenario's)")
+  .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
+  .option('--time-scale <k>', "model seconds per real second (default: the scenario's timeScale)", positive('--time-scale'))
+  .option('--out <dir>', 'where results.json and charts go', 'out/bench')
+  .action(async (o: { scenario: string; policies?: string; seed?: number; timeScale?: number; out: string }) => {
+    const { runBenchCommand } = await import('./bench/command.js');
+    await runBenchCommand({
+      scenarioPath: o.scenario,
+      policies: list(o.policies),
+      seed: o.seed,
+      timeScale: o.timeScale,
+      outDir: o.out,
+    });
   });
 
 try {

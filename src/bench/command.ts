@@ -1,0 +1,85 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import cliProgress from 'cli-progress';
+import { writeCharts } from '../report/charts.js';
+import { policyResult, resultsJson, type Results } from '../report/results.js';
+import { backendTable, comparisonTable } from '../report/table.js';
+import { choosePolicies, loadScenarioOrUsage } from '../sim/command.js';
+import { policyLabel } from '../sim/simulator.js';
+import { runLive, type LiveRun } from './live.js';
+
+/**
+ * `llmlb bench`: the live twin of `simulate` — emulated engines with the scenario's profiles,
+ * time-scaled, one fresh router per policy, the workload over HTTP. Same results.json shape;
+ * times are reported in model seconds so they compare with the simulation directly.
+ */
+export async function runBenchCommand(opts: {
+  scenarioPath: string;
+  policies?: string[] | undefined;
+  seed?: number | undefined;
+  timeScale?: number | undefined;
+  outDir?: string | undefined;
+  charts?: boolean;
+  quiet?: boolean;
+}): Promise<Results> {
+  const scenario = loadScenarioOrUsage(opts.scenarioPath);
+  const specs = choosePolicies(scenario, opts.policies);
+  const seed = opts.seed ?? scenario.seed;
+  const timeScale = opts.timeScale ?? scenario.timeScale;
+  const out = opts.outDir ?? 'out/bench';
+  const runs: LiveRun[] = [];
+  for (const spec of specs) {
+    const bar =
+      opts.quiet || !process.stderr.isTTY
+        ? undefined
+        : new cliProgress.SingleBar(
+            { format: `${policyLabel(spec).padEnd(24)} [{bar}] {value} done / {total} sent | {duration_formatted}`, hideCursor: true },
+            cliProgress.Presets.shades_classic,
+          );
+    bar?.start(1, 0);
+    const run = await runLive(scenario, spec, {
+      seed,
+      timeScale,
+      onProgress: (done, sent) => {
+        bar?.setTotal(sent);
+        bar?.update(done);
+      },
+    });
+    bar?.stop();
+    if (!bar && !opts.quiet) process.stderr.write(`${policyLabel(spec)}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s\n`);
+    runs.push({ ...run, policy: policyLabel(spec) });
+  }
+  const results: Results = {
+    scenario: scenario.name,
+    seed,
+    mode: 'bench',
+    policies: runs.map((r) =>
+      policyResult(
+        r.policy,
+        r.records.map((x) => ({ ...x, ok: x.finishS !== undefined ? true : x.status === 0 ? undefined : false })),
+        scenario.fleet.map((b) => b.name),
+        r.engines.reduce((a, e) => ({ queries: a.queries + e.prefixQueries, hits: a.hits + e.prefixHits }), { queries: 0, hits: 0 }),
+      ),
+    ),
+  };
+  mkdirSync(out, { recursive: true });
+  writeFileSync(join(out, 'results.json'), resultsJson(results));
+  const lines = [
+    `scenario ${scenario.name} (seed ${seed}), live at ${timeScale}× time scale; times in model seconds`,
+    '',
+    comparisonTable(results),
+    '',
+    backendTable(results),
+    '',
+  ];
+  if (opts.charts !== false) {
+    const files = await writeCharts(
+      out,
+      `${scenario.name} (live)`,
+      runs.map((r) => ({ policy: r.policy, records: r.records.map((x) => ({ ...x, ok: x.finishS !== undefined ? true : undefined })) })),
+    );
+    lines.push(`wrote ${join(out, 'results.json')} and ${files.length} charts in ${out}/`);
+  }
+  if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
+  return results;
+}

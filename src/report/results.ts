@@ -1,0 +1,135 @@
+/**
+ * results.json (design §2): one entry per policy, built the same way from a simulated run and from
+ * a live bench, so the two can be compared field by field.
+ *
+ * "Wait" follows seed 000 (Tables 3–4): the time from sending a request to its answer, as k6's
+ * http_req_waiting measures it for a non-streamed Ollama call — so here latency and wait are the
+ * same end-to-end time; only completed requests count, as k6 counts them.
+ */
+
+export interface RecordLike {
+  readonly id: string;
+  readonly label?: string | undefined;
+  readonly arrivalS: number;
+  readonly firstTokenS?: number | undefined;
+  readonly finishS?: number | undefined;
+  readonly backend?: string | undefined;
+  /** true: completed; false: failed or rejected; undefined: unfinished when the run ended. */
+  readonly ok: boolean | undefined;
+}
+
+export interface Summary {
+  readonly mean: number;
+  readonly min: number;
+  readonly p50: number;
+  readonly p90: number;
+  readonly p95: number;
+  readonly p99: number;
+  readonly max: number;
+}
+
+export interface PolicyResult {
+  readonly name: string;
+  readonly sent: number;
+  readonly completed: number;
+  readonly failed: number;
+  readonly completionRate: number;
+  /** From the first arrival to the last completion, s (the seed 000 "completion time"). */
+  readonly makespanS: number;
+  readonly throughputRps: number;
+  readonly latencyS: Summary;
+  readonly ttftS: Summary;
+  readonly prefixHitRate: number | null;
+  readonly perBackend: readonly { name: string; requests: number; busyS: number; lastFinishS: number }[];
+}
+
+export interface Results {
+  readonly scenario: string;
+  readonly seed: number;
+  readonly mode: 'simulate' | 'bench';
+  readonly policies: readonly PolicyResult[];
+}
+
+const r6 = (x: number): number => (Number.isFinite(x) ? Math.round(x * 1e6) / 1e6 : 0);
+
+/** Nearest-rank percentile of sorted values. */
+export function percentile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return 0;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+export function summarize(values: readonly number[]): Summary {
+  const s = [...values].sort((a, b) => a - b);
+  const mean = s.length === 0 ? 0 : s.reduce((a, b) => a + b, 0) / s.length;
+  return {
+    mean: r6(mean),
+    min: r6(s[0] ?? 0),
+    p50: r6(percentile(s, 0.5)),
+    p90: r6(percentile(s, 0.9)),
+    p95: r6(percentile(s, 0.95)),
+    p99: r6(percentile(s, 0.99)),
+    max: r6(s[s.length - 1] ?? 0),
+  };
+}
+
+/** Total time a backend had at least one request outstanding (union of its requests' intervals). */
+function busyTime(intervals: [number, number][]): number {
+  intervals.sort((a, b) => a[0] - b[0]);
+  let busy = 0;
+  let start = -Infinity;
+  let end = -Infinity;
+  for (const [s, e] of intervals) {
+    if (s > end) {
+      if (end > start) busy += end - start;
+      start = s;
+      end = e;
+    } else end = Math.max(end, e);
+  }
+  if (end > start) busy += end - start;
+  return busy;
+}
+
+export function policyResult(
+  name: string,
+  records: readonly (RecordLike & { dispatchS?: number | undefined })[],
+  backendNames: readonly string[],
+  prefix: { queries: number; hits: number } | undefined,
+): PolicyResult {
+  const done = records.filter((r) => r.ok === true && r.finishS !== undefined);
+  const failed = records.filter((r) => r.ok === false).length;
+  const firstArrival = records.reduce((m, r) => Math.min(m, r.arrivalS), Infinity);
+  const lastFinish = done.reduce((m, r) => Math.max(m, r.finishS!), -Infinity);
+  const makespan = done.length > 0 ? lastFinish - firstArrival : 0;
+  const per = new Map(backendNames.map((n) => [n, { requests: 0, intervals: [] as [number, number][], last: 0 }]));
+  for (const r of done) {
+    const b = r.backend !== undefined ? per.get(r.backend) : undefined;
+    if (!b) continue;
+    b.requests++;
+    b.intervals.push([r.dispatchS ?? r.arrivalS, r.finishS!]);
+    b.last = Math.max(b.last, r.finishS!);
+  }
+  return {
+    name,
+    sent: records.length,
+    completed: done.length,
+    failed,
+    completionRate: r6(records.length === 0 ? 1 : done.length / records.length),
+    makespanS: r6(makespan),
+    throughputRps: r6(makespan > 0 ? done.length / makespan : 0),
+    latencyS: summarize(done.map((r) => r.finishS! - r.arrivalS)),
+    ttftS: summarize(done.filter((r) => r.firstTokenS !== undefined).map((r) => r.firstTokenS! - r.arrivalS)),
+    prefixHitRate: prefix && prefix.queries > 0 ? r6(prefix.hits / prefix.queries) : null,
+    perBackend: [...per.entries()].map(([n, b]) => ({
+      name: n,
+      requests: b.requests,
+      busyS: r6(busyTime(b.intervals)),
+      lastFinishS: r6(b.last),
+    })),
+  };
+}
+
+/** Stable text: same inputs → byte-identical file. */
+export function resultsJson(results: Results): string {
+  return JSON.stringify(results, null, 2) + '\n';
+}
