@@ -2,6 +2,7 @@ import type { Policy, PolicyFactory, PolicyParams } from '../types.js';
 import { estimatedWait } from './estimated-wait.js';
 import { leastConnections } from './least-connections.js';
 import { ollamaRouter } from './ollama-router.js';
+import { pinned } from './pinned.js';
 import { random } from './random.js';
 import { roundRobin } from './round-robin.js';
 import { weightedRoundRobin } from './weighted-round-robin.js';
@@ -14,6 +15,7 @@ const registry = new Map<string, PolicyFactory>([
   ['weighted-round-robin', weightedRoundRobin],
   ['ollama-router', ollamaRouter],
   ['estimated-wait', estimatedWait],
+  ['pinned', pinned],
 ]);
 
 export function policyNames(): string[] {

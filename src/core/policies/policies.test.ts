@@ -60,3 +60,10 @@ test('unknown policy names are rejected with the known list', () => {
   assert.throws(() => createPolicy('nope', Math.random), /unknown policy 'nope'.*round-robin/);
   assert.ok(policyNames().includes('least-connections'));
 });
+
+test('pinned sends everything to its backend and holds while it is busy', () => {
+  const p = createPolicy({ name: 'pinned', params: { backend: 'b' } }, createRng(1));
+  assert.equal(p.pick(req, [view('a', 0), view('b', 1)], 0)?.name, 'b');
+  assert.equal(p.pick(req, [view('a', 0)], 0), undefined);
+  assert.throws(() => createPolicy('pinned', createRng(1)), /pinned.*backend/);
+});
