@@ -121,23 +121,21 @@ export function estimatedWait(ctx: PolicyContext): Policy {
     const service = promptTokens * r.prefill + out * r.decode;
     const slots = slotsOf(b, view);
     if (b.flights.size < slots) return service;
-    // All slots busy: replay the in-flight requests FIFO over `slots` servers and see when one frees.
+    // All slots busy: replay the in-flight requests FIFO over `slots` servers (a min-heap of the
+    // times each server frees) and see when one frees for this request.
     const free: number[] = [];
     let i = 0;
     for (const f of b.flights.values()) {
       const work = f.promptTokens * r.prefill + f.expectedOut * r.decode;
       if (i < slots) {
         // Running: what is left of its expected work (at least a sliver: it has not finished yet).
-        free.push(Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
+        heapPush(free, Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
       } else {
-        free.sort((x, y) => x - y);
-        free[0] = free[0]! + work;
+        heapReplaceTop(free, free[0]! + work);
       }
       i++;
     }
-    let start = Infinity;
-    for (const t of free) start = Math.min(start, t);
-    return start + service;
+    return free[0]! + service;
   };
 
   const tieBreak = (c: BackendView, chosen: BackendView): boolean => {
@@ -260,4 +258,32 @@ function rrBefore(a: number, b: number, cursor: number): boolean {
   const da = a >= cursor ? a - cursor : a - cursor + 1e9;
   const db = b >= cursor ? b - cursor : b - cursor + 1e9;
   return da < db;
+}
+
+function heapPush(h: number[], v: number): void {
+  let i = h.length;
+  h.push(v);
+  while (i > 0) {
+    const p = (i - 1) >> 1;
+    if (h[p]! <= v) break;
+    h[i] = h[p]!;
+    i = p;
+  }
+  h[i] = v;
+}
+
+/** Replace the minimum with `v` and restore the heap. */
+function heapReplaceTop(h: number[], v: number): void {
+  const n = h.length;
+  let i = 0;
+  for (;;) {
+    const l = 2 * i + 1;
+    if (l >= n) break;
+    const r = l + 1;
+    const c = r < n && h[r]! < h[l]! ? r : l;
+    if (h[c]! >= v) break;
+    h[i] = h[c]!;
+    i = c;
+  }
+  h[i] = v;
 }
