@@ -92,7 +92,7 @@ test('backends that run several sequences at once are not charged a queue below 
 });
 
 test('no winner-takes-all: an unmeasured or stale idle backend is tried', () => {
-  const p = estimatedWait({ random: () => 0, params: { exploreAfterMs: 1000 } });
+  const p = estimatedWait({ random: () => 0, params: { exploreAfterDecisions: 2 } });
   const a = view('a', 0);
   const b = view('b', 1);
   teach(p, a, 't1', 1, 10, 0);
@@ -100,8 +100,9 @@ test('no winner-takes-all: an unmeasured or stale idle backend is tried', () => 
   assert.equal(p.pick(req('x'), [a, b], 10)?.name, 'b');
   teach(p, b, 't2', 5, 50, 100);
   assert.equal(p.pick(req('y'), [a, b], 200)?.name, 'a');
-  // much later, b's estimate is stale and b is idle → it is re-measured
-  assert.equal(p.pick(req('z'), [view('a', 0), b], 100_000)?.name, 'b');
+  assert.equal(p.pick(req('y2'), [a, b], 300)?.name, 'a');
+  // two decisions later, b's estimate is stale and b is idle → it is re-measured
+  assert.equal(p.pick(req('z'), [view('a', 0), b], 400)?.name, 'b');
 });
 
 test('predicted output length follows observed answers and the client cap', () => {

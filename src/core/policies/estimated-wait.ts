@@ -30,8 +30,12 @@ const Params = z.strictObject({
   defaultOutputTokens: z.number().int().positive().default(128),
   /** Sequences a backend is assumed to run at once until learned (or its maxConcurrency, if lower). */
   defaultSlots: z.number().int().positive().default(1),
-  /** An idle backend with no sample for this long is costed optimistically, to be re-measured. */
-  exploreAfterMs: z.number().positive().default(60_000),
+  /**
+   * An idle backend that has not been sampled for this many routing decisions is costed
+   * optimistically, so it is re-measured. Counted in decisions, not time, so the policy behaves
+   * the same at any traffic rate and under a time-scaled bench.
+   */
+  exploreAfterDecisions: z.number().int().positive().default(8),
   /** Prompt tokens per character before any answer reported a count. */
   initialTokensPerChar: z.number().gt(0).max(10).default(0.25),
   /** Seconds per prompt / output token assumed when no backend has a sample yet. */
@@ -53,6 +57,8 @@ interface Backend {
   /** Learned lower bound on sequences run at once. */
   slots: number;
   lastSampleAt: number | undefined;
+  /** Routing decision count when it last produced a sample. */
+  lastSampleDecision: number;
   /** In dispatch order (Map keeps insertion order). */
   readonly flights: Map<string, Flight>;
 }
@@ -64,6 +70,7 @@ export function estimatedWait(ctx: PolicyContext): Policy {
   const output = new OutputLengthPredictor(p.defaultOutputTokens);
   let cursor = 0;
   let lastNow = 0;
+  let decisions = 0;
 
   const state = (name: string): Backend => {
     let b = backends.get(name);
@@ -73,6 +80,7 @@ export function estimatedWait(ctx: PolicyContext): Policy {
         decode: new Ema(p.alpha),
         slots: 1,
         lastSampleAt: undefined,
+        lastSampleDecision: 0,
         flights: new Map(),
       };
       backends.set(name, b);
@@ -104,7 +112,8 @@ export function estimatedWait(ctx: PolicyContext): Policy {
 
   const ratesOf = (b: Backend, view: BackendView, now: number, best: { prefill: number; decode: number }) => {
     const stale =
-      b.lastSampleAt === undefined || (view.inFlight === 0 && now - b.lastSampleAt >= p.exploreAfterMs);
+      b.lastSampleAt === undefined ||
+      (view.inFlight === 0 && decisions - b.lastSampleDecision >= p.exploreAfterDecisions);
     return stale ? best : { prefill: b.prefill.value ?? best.prefill, decode: b.decode.value ?? best.decode };
   };
 
@@ -166,7 +175,10 @@ export function estimatedWait(ctx: PolicyContext): Policy {
           bestT = t;
         }
       }
-      if (chosen) cursor = chosen.index + 1;
+      if (chosen) {
+        cursor = chosen.index + 1;
+        decisions++;
+      }
       return chosen;
     },
     onDispatch(req, backend, now) {
@@ -231,7 +243,8 @@ export function estimatedWait(ctx: PolicyContext): Policy {
         b.prefill.update(r.promptEvalMs / 1000 / promptTokens);
       if (outTokens !== undefined && outTokens > 0) b.decode.update(r.evalMs / 1000 / outTokens);
       const engineS = (r.promptEvalMs + r.evalMs) / 1000;
-      const queued = wallS - engineS > Math.max(0.05, 0.1 * wallS);
+      // Relative threshold: the gap also holds network and proxy time (ms), and runs may be time-scaled.
+      const queued = wallS - engineS > 0.002 + 0.02 * wallS;
       if (!queued) b.slots = Math.max(b.slots, f.ahead + 1);
     } else if (f.ahead < slotsOfLearned(b)) {
       // Wall-clock only, and the request should not have queued: split it at the first byte.
@@ -246,6 +259,7 @@ export function estimatedWait(ctx: PolicyContext): Policy {
       }
     }
     b.lastSampleAt = now;
+    b.lastSampleDecision = decisions;
   }
 
   function slotsOfLearned(b: Backend): number {
