@@ -56,8 +56,9 @@ describe('shipped scenarios', () => {
     assert.equal(s.graceS, 1800);
     assert.deepEqual(
       s.policies.map((p) => p.name),
-      ['round-robin', 'least-connections'],
+      ['pinned', 'round-robin', 'least-connections', 'ollama-router', 'estimated-wait'],
     );
+    assert.deepEqual(s.policies[0]?.params, { backend: 'fast' });
     const rs = s.createDriver(s.seed).start();
     assert.equal(rs.length, 60);
     assert.equal(rs[1]!.at - rs[0]!.at, 40);
