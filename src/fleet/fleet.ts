@@ -1,19 +1,11 @@
 import { Pool } from 'undici';
 import type { Logger } from 'pino';
 import type { Scheduler } from '../core/scheduler.js';
-import type { ApiKind, Decision } from '../core/types.js';
+import type { BackendEntry } from '../config/schema.js';
+import type { Decision } from '../core/types.js';
 
-/** A backend as configured (the config module's normalized entry has this shape). */
-export interface BackendConfig {
-  readonly name: string;
-  readonly url: string;
-  readonly api: ApiKind;
-  /** Configured models; undefined → discovered from /api/tags or /v1/models. */
-  readonly models?: readonly string[] | undefined;
-  readonly maxConcurrency: number;
-  readonly weight: number;
-  readonly region?: string | undefined;
-}
+/** A backend as configured (the config module's normalized entry). */
+export type BackendConfig = BackendEntry;
 
 export interface FleetOptions {
   readonly connectMs: number;

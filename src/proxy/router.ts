@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import type { CompletionReport, Decision, RequestInfo } from '../core/types.js';
@@ -18,23 +19,8 @@ import { BadRequest, PROXY_ROUTES, parseBody, type ParsedRequest, type ProxyRout
 import { SseToNdjson, ollamaToOpenAI, openAIResponseToOllama } from './translate.js';
 import { TailBuffer, ollamaUsage, openaiUsage, type Usage } from './usage.js';
 
-/** What the router needs from the configuration (the config module's normalized RouterConfig). */
-export interface RouterSettings {
-  readonly server: { readonly host: string; readonly port: number; readonly maxBodyBytes: number };
-  readonly backends: readonly BackendConfig[];
-  readonly policy: { readonly name: string; readonly params: Readonly<Record<string, unknown>> };
-  readonly retry: { readonly attempts: number; readonly backoffMs: number };
-  readonly timeouts: { readonly connectMs: number; readonly firstByteMs: number; readonly idleMs: number };
-  readonly health: {
-    readonly failuresToEject: number;
-    readonly probeIntervalMs: number;
-    readonly probeTimeoutMs: number;
-  };
-  readonly discovery: { readonly refreshMs: number };
-  readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };
-  readonly admin?: { readonly token?: string | undefined } | undefined;
-  readonly log: { readonly level: string; readonly prompts: boolean };
-}
+/** The router runs on the config module's validated, normalized configuration. */
+export type RouterSettings = RouterConfig;
 
 const HOP_BY_HOP = new Set([
   'host',

@@ -2,22 +2,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { estimatedWait } from './estimated-wait.js';
 import type { BackendView, Policy, RequestInfo } from '../types.js';
+import { backendView } from '../testing.js';
 
-function view(name: string, index: number, inFlight = 0, maxConcurrency = Infinity): BackendView {
-  return {
-    name,
-    index,
-    api: 'ollama',
-    weight: 1,
-    maxConcurrency,
-    region: undefined,
-    models: new Set(['m']),
-    healthy: true,
-    draining: false,
-    inFlight,
-    metrics: undefined,
-  };
-}
+const view = (name: string, index: number, inFlight = 0): BackendView =>
+  backendView(name, index, { inFlight });
 const req = (id: string, chars = 400, maxTokens?: number): RequestInfo => ({
   id,
   model: 'm',

@@ -1,30 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { collapsedLength, ollamaRouter } from './ollama-router.js';
-import type { BackendView, RequestInfo } from '../types.js';
+import { backendView, requestInfo } from '../testing.js';
 
-function view(name: string, index: number): BackendView {
-  return {
-    name,
-    index,
-    api: 'ollama',
-    weight: 1,
-    maxConcurrency: Infinity,
-    region: undefined,
-    models: new Set(['m']),
-    healthy: true,
-    draining: false,
-    inFlight: 0,
-    metrics: undefined,
-  };
-}
-const req = (id: string, promptText: string): RequestInfo => ({
-  id,
-  model: 'm',
-  api: 'ollama',
-  arrivedAt: 0,
-  promptText,
-});
+const view = (name: string, index: number) => backendView(name, index);
+const req = (id: string, promptText: string) => requestInfo(id, promptText);
 
 test('whitespace runs count as one character', () => {
   assert.equal(collapsedLength('a  b\n\n\tc'), 5);

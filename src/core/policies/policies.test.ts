@@ -2,25 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPolicy, policyNames } from './index.js';
 import { createRng } from '../rng.js';
-import type { BackendView, RequestInfo } from '../types.js';
+import type { BackendView } from '../types.js';
+import { backendView, requestInfo } from '../testing.js';
 
-function view(name: string, index: number, over: Partial<BackendView> = {}): BackendView {
-  return {
-    name,
-    index,
-    api: 'ollama',
-    weight: 1,
-    maxConcurrency: Infinity,
-    region: undefined,
-    models: new Set(['m']),
-    healthy: true,
-    draining: false,
-    inFlight: 0,
-    metrics: undefined,
-    ...over,
-  };
-}
-const req: RequestInfo = { id: 'r', model: 'm', api: 'ollama', arrivedAt: 0, promptText: '' };
+const view = backendView;
+const req = requestInfo('r');
 
 function picks(policy: string, backends: BackendView[], n: number): string[] {
   const p = createPolicy(policy, createRng(7));

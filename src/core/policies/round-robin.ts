@@ -1,4 +1,5 @@
-import type { BackendView, Policy } from '../types.js';
+import type { Policy } from '../types.js';
+import { nextInRotation } from './rotation.js';
 
 /** Rotates over backends in registration order, skipping those not among the candidates. */
 export function roundRobin(): Policy {
@@ -6,15 +7,7 @@ export function roundRobin(): Policy {
   return {
     name: 'round-robin',
     pick(_req, candidates) {
-      // Choose the first candidate at or after the cursor (by registration index), wrapping.
-      let best: BackendView | undefined;
-      let wrap: BackendView | undefined;
-      for (const b of candidates) {
-        if (b.index >= next) {
-          if (best === undefined || b.index < best.index) best = b;
-        } else if (wrap === undefined || b.index < wrap.index) wrap = b;
-      }
-      const chosen = best ?? wrap;
+      const chosen = nextInRotation(candidates, next);
       if (chosen) next = chosen.index + 1;
       return chosen;
     },
