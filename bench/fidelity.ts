@@ -17,7 +17,8 @@ const SCENARIOS = (process.env.FIDELITY_SCENARIOS ?? 'ollamarouter-2node,heimdal
 const POLICIES = ['round-robin', 'least-connections'];
 const GOAL = 0.1;
 
-const rel = (live: number, sim: number): number => (sim === 0 ? (live === 0 ? 0 : Infinity) : (live - sim) / sim);
+const rel = (live: number, sim: number): number =>
+  sim === 0 ? (live === 0 ? 0 : Infinity) : (live - sim) / sim;
 const pct = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
 
 async function quietly<T>(fn: () => Promise<T>): Promise<T> {
@@ -35,9 +36,22 @@ const summary: Record<string, unknown>[] = [];
 let worst = 0;
 for (const name of SCENARIOS) {
   const path = `scenarios/${name}.yaml`;
-  const sim = await quietly(() => runSimulateCommand({ scenarioPath: path, policies: POLICIES, outDir: `bench-out/fidelity/${name}/sim`, charts: false }));
+  const sim = await quietly(() =>
+    runSimulateCommand({
+      scenarioPath: path,
+      policies: POLICIES,
+      outDir: `bench-out/fidelity/${name}/sim`,
+      charts: false,
+    }),
+  );
   const t0 = performance.now();
-  const live = await runBenchCommand({ scenarioPath: path, policies: POLICIES, outDir: `bench-out/fidelity/${name}/live`, charts: false, quiet: true });
+  const live = await runBenchCommand({
+    scenarioPath: path,
+    policies: POLICIES,
+    outDir: `bench-out/fidelity/${name}/live`,
+    charts: false,
+    quiet: true,
+  });
   const liveWall = (performance.now() - t0) / 1000;
   for (let i = 0; i < POLICIES.length; i++) {
     const s = sim.policies[i] as PolicyResult;
@@ -70,7 +84,8 @@ for (const name of SCENARIOS) {
 const mixed = loadScenario('scenarios/mixed-4x.yaml');
 let simulated = 0;
 const t1 = performance.now();
-for (const p of ['round-robin', 'least-connections']) simulated += simulate(mixed, { name: p }, { seed: mixed.seed }).simulatedS;
+for (const p of ['round-robin', 'least-connections'])
+  simulated += simulate(mixed, { name: p }, { seed: mixed.seed }).simulatedS;
 const wall = (performance.now() - t1) / 1000;
 const speed = simulated / wall;
 
@@ -78,7 +93,21 @@ process.stdout.write(
   [
     'simulation vs live (sim / live; relative difference = (live − sim) / sim)',
     '',
-    formatTable(['scenario', 'policy', 'done', 'mean latency s', 'Δ', 'p90 latency s', 'Δ', 'throughput req/s', 'Δ', `≤${GOAL * 100}%`], rows),
+    formatTable(
+      [
+        'scenario',
+        'policy',
+        'done',
+        'mean latency s',
+        'Δ',
+        'p90 latency s',
+        'Δ',
+        'throughput req/s',
+        'Δ',
+        `≤${GOAL * 100}%`,
+      ],
+      rows,
+    ),
     '',
     `worst relative difference: ${pct(worst)} (goal ≤ ${GOAL * 100}%) ${worst <= GOAL ? 'PASS' : 'FAIL'}`,
     `simulator speed on mixed-4x: ${simulated.toFixed(0)} simulated s in ${wall.toFixed(2)} s = ${speed.toFixed(0)}× (goal ≥ 1000×) ${speed >= 1000 ? 'PASS' : 'FAIL'}`,

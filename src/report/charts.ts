@@ -10,7 +10,12 @@ export interface ChartRun {
   readonly records: readonly RecordLike[];
   /** Outstanding requests per backend over time; derived from the records when absent (live runs). */
   readonly samples?: readonly { t: number; backend: string; outstanding: number }[];
+  /** Requests held in the router's own queue over time (simulated runs); drawn as one more line. */
+  readonly routerSamples?: readonly { t: number; queued: number }[];
 }
+
+/** Series name of the router queue in the queue chart (not a backend name: parenthesized). */
+export const ROUTER_QUEUE = '(router queue)';
 
 type Row = Record<string, string | number>;
 
@@ -66,12 +71,23 @@ export function overTime(runs: readonly ChartRun[]): Row[] {
   return rows;
 }
 
-/** Seed 002's figure: each backend's outstanding requests over time, one panel per policy. */
+/**
+ * Seed 002's figure: each backend's queue (requests pushed to it and not finished: the engine's
+ * running batch plus its pending queue) over time, plus the router's own queue, one panel per policy.
+ */
 export function queues(runs: readonly ChartRun[]): Row[] {
   const rows: Row[] = [];
   for (const run of runs) {
     if (run.samples) {
-      for (const s of thin(run.samples, 4000)) rows.push({ policy: run.policy, t: s.t, backend: s.backend, outstanding: s.outstanding });
+      for (const s of thin(run.samples, 4000)) {
+        rows.push({ policy: run.policy, t: s.t, backend: s.backend, outstanding: s.outstanding });
+      }
+      // Only when the router ever held anything: a flat zero line adds nothing.
+      if (run.routerSamples?.some((s) => s.queued > 0)) {
+        for (const s of thin(run.routerSamples, 1000)) {
+          rows.push({ policy: run.policy, t: s.t, backend: ROUTER_QUEUE, outstanding: s.queued });
+        }
+      }
       continue;
     }
     // Live: +1 at arrival, −1 at finish, per backend; a step series.
@@ -94,7 +110,15 @@ export function queues(runs: readonly ChartRun[]): Row[] {
   return rows;
 }
 
-function lineSpec(title: string, data: Row[], x: string, xTitle: string, y: string, yTitle: string, color: string): vl.TopLevelSpec {
+function lineSpec(
+  title: string,
+  data: Row[],
+  x: string,
+  xTitle: string,
+  y: string,
+  yTitle: string,
+  color: string,
+): vl.TopLevelSpec {
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title,
@@ -125,17 +149,53 @@ export async function writeCharts(dir: string, title: string, runs: readonly Cha
   mkdirSync(dir, { recursive: true });
   const t = overTime(runs);
   const specs: [string, vl.TopLevelSpec][] = [
-    ['latency-cdf.svg', lineSpec(`${title}: latency CDF`, latencyCdf(runs), 'latencyS', 'latency (s)', 'fraction', 'fraction of requests', 'policy')],
-    ['cumulative-throughput.svg', lineSpec(`${title}: cumulative throughput`, t, 't', 'time (s)', 'throughputRps', 'completed / elapsed (req/s)', 'policy')],
-    ['completion-rate.svg', lineSpec(`${title}: completion rate`, t, 't', 'time (s)', 'completionRate', 'completed / sent', 'policy')],
-    ['cumulative-mean-wait.svg', lineSpec(`${title}: cumulative mean wait`, t, 't', 'time (s)', 'meanWaitS', 'mean wait (s)', 'policy')],
+    [
+      'latency-cdf.svg',
+      lineSpec(
+        `${title}: latency CDF`,
+        latencyCdf(runs),
+        'latencyS',
+        'latency (s)',
+        'fraction',
+        'fraction of requests',
+        'policy',
+      ),
+    ],
+    [
+      'cumulative-throughput.svg',
+      lineSpec(
+        `${title}: cumulative throughput`,
+        t,
+        't',
+        'time (s)',
+        'throughputRps',
+        'completed / elapsed (req/s)',
+        'policy',
+      ),
+    ],
+    [
+      'completion-rate.svg',
+      lineSpec(
+        `${title}: completion rate`,
+        t,
+        't',
+        'time (s)',
+        'completionRate',
+        'completed / sent',
+        'policy',
+      ),
+    ],
+    [
+      'cumulative-mean-wait.svg',
+      lineSpec(`${title}: cumulative mean wait`, t, 't', 'time (s)', 'meanWaitS', 'mean wait (s)', 'policy'),
+    ],
   ];
   const q = queues(runs);
   specs.push([
     'queue-per-backend.svg',
     {
       $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-      title: `${title}: outstanding requests per backend`,
+      title: `${title}: requests queued or running per backend`,
       data: { values: q },
       facet: { row: { field: 'policy', type: 'nominal' } },
       spec: {
@@ -144,8 +204,8 @@ export async function writeCharts(dir: string, title: string, runs: readonly Cha
         mark: { type: 'line', interpolate: 'step-after' },
         encoding: {
           x: { field: 't', type: 'quantitative', title: 'time (s)' },
-          y: { field: 'outstanding', type: 'quantitative', title: 'outstanding' },
-          color: { field: 'backend', type: 'nominal' },
+          y: { field: 'outstanding', type: 'quantitative', title: 'queued + running' },
+          color: { field: 'backend', type: 'nominal', title: 'backend' },
         },
       },
     } as vl.TopLevelSpec,

@@ -2,9 +2,14 @@
  * results.json (design §2): one entry per policy, built the same way from a simulated run and from
  * a live bench, so the two can be compared field by field.
  *
- * "Wait" follows seed 000 (Tables 3–4): the time from sending a request to its answer, as k6's
- * http_req_waiting measures it for a non-streamed Ollama call — so here latency and wait are the
- * same end-to-end time; only completed requests count, as k6 counts them.
+ * "Wait" follows seed 000 (Tables 3–4, §6): the request waiting time k6 reports (http_req_waiting:
+ * from sending the request to the first response byte), for a non-streamed Ollama call — whose
+ * first byte is the whole answer. So wait here is the same end-to-end time as latency (finish −
+ * arrival: router queue + engine queue + prefill + decode), not the router-queue time alone; and,
+ * as k6 does (§6: "metrics based only on the completed requests"), only completed requests count.
+ * (The seed's tables say seconds but their values are milliseconds: 3073 s of completion time
+ * cannot hold a 407972 s mean wait. We report seconds.) "Completion time" is makespanS: first
+ * arrival to last completion; throughput = completed / makespan (seed 000: 61 / 3073 s).
  */
 
 export interface RecordLike {
@@ -32,7 +37,10 @@ export interface PolicyResult {
   readonly name: string;
   readonly sent: number;
   readonly completed: number;
+  /** Rejected by the router, failed by the backend, or given up by the client. */
   readonly failed: number;
+  /** Still queued or running when the run ended (durationS + graceS). sent = completed + failed + unfinished. */
+  readonly unfinished: number;
   readonly completionRate: number;
   /** From the first arrival to the last completion, s (the seed 000 "completion time"). */
   readonly makespanS: number;
@@ -43,11 +51,23 @@ export interface PolicyResult {
   readonly perBackend: readonly { name: string; requests: number; busyS: number; lastFinishS: number }[];
 }
 
+/** The exhaustive oracle's bounds (small simulated scenarios only). */
+export interface OracleSummary {
+  readonly assignments: number;
+  readonly bestMeanLatencyS: number;
+  readonly bestAssignment: readonly string[];
+  readonly worstMeanLatencyS: number;
+  readonly worstAssignment: readonly string[];
+  /** Expected mean latency of a uniformly random assignment. */
+  readonly randomMeanLatencyS: number;
+}
+
 export interface Results {
   readonly scenario: string;
   readonly seed: number;
   readonly mode: 'simulate' | 'bench';
   readonly policies: readonly PolicyResult[];
+  readonly oracle?: OracleSummary;
 }
 
 const r6 = (x: number): number => (Number.isFinite(x) ? Math.round(x * 1e6) / 1e6 : 0);
@@ -98,10 +118,13 @@ export function policyResult(
 ): PolicyResult {
   const done = records.filter((r) => r.ok === true && r.finishS !== undefined);
   const failed = records.filter((r) => r.ok === false).length;
+  const unfinished = records.filter((r) => r.ok === undefined).length;
   const firstArrival = records.reduce((m, r) => Math.min(m, r.arrivalS), Infinity);
   const lastFinish = done.reduce((m, r) => Math.max(m, r.finishS!), -Infinity);
   const makespan = done.length > 0 ? lastFinish - firstArrival : 0;
-  const per = new Map(backendNames.map((n) => [n, { requests: 0, intervals: [] as [number, number][], last: 0 }]));
+  const per = new Map(
+    backendNames.map((n) => [n, { requests: 0, intervals: [] as [number, number][], last: 0 }]),
+  );
   for (const r of done) {
     const b = r.backend !== undefined ? per.get(r.backend) : undefined;
     if (!b) continue;
@@ -114,6 +137,7 @@ export function policyResult(
     sent: records.length,
     completed: done.length,
     failed,
+    unfinished,
     completionRate: r6(records.length === 0 ? 1 : done.length / records.length),
     makespanS: r6(makespan),
     throughputRps: r6(makespan > 0 ? done.length / makespan : 0),
@@ -129,7 +153,27 @@ export function policyResult(
   };
 }
 
-/** Stable text: same inputs → byte-identical file. */
+/** The oracle's bounds for results.json (structural input: the report does not depend on sim/). */
+export function oracleSummary(o: {
+  readonly evaluated: number;
+  readonly best: { readonly meanLatencyS: number; readonly assignment: readonly string[] };
+  readonly worst: { readonly meanLatencyS: number; readonly assignment: readonly string[] };
+  readonly randomMeanLatencyS: number;
+}): OracleSummary {
+  return {
+    assignments: o.evaluated,
+    bestMeanLatencyS: r6(o.best.meanLatencyS),
+    bestAssignment: [...o.best.assignment],
+    worstMeanLatencyS: r6(o.worst.meanLatencyS),
+    worstAssignment: [...o.worst.assignment],
+    randomMeanLatencyS: r6(o.randomMeanLatencyS),
+  };
+}
+
+/**
+ * Stable text: same inputs → byte-identical file. Key order is the construction order above (fixed),
+ * numbers are rounded to 6 decimals (r6) so float noise below a microsecond never shows.
+ */
 export function resultsJson(results: Results): string {
   return JSON.stringify(results, null, 2) + '\n';
 }

@@ -19,14 +19,15 @@ export function comparisonTable(results: Results): string {
     p.name,
     String(p.sent),
     String(p.completed),
-    p.completed === p.sent ? f(p.makespanS, 0) : 'N/A',
+    String(p.failed),
+    p.completed === p.sent ? f(p.makespanS, 1) : 'N/A',
     f(p.latencyS.mean),
     f(p.latencyS.min),
     f(p.latencyS.p50),
     f(p.latencyS.max),
     f(p.latencyS.p90),
     f(p.latencyS.p95),
-    p.throughputRps.toExponential(3),
+    p.throughputRps.toPrecision(4),
     f(p.ttftS.p50),
     f(p.ttftS.p90),
     p.prefixHitRate === null ? '-' : f(p.prefixHitRate, 3),
@@ -36,6 +37,7 @@ export function comparisonTable(results: Results): string {
       'policy',
       'sent',
       'done',
+      'failed',
       'complete s',
       'wait mean',
       'min',
@@ -56,7 +58,41 @@ export function comparisonTable(results: Results): string {
 export function backendTable(results: Results): string {
   const rows: string[][] = [];
   for (const p of results.policies) {
-    for (const b of p.perBackend) rows.push([p.name, b.name, String(b.requests), f(b.busyS, 1), f(b.lastFinishS, 1)]);
+    for (const b of p.perBackend)
+      rows.push([p.name, b.name, String(b.requests), f(b.busyS, 1), f(b.lastFinishS, 1)]);
   }
   return formatTable(['policy', 'backend', 'requests', 'busy s', 'last finish s'], rows);
+}
+
+/**
+ * Each policy's mean latency placed between the oracle's best and worst achievable (seed 004 Fig. 2):
+ * 0% is optimal routing, 100% the worst possible.
+ */
+export function oracleTable(results: Results): string {
+  const o = results.oracle;
+  if (!o) return '';
+  const span = o.worstMeanLatencyS - o.bestMeanLatencyS;
+  const place = (mean: number): string =>
+    span > 0 ? `${f(((mean - o.bestMeanLatencyS) / span) * 100, 1)}%` : '-';
+  const over = (mean: number): string =>
+    o.bestMeanLatencyS > 0 ? `+${f(((mean - o.bestMeanLatencyS) / o.bestMeanLatencyS) * 100, 1)}%` : '-';
+  const rows: string[][] = [
+    ['oracle best', f(o.bestMeanLatencyS, 3), over(o.bestMeanLatencyS), place(o.bestMeanLatencyS)],
+    [
+      'random assignment (expected)',
+      f(o.randomMeanLatencyS, 3),
+      over(o.randomMeanLatencyS),
+      place(o.randomMeanLatencyS),
+    ],
+    ['oracle worst', f(o.worstMeanLatencyS, 3), over(o.worstMeanLatencyS), place(o.worstMeanLatencyS)],
+  ];
+  for (const p of results.policies) {
+    // Only comparable when the policy completed everything (the oracle's means are over all requests).
+    const m = p.latencyS.mean;
+    rows.push(p.completed === p.sent ? [p.name, f(m, 3), over(m), place(m)] : [p.name, 'N/A', '-', '-']);
+  }
+  return [
+    `oracle: ${o.assignments} assignments simulated; best ${o.bestAssignment.join(',')}`,
+    formatTable(['mean latency', 's', 'vs best', 'best→worst'], rows),
+  ].join('\n');
 }

@@ -4,16 +4,30 @@ import { performance } from 'node:perf_hooks';
 import { UsageError } from '../commands/usage-error.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import { writeCharts } from '../report/charts.js';
-import { policyResult, resultsJson, type Results } from '../report/results.js';
-import { backendTable, comparisonTable } from '../report/table.js';
+import { oracleSummary, policyResult, resultsJson, type Results } from '../report/results.js';
+import { backendTable, comparisonTable, oracleTable } from '../report/table.js';
 import { loadScenario } from '../scenario/load.js';
 import type { Scenario } from '../scenario/types.js';
-import { exhaustiveOracle } from './oracle.js';
+import { assignmentCount, exhaustiveOracle } from './oracle.js';
 import { simulate, type RunResult } from './simulator.js';
 
-/** The policies to run: `--policies a,b` (bare names) or the scenario's list. Unknown names → UsageError. */
+// The CLI maps this class to exit code 2; re-exported so callers of the simulate command need one import.
+export { UsageError };
+
+/** Scenarios with at most this many requests get the oracle line automatically. */
+export const AUTO_ORACLE_REQUESTS = 12;
+
+/**
+ * The policies to run: `--policies a,b` or the scenario's list. A name the scenario also lists keeps
+ * the scenario's parameters for it. Unknown names or bad parameters → UsageError (listing known ones).
+ */
 export function choosePolicies(scenario: Scenario, names: readonly string[] | undefined): PolicySpec[] {
-  const specs = names && names.length > 0 ? names.map((name) => ({ name })) : [...scenario.policies];
+  const specs =
+    names && names.length > 0
+      ? names.map((name) => scenario.policies.find((p) => p.name === name) ?? { name })
+      : [...scenario.policies];
+  if (specs.length === 0)
+    throw new UsageError(`scenario '${scenario.name}' lists no policies; pass --policies`);
   for (const s of specs) {
     try {
       createPolicy(s, () => 0.5);
@@ -32,34 +46,51 @@ export function loadScenarioOrUsage(path: string): Scenario {
   }
 }
 
+/** results.json for simulated runs (design §2). */
 export function simResults(scenario: Scenario, seed: number, runs: readonly RunResult[]): Results {
   return {
     scenario: scenario.name,
     seed,
     mode: 'simulate',
     policies: runs.map((r) => {
-      const prefix = r.backends.reduce((a, b) => ({ queries: a.queries + b.prefixQueries, hits: a.hits + b.prefixHits }), {
-        queries: 0,
-        hits: 0,
-      });
+      let queries = 0;
+      let hits = 0;
+      for (const b of r.backends) {
+        queries += b.prefixQueries;
+        hits += b.prefixHits;
+      }
       return policyResult(
         r.policy,
         r.records,
         scenario.fleet.map((b) => b.name),
-        prefix,
+        { queries, hits },
       );
     }),
   };
 }
 
-/** `llmlb simulate`: every policy on the scenario in virtual time; table, results.json, charts. */
-export async function runSimulateCommand(opts: {
+export interface SimulateCommandOptions {
   scenarioPath: string;
+  /** Overrides the scenario's list. */
   policies?: string[] | undefined;
+  /** Default: the scenario's seed. */
   seed?: number | undefined;
+  /** Default: out/simulate. */
   outDir?: string | undefined;
+  /** true: run the oracle (UsageError when too big); false: never; default: when ≤ 12 requests. */
+  oracle?: boolean | undefined;
+  /** false: skip the SVG charts (tests, fidelity bench). */
   charts?: boolean;
-}): Promise<Results> {
+}
+
+/**
+ * `llmlb simulate`: every policy on the scenario in virtual time; prints the comparison table (and
+ * the oracle's bounds for small scenarios) and the speed-up, writes DIR/results.json and SVG charts.
+ */
+export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<Results> {
+  if (opts.seed !== undefined && !(Number.isSafeInteger(opts.seed) && opts.seed >= 0)) {
+    throw new UsageError(`--seed must be a non-negative integer, got ${opts.seed}`);
+  }
   const scenario = loadScenarioOrUsage(opts.scenarioPath);
   const specs = choosePolicies(scenario, opts.policies);
   const seed = opts.seed ?? scenario.seed;
@@ -74,32 +105,50 @@ export async function runSimulateCommand(opts: {
     simulated += run.simulatedS;
     runs.push(run);
   }
-  const results = simResults(scenario, seed, runs);
+  let results = simResults(scenario, seed, runs);
+
+  const requests = runs[0]?.records.length ?? 0;
+  const small =
+    requests <= AUTO_ORACLE_REQUESTS && Number.isFinite(assignmentCount(scenario.fleet.length, requests));
+  if (opts.oracle === true || (opts.oracle === undefined && small)) {
+    try {
+      results = { ...results, oracle: oracleSummary(exhaustiveOracle(scenario, { seed })) };
+    } catch (err) {
+      // Asked for explicitly: a scenario it cannot handle is the caller's mistake. Automatic: say why not.
+      if (opts.oracle === true) throw new UsageError((err as Error).message);
+      process.stderr.write(`llmlb: ${(err as Error).message}\n`);
+    }
+  }
+
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'results.json'), resultsJson(results));
   const lines = [
-    `scenario ${scenario.name} (seed ${seed}), simulated: ${scenario.fleet.length} backends`,
+    `scenario ${scenario.name} (seed ${seed}), simulated: ${scenario.fleet.length} backends, ${requests} requests`,
     '',
     comparisonTable(results),
     '',
     backendTable(results),
     '',
   ];
-  if (runs[0] && runs[0].records.length <= 12 && scenario.fleet.length ** runs[0].records.length <= 1 << 16) {
-    const o = exhaustiveOracle(scenario, { seed });
-    lines.push(
-      `oracle (${o.evaluated} assignments): best mean latency ${o.best.meanLatencyS.toFixed(3)} s, worst ${o.worst.meanLatencyS.toFixed(3)} s`,
-      '',
-    );
-  }
-  lines.push(`speed: ${simulated.toFixed(0)} simulated s in ${wall.toFixed(2)} wall s = ${(simulated / Math.max(wall, 1e-9)).toFixed(0)}× real time`);
+  if (results.oracle) lines.push(oracleTable(results), '');
+  lines.push(
+    `speed: ${simulated.toFixed(0)} simulated s in ${wall.toFixed(2)} wall s = ` +
+      `${(simulated / Math.max(wall, 1e-9)).toFixed(0)}× real time`,
+  );
   if (opts.charts !== false) {
     const files = await writeCharts(
       out,
       scenario.name,
-      runs.map((r) => ({ policy: r.policy, records: r.records, samples: r.samples })),
+      runs.map((r) => ({
+        policy: r.policy,
+        records: r.records,
+        samples: r.samples,
+        routerSamples: r.routerSamples,
+      })),
     );
-    lines.push(`wrote ${join(out, 'results.json')} and ${files.length} charts in ${out}/`);
+    lines.push(`wrote ${join(out, 'results.json')} and ${files.length} SVG charts in ${out}/`);
+  } else {
+    lines.push(`wrote ${join(out, 'results.json')}`);
   }
   process.stdout.write(lines.join('\n') + '\n');
   return results;

@@ -3,25 +3,35 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { BackendView, CompletionReport, Policy } from '../core/types.js';
 import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
-import type { Scenario } from '../scenario/types.js';
-import type { ClientDriver, ScheduledRequest } from '../workloads/types.js';
-import { renderSvg, writeCharts } from '../report/charts.js';
+import { writeCharts } from '../report/charts.js';
 import { resultsJson } from '../report/results.js';
-import { exhaustiveOracle } from './oracle.js';
-import { runSimulateCommand, simResults } from './command.js';
-import { simulate } from './simulator.js';
+import type { Scenario } from '../scenario/types.js';
+import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
+import { simResults } from './command.js';
+import { simulate, simulateWith, type RunResult } from './simulator.js';
 
 /** One iteration = 1 s / speed, nothing else costs: hand-computable. */
 const unit = (speed: number, over: Partial<EngineProfile> = {}): EngineProfile =>
-  defaultProfile({ slots: 1, speed, baseStepS: 1, perSeqS: 0, perTokenS: 0, prefillPerTokenS: 0, prefixCacheBlocks: 0, ...over });
+  defaultProfile({
+    slots: 1,
+    speed,
+    baseStepS: 1,
+    perSeqS: 0,
+    perTokenS: 0,
+    prefillPerTokenS: 0,
+    prefixCacheBlocks: 0,
+    ...over,
+  });
 
 function scenario(
   reqs: ScheduledRequest[],
-  fleet: { name: string; profile: EngineProfile }[],
+  fleet: { name: string; profile: EngineProfile; models?: string[]; maxConcurrency?: number }[],
   graceS = 1000,
   durationS = 1000,
+  onFinish: ClientDriver['onFinish'] = () => [],
 ): Scenario {
   return {
     name: 'in-code',
@@ -30,66 +40,213 @@ function scenario(
     graceS,
     timeScale: 1,
     policies: [{ name: 'round-robin' }],
-    fleet: fleet.map((b) => ({ ...b, models: ['m'], maxConcurrency: Infinity, weight: 1 })),
-    createDriver: (): ClientDriver => ({ start: () => reqs, onFinish: () => [] }),
+    fleet: fleet.map((b) => ({ models: ['m'], maxConcurrency: Infinity, weight: 1, ...b })),
+    createDriver: (): ClientDriver => ({ start: () => reqs, onFinish }),
   };
 }
 
-const req = (id: string, at: number, outputTokens: number, prompt = 'x'.repeat(400)): ScheduledRequest => ({
+const req = (
+  id: string,
+  at: number,
+  outputTokens: number,
+  prompt = 'x'.repeat(400),
+  extra: Partial<WorkloadRequest> = {},
+): ScheduledRequest => ({
   at,
-  request: { id, model: 'm', api: 'ollama-generate', prompt, outputTokens },
+  request: { id, model: 'm', api: 'ollama-generate', prompt, outputTokens, ...extra },
 });
 
-test('oracle: 3 one-token requests at t=0, A twice as fast as B → best 5/3 s, worst 4 s', () => {
-  // Slots 1, one iteration each: on A a request takes 1 s, on B 2 s; a backend serves them in turn.
-  // All on A: 1,2,3 → 2.  Two on A, one on B: 1,2,2 → 5/3 (best).  One on A, two on B: 1,2,4 → 7/3.
-  // All on B: 2,4,6 → 4 (worst).
-  const sc = scenario(
-    [req('r0', 0, 1), req('r1', 0, 1), req('r2', 0, 1)],
-    [
-      { name: 'A', profile: unit(1) },
-      { name: 'B', profile: unit(0.5) },
-    ],
+function counts(r: RunResult): { completed: number; failed: number; open: number } {
+  return {
+    completed: r.records.filter((x) => x.ok === true).length,
+    failed: r.records.filter((x) => x.ok === false).length,
+    open: r.records.filter((x) => x.ok === undefined).length,
+  };
+}
+
+test('the same seed gives byte-identical results.json; policies and seeds differ', () => {
+  const reqs = Array.from({ length: 60 }, (_, i) =>
+    req(`r${i}`, i * 0.2, 5 + ((i * 7) % 40), 'p'.repeat(100 + ((i * 131) % 2000))),
   );
-  const o = exhaustiveOracle(sc, { seed: 1 });
-  assert.equal(o.evaluated, 8);
-  assert.ok(Math.abs(o.best.meanLatencyS - 5 / 3) < 1e-9, String(o.best.meanLatencyS));
-  assert.equal(o.best.assignment.filter((b) => b === 'A').length, 2);
-  assert.ok(Math.abs(o.worst.meanLatencyS - 4) < 1e-9);
-  assert.deepEqual(o.worst.assignment, ['B', 'B', 'B']);
-});
-
-test('the same seed gives byte-identical results.json; policies differ', () => {
-  const reqs = Array.from({ length: 60 }, (_, i) => req(`r${i}`, i * 0.2, 5 + ((i * 7) % 40), 'p'.repeat(100 + ((i * 131) % 2000))));
   const sc = scenario(reqs, [
     { name: 'a', profile: defaultProfile({ slots: 2 }) },
     { name: 'b', profile: defaultProfile({ slots: 2, speed: 0.3 }) },
   ]);
-  const run = (policies: string[]): string =>
-    resultsJson(simResults(sc, 1, policies.map((p) => simulate(sc, { name: p }, { seed: 1 }))));
+  const run = (policies: string[], seed = 1): string =>
+    resultsJson(
+      simResults(
+        sc,
+        seed,
+        policies.map((p) => simulate(sc, { name: p }, { seed })),
+      ),
+    );
   const one = run(['round-robin', 'random', 'estimated-wait']);
   assert.equal(run(['round-robin', 'random', 'estimated-wait']), one);
   const parsed = JSON.parse(one) as { policies: { latencyS: { mean: number } }[] };
   assert.notEqual(parsed.policies[0]!.latencyS.mean, parsed.policies[2]!.latencyS.mean);
-  const otherSeed = resultsJson(simResults(sc, 2, [simulate(sc, { name: 'random' }, { seed: 2 })]));
-  assert.notEqual(JSON.parse(otherSeed).policies[0].latencyS.mean, parsed.policies[1]!.latencyS.mean);
+  const otherSeed = JSON.parse(run(['random'], 2)) as typeof parsed;
+  assert.notEqual(otherSeed.policies[0]!.latencyS.mean, parsed.policies[1]!.latencyS.mean);
 });
 
 test('conservation: a KV too small and a grace too short lose nothing', () => {
   const reqs = Array.from({ length: 40 }, (_, i) => req(`r${i}`, i * 0.1, 50, 'k'.repeat(4000)));
   // 40 prompts of 1000 tokens, a KV that holds one at a time, sends over 4 s and 5 s of grace.
-  const sc = scenario(reqs, [{ name: 'tiny', profile: defaultProfile({ slots: 8, kvCapacityTokens: 1500 }) }], 5, 4);
+  const sc = scenario(
+    reqs,
+    [{ name: 'tiny', profile: defaultProfile({ slots: 8, kvCapacityTokens: 1500 }) }],
+    5,
+    4,
+  );
   const r = simulate(sc, { name: 'least-connections' }, { seed: 1 });
-  const completed = r.records.filter((x) => x.ok === true).length;
-  const failed = r.records.filter((x) => x.ok === false).length;
-  const open = r.records.filter((x) => x.ok === undefined).length;
+  const c = counts(r);
   assert.equal(r.records.length, 40);
-  assert.equal(completed + failed + open, 40);
-  assert.ok(completed > 0 && open > 0, `${completed} completed, ${open} unfinished`);
+  assert.equal(c.completed + c.failed + c.open, 40);
+  assert.ok(c.completed > 0 && c.open > 0, `${c.completed} completed, ${c.open} unfinished`);
+  // Cut off at durationS + graceS: that is how long the run was.
+  assert.equal(r.simulatedS, 9);
+  // KV holds one 1000-token prompt: the engine never ran two at once.
+  assert.ok(r.samples.every((s) => s.running <= 1));
+  assert.ok(r.samples.some((s) => s.engineWaiting > 0));
   const res = simResults(sc, 1, [r]).policies[0]!;
   assert.equal(res.sent, 40);
-  assert.equal(res.completed, completed);
+  assert.equal(res.completed, c.completed);
+  assert.equal(res.unfinished, c.open);
+  assert.equal(res.sent, res.completed + res.failed + res.unfinished);
   assert.ok(res.completionRate < 1);
+});
+
+test('conservation: requests nobody serves are rejected and counted failed', () => {
+  const reqs = [req('ok', 0, 1), { at: 0.5, request: { ...req('x', 0.5, 1).request, model: 'unserved' } }];
+  const r = simulate(scenario(reqs, [{ name: 'a', profile: unit(1) }]), { name: 'round-robin' }, { seed: 1 });
+  assert.deepEqual(counts(r), { completed: 1, failed: 1, open: 0 });
+  const x = r.records.find((q) => q.id === 'x')!;
+  assert.equal(x.failure, 'no-backend');
+  assert.equal(x.finishS, 0.5);
+});
+
+test('a client timeout cancels the request in the router and the engine and counts it failed', () => {
+  // Slots 1, 1 s per token. 'long' (10 tokens) times out at 3 s and leaves the batch; the iteration
+  // then in progress [3, 4) keeps its end (its cost is spent), so 'next' (sent at 1 s, waiting in the
+  // engine) is admitted at 4 s and finishes at 6 s. 'held' waits in the engine and times out at 2.5 s.
+  const sc = scenario(
+    [
+      req('long', 0, 10, 'x'.repeat(400), { timeoutS: 3 }),
+      req('next', 1, 2),
+      req('held', 1.5, 1, 'x'.repeat(400), { timeoutS: 1 }),
+    ],
+    [{ name: 'a', profile: unit(1) }],
+  );
+  const r = simulate(sc, { name: 'round-robin' }, { seed: 1 });
+  const by = new Map(r.records.map((x) => [x.id, x]));
+  assert.equal(by.get('long')!.ok, false);
+  assert.equal(by.get('long')!.failure, 'client-timeout');
+  assert.equal(by.get('long')!.finishS, 3);
+  assert.equal(by.get('next')!.ok, true);
+  assert.equal(by.get('next')!.finishS, 6);
+  assert.equal(by.get('held')!.failure, 'client-timeout');
+  assert.equal(by.get('held')!.finishS, 2.5);
+
+  // A router cap of 1 holds 'held' in the router queue; it times out there at 2 s.
+  const capped = scenario(
+    [
+      req('long', 0, 10, 'x'.repeat(400), { timeoutS: 3 }),
+      req('held', 1, 1, 'x'.repeat(400), { timeoutS: 1 }),
+    ],
+    [{ name: 'a', profile: unit(1), maxConcurrency: 1 }],
+  );
+  const rc = simulate(capped, { name: 'round-robin' }, { seed: 1, sampleEveryS: 0.5 });
+  const held = rc.records.find((x) => x.id === 'held')!;
+  assert.equal(held.dispatchS, undefined, 'held in the router queue, never dispatched');
+  assert.equal(held.failure, 'client-timeout');
+  assert.ok(rc.routerSamples.some((s) => s.queued === 1));
+});
+
+test('requests arriving at the same instant batch into one iteration', () => {
+  // Slots 4, 1 s per iteration, 2 tokens each: together they take 2 iterations and all finish at 2 s.
+  const sc = scenario(
+    [req('a', 0, 2), req('b', 0, 2), req('c', 0, 2)],
+    [{ name: 'e', profile: unit(1, { slots: 4 }) }],
+  );
+  const r = simulate(sc, { name: 'round-robin' }, { seed: 1 });
+  assert.deepEqual(
+    r.records.map((x) => x.finishS),
+    [2, 2, 2],
+  );
+  assert.deepEqual(
+    r.records.map((x) => x.firstTokenS),
+    [1, 1, 1],
+  );
+  // An arrival exactly at an iteration boundary joins the iteration starting then.
+  const sc2 = scenario([req('a', 0, 2), req('b', 1, 1)], [{ name: 'e', profile: unit(1, { slots: 4 }) }]);
+  const r2 = simulate(sc2, { name: 'round-robin' }, { seed: 1 });
+  assert.deepEqual(
+    r2.records.map((x) => x.finishS),
+    [2, 2],
+  );
+});
+
+test('closed-loop follow-ups are sent after a finish, never after durationS', () => {
+  let n = 0;
+  const sc = scenario(
+    [req('q0', 0, 1)],
+    [{ name: 'a', profile: unit(1) }],
+    100,
+    5,
+    (_id, now) => [req(`q${++n}`, now + 0.5, 1)], // think time 0.5 s
+  );
+  const r = simulate(sc, { name: 'round-robin' }, { seed: 1 });
+  // q0 ends at 1, q1 sent 1.5 ends 2.5, q2 3→4, q3 4.5→5.5, q4 at 6 ≥ durationS: not sent.
+  assert.deepEqual(
+    r.records.map((x) => [x.id, x.arrivalS, x.finishS]),
+    [
+      ['q0', 0, 1],
+      ['q1', 1.5, 2.5],
+      ['q2', 3, 4],
+      ['q3', 4.5, 5.5],
+    ],
+  );
+  // The run ends with its last event, not after the grace period.
+  assert.equal(r.simulatedS, 5.5);
+});
+
+test('the core sees milliseconds, engine metrics at the probe interval, and Ollama-like completion reports', () => {
+  const reports: CompletionReport[] = [];
+  const seen: { now: number; metrics: BackendView['metrics'] }[] = [];
+  const spy: Policy = {
+    name: 'spy',
+    pick(_req, candidates, now) {
+      seen.push({ now, metrics: candidates[0]!.metrics });
+      return candidates[0];
+    },
+    onComplete(_req, _b, report) {
+      reports.push(report);
+    },
+  };
+  const profile = unit(1, { prefillPerTokenS: 0.01, slots: 2 });
+  const sc = scenario([req('a', 0, 3), req('b', 2, 1)], [{ name: 'e', profile }]);
+  const r = simulateWith(sc, spy, 'spy', { seed: 1, probeEveryS: 0.5 });
+  assert.equal(seen[0]!.now, 0);
+  assert.equal(seen[1]!.now, 2000);
+  // At 2 s the latest probe is the one of 1.5 s (the 2 s probe runs after that instant's arrivals): 1 running.
+  assert.equal(seen[1]!.metrics?.running, 1);
+  assert.equal(seen[1]!.metrics?.at, 1500);
+  // 'a' (a 100-token prompt at 0.01 s/token): admitted at 0, prefill of 100 tokens makes its first iteration 1 + 1 = 2 s, then 2 more
+  // iterations; 'b' joins the iteration starting at 2 s (prefill 1 s): iteration [2, 4): both get a
+  // token; 'b' is done at 4 s, 'a' finishes at 5 s.
+  const a = reports.find((x) => x.finishedAt === 5000)!;
+  assert.deepEqual(a, {
+    ok: true,
+    dispatchedAt: 0,
+    firstByteAt: 2000,
+    finishedAt: 5000,
+    promptTokens: 100,
+    completionTokens: 3,
+    promptEvalMs: 2000,
+    evalMs: 3000,
+  });
+  const b = r.records.find((x) => x.id === 'b')!;
+  assert.equal(b.finishS, 4);
+  assert.equal(b.firstTokenS, 4);
 });
 
 test('charts render as SVG with the policies named', async () => {
@@ -97,34 +254,27 @@ test('charts render as SVG with the policies named', async () => {
   const sc = scenario(reqs, [{ name: 'a', profile: unit(1) }]);
   const runs = ['round-robin', 'least-connections'].map((p) => simulate(sc, { name: p }, { seed: 1 }));
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-charts-'));
-  const files = await writeCharts(dir, 'test', runs.map((r) => ({ policy: r.policy, records: r.records, samples: r.samples })));
-  assert.equal(files.length, 5);
+  const files = await writeCharts(
+    dir,
+    'test',
+    runs.map((r) => ({
+      policy: r.policy,
+      records: r.records,
+      samples: r.samples,
+      routerSamples: r.routerSamples,
+    })),
+  );
+  assert.deepEqual(files, [
+    'latency-cdf.svg',
+    'cumulative-throughput.svg',
+    'completion-rate.svg',
+    'cumulative-mean-wait.svg',
+    'queue-per-backend.svg',
+  ]);
   for (const f of files) {
     const svg = readFileSync(join(dir, f), 'utf8');
     assert.match(svg, /^<svg/);
     assert.match(svg, /round-robin/);
     assert.match(svg, /least-connections/);
   }
-  assert.match(
-    await renderSvg({ data: { values: [{ x: 1 }] }, mark: 'point', encoding: { x: { field: 'x', type: 'quantitative' } } }),
-    /<svg/,
-  );
-});
-
-test('simulate command on the shipped small scenario prints the oracle line and writes results.json', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
-  const writes: string[] = [];
-  const orig = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((s: string) => (writes.push(String(s)), true)) as typeof process.stdout.write;
-  try {
-    const res = await runSimulateCommand({ scenarioPath: 'scenarios/small-exhaustive.yaml', outDir: dir, charts: false });
-    assert.equal(res.policies.length, 2);
-    assert.ok(res.policies.every((p) => p.completed === 8));
-  } finally {
-    process.stdout.write = orig;
-  }
-  const out = writes.join('');
-  assert.match(out, /oracle \(256 assignments\): best mean latency [\d.]+ s, worst [\d.]+ s/);
-  assert.match(readFileSync(join(dir, 'results.json'), 'utf8'), /"scenario": "small-exhaustive"/);
-  await assert.rejects(runSimulateCommand({ scenarioPath: 'scenarios/small-exhaustive.yaml', policies: ['nope'], outDir: dir }), /unknown policy 'nope'/);
 });

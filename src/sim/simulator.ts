@@ -1,13 +1,28 @@
+/**
+ * The discrete-event simulator (design §1): the exact scheduling core and policies the live router
+ * runs, the exact engine model the emulated engine runs, on a virtual clock. Deterministic for a
+ * seed: no Math.random, no Date, Maps iterated in insertion order, heap ties broken by priority and
+ * insertion order.
+ *
+ * Clocks: the Scheduler (and policies) take milliseconds, like the live router's host clock; the
+ * EngineModel, the workload drivers and the records take seconds. `now` below is seconds; every
+ * call into the core passes `now * 1000`.
+ *
+ * Not modelled (kept simple on purpose): router-queue timeouts (`Scheduler.expire` — no scenario
+ * configures one), retries after a backend error (engines never fail here), health changes.
+ */
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
-import { flattenMessages } from '../core/prompt.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import { Scheduler } from '../core/scheduler.js';
-import type { Decision, Policy, RequestInfo } from '../core/types.js';
+import type { Decision, Policy, RejectReason, RequestInfo } from '../core/types.js';
 import { EngineModel } from '../engine/model.js';
-import { countTokens, promptBlockHashes } from '../engine/tokens.js';
+import { countTokens, flattenMessages, promptBlockHashes } from '../engine/tokens.js';
 import type { Scenario } from '../scenario/types.js';
 import type { ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 import { EventHeap } from './event-heap.js';
+
+/** Why a request failed: the router rejected it, or the client gave up (WorkloadRequest.timeoutS). */
+export type FailureReason = RejectReason | 'client-timeout';
 
 /** What happened to one request, in seconds of virtual time from the start of the run. */
 export interface RequestRecord {
@@ -16,70 +31,112 @@ export interface RequestRecord {
   readonly arrivalS: number;
   dispatchS: number | undefined;
   firstTokenS: number | undefined;
+  /** Completion time; for a failed request, when it failed. */
   finishS: number | undefined;
   backend: string | undefined;
-  /** true: answered in full; false: rejected by the router; undefined: unfinished when the run ended. */
+  /** true: answered in full; false: failed (see `failure`); undefined: unfinished when the run ended. */
   ok: boolean | undefined;
+  failure: FailureReason | undefined;
   promptTokens: number;
   outputTokens: number;
+  /** Prompt tokens served from the engine's prefix cache. */
+  cachedTokens: number;
 }
 
 /** One sample of a backend's queues. */
 export interface QueueSample {
   readonly t: number;
   readonly backend: string;
-  /** Requests pushed and not finished (engine running + waiting). */
+  /** Requests pushed to it and not finished (engine running + waiting). */
   readonly outstanding: number;
-  /** Waiting inside the engine (not yet admitted). */
+  /** Waiting inside the engine (not yet admitted: no slot or no KV room). */
   readonly engineWaiting: number;
+  /** In the engine's running batch. */
+  readonly running: number;
+}
+
+/** One sample of the router's own queue (requests held, not pushed anywhere yet). */
+export interface RouterSample {
+  readonly t: number;
+  readonly queued: number;
 }
 
 export interface RunResult {
   readonly policy: string;
+  /** In arrival order. */
   readonly records: readonly RequestRecord[];
   readonly samples: readonly QueueSample[];
+  readonly routerSamples: readonly RouterSample[];
   readonly backends: readonly { name: string; prefixQueries: number; prefixHits: number }[];
-  /** Virtual seconds simulated. */
+  /**
+   * Virtual seconds the run covered: to its last arrival or engine event, or to durationS + graceS
+   * when it was cut off with work left. What the speed-up is measured against.
+   */
   readonly simulatedS: number;
 }
 
 export interface SimulateOptions {
   readonly seed: number;
-  /** Queue-length sampling period for charts, virtual seconds (default: run length / 400). */
+  /** Queue sampling period for charts, virtual seconds (default: run length / 400, ≥ 50 ms; Infinity: off). */
   readonly sampleEveryS?: number;
-  /** How often the engines' load is reported to the core (a metrics probe), virtual seconds. */
+  /**
+   * How often engine load (running, waiting, KV usage) is handed to the core, as a metrics probe
+   * or scrape would, virtual seconds (default 0.05; Infinity: never — for policies that ignore it).
+   */
   readonly probeEveryS?: number;
 }
 
+// Event kinds double as same-instant priorities: arrivals reach an engine before its iteration
+// boundary at that instant is processed (the engine model admits what was submitted at or before an
+// iteration's start), finishes beat a client timeout at the same instant, probes and samples see
+// the instant's end state.
 const SEND = 0;
 const ENGINE = 1;
-const PROBE = 2;
-const SAMPLE = 3;
+const TIMEOUT = 2;
+const PROBE = 3;
+const SAMPLE = 4;
 
 interface Event {
-  kind: number;
-  /** SEND: the request; ENGINE: backend index; others unused. */
-  request?: WorkloadRequest;
-  backend?: number;
-  /** ENGINE: the wake's version; stale wakes are skipped. */
-  version?: number;
+  readonly kind: number;
+  /** SEND: the request. */
+  readonly request?: WorkloadRequest;
+  /** ENGINE: backend index. */
+  readonly backend?: number;
+  /** TIMEOUT: the request id. */
+  readonly id?: string;
 }
 
-/**
- * The discrete-event simulator: the exact scheduling core and policies the router runs, the exact
- * engine model the emulated engine runs, a virtual clock. Deterministic for a seed.
- */
+const PROBE_EVENT: Event = { kind: PROBE };
+const SAMPLE_EVENT: Event = { kind: SAMPLE };
+
+/** Run `scenario` under one policy (seeded from `opts.seed`, as the live router seeds it). */
 export function simulate(scenario: Scenario, policySpec: PolicySpec, opts: SimulateOptions): RunResult {
   const policy = createPolicy(policySpec, createRng(deriveSeed(opts.seed, 'policy')));
   return simulateWith(scenario, policy, policyLabel(policySpec), opts);
 }
 
+/** Per-request state the loop needs while a request is open. */
+interface Open {
+  readonly req: WorkloadRequest;
+  readonly text: string;
+  readonly rec: RequestRecord;
+  /** Engine index once dispatched. */
+  engine: number;
+}
+
 /** Run with a policy object (the oracle passes fixed assignments). */
-export function simulateWith(scenario: Scenario, policy: Policy, label: string, opts: SimulateOptions): RunResult {
+export function simulateWith(
+  scenario: Scenario,
+  policy: Policy,
+  label: string,
+  opts: SimulateOptions,
+): RunResult {
   const scheduler = new Scheduler({ policy });
   const fleet = scenario.fleet;
+  // Token events are only for streaming; TTFT comes with 'finished' (queuedS + prefillS).
   const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false }));
-  const byName = new Map(fleet.map((b, i) => [b.name, i]));
+  const byName = new Map<string, number>();
+  fleet.forEach((b, i) => byName.set(b.name, i));
   for (const b of fleet) {
     scheduler.addBackend({
       name: b.name,
@@ -93,66 +150,109 @@ export function simulateWith(scenario: Scenario, policy: Policy, label: string, 
   const driver = scenario.createDriver(opts.seed);
   const endS = scenario.durationS + scenario.graceS;
   const heap = new EventHeap<Event>();
-  const records = new Map<string, RequestRecord>();
-  const infos = new Map<string, RequestInfo>();
-  const texts = new Map<string, string>();
+  const records: RequestRecord[] = [];
+  const open = new Map<string, Open>();
   const wakeAt: (number | undefined)[] = engines.map(() => undefined);
-  const version: number[] = engines.map(() => 0);
+  // One constant wake event per engine (no allocation per iteration). A wake is live only while it
+  // is the engine's current wakeAt; superseded ones are skipped when they surface.
+  const wakeEvents: Event[] = engines.map((_, i) => ({ kind: ENGINE, backend: i }));
   const outstanding: number[] = engines.map(() => 0);
+  /** Engines touched at this instant; their next wake is set once the instant is over. */
+  const dirty: boolean[] = engines.map(() => false);
+  const dirtyList: number[] = [];
   const samples: QueueSample[] = [];
+  const routerSamples: RouterSample[] = [];
   let now = 0;
+  let pendingSends = 0;
+  let liveWakes = 0;
+  let lastActivity = 0;
 
   const schedule = (items: readonly ScheduledRequest[]): void => {
     for (const it of items) {
-      if (it.at < scenario.durationS) heap.push(Math.max(it.at, now), { kind: SEND, request: it.request });
+      // Nothing is sent at or after durationS (the run then only drains).
+      if (!(it.at < scenario.durationS)) continue;
+      pendingSends++;
+      heap.push(Math.max(it.at, now), SEND, { kind: SEND, request: it.request });
     }
   };
 
-  /** Keep one live wake per engine at its next iteration end. */
-  const rearm = (i: number): void => {
-    const t = engines[i]!.nextEventTime();
-    if (t === wakeAt[i]) return;
-    wakeAt[i] = t;
-    version[i]!++;
-    if (t !== undefined) heap.push(t, { kind: ENGINE, backend: i, version: version[i]! });
+  const touch = (i: number): void => {
+    if (dirty[i]) return;
+    dirty[i] = true;
+    dirtyList.push(i);
+  };
+
+  /**
+   * Keep one live wake per engine at its next iteration end. Deferred to the end of the instant so
+   * requests submitted at the same virtual time batch into the same iteration (nextEventTime starts
+   * the iteration of an idle engine, after which a same-instant submit would wait a whole step).
+   */
+  const flush = (): void => {
+    for (const i of dirtyList) {
+      dirty[i] = false;
+      const t = engines[i]!.nextEventTime();
+      if (t === wakeAt[i]) continue;
+      if (wakeAt[i] === undefined) liveWakes++;
+      if (t === undefined) liveWakes--;
+      wakeAt[i] = t;
+      if (t !== undefined) heap.push(t, ENGINE, wakeEvents[i]!);
+    }
+    dirtyList.length = 0;
+  };
+
+  /** Set the touched engines' wakes once no more events remain at the current instant. */
+  const flushIfInstantOver = (nextSend: number | undefined): void => {
+    const ht = heap.peekTime();
+    if ((ht === undefined || ht > now) && (nextSend === undefined || nextSend > now)) flush();
+  };
+
+  /** Settle a request as failed and tell its client (closed-loop clients may send a follow-up). */
+  const fail = (o: Open, reason: FailureReason): void => {
+    o.rec.ok = false;
+    o.rec.failure = reason;
+    o.rec.finishS = now;
+    open.delete(o.rec.id);
+    schedule(driver.onFinish(o.rec.id, now, false, ''));
   };
 
   const apply = (ds: readonly Decision[]): void => {
     for (const d of ds) {
-      const rec = records.get(d.request.id)!;
+      const o = open.get(d.request.id)!;
       if (d.type === 'reject') {
-        rec.ok = false;
-        rec.finishS = now;
-        schedule(driver.onFinish(rec.id, now, false, ''));
+        fail(o, d.reason);
         continue;
       }
       const i = byName.get(d.backend)!;
-      const req = reqOf.get(d.request.id)!;
-      const text = texts.get(d.request.id)!;
-      const promptTokens = countTokens(text);
+      const req = o.req;
+      const profile = fleet[i]!.profile;
+      const promptTokens = countTokens(o.text);
       const cap = req.maxTokens;
-      const outputTokens = Math.max(1, cap !== undefined ? Math.min(req.outputTokens, cap) : req.outputTokens);
-      rec.dispatchS = now;
-      rec.backend = d.backend;
-      rec.promptTokens = promptTokens;
+      const outputTokens = Math.max(
+        1,
+        cap !== undefined ? Math.min(req.outputTokens, cap) : req.outputTokens,
+      );
+      o.rec.dispatchS = now;
+      o.rec.backend = d.backend;
+      o.rec.promptTokens = promptTokens;
+      o.engine = i;
       outstanding[i]!++;
       engines[i]!.submit(
         {
-          id: d.request.id,
+          id: req.id,
           promptTokens,
-          blockHashes: promptBlockHashes(text, fleet[i]!.profile.blockSize),
+          // No cache, no lookups: skip hashing (and report no hit rate rather than a false 0).
+          blockHashes: profile.prefixCacheBlocks > 0 ? promptBlockHashes(o.text, profile.blockSize) : [],
           outputTokens,
         },
         now,
       );
-      rearm(i);
+      touch(i);
     }
   };
-  const reqOf = new Map<string, WorkloadRequest>();
 
   const onSend = (req: WorkloadRequest): void => {
     const text = req.messages ? flattenMessages(req.messages) : (req.prompt ?? '');
-    records.set(req.id, {
+    const rec: RequestRecord = {
       id: req.id,
       label: req.label,
       arrivalS: now,
@@ -161,11 +261,16 @@ export function simulateWith(scenario: Scenario, policy: Policy, label: string, 
       finishS: undefined,
       backend: undefined,
       ok: undefined,
+      failure: undefined,
       promptTokens: 0,
       outputTokens: 0,
-    });
-    reqOf.set(req.id, req);
-    texts.set(req.id, text);
+      cachedTokens: 0,
+    };
+    records.push(rec);
+    open.set(req.id, { req, text, rec, engine: -1 });
+    if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
+      heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
+    }
     const info: RequestInfo = {
       id: req.id,
       model: req.model,
@@ -175,25 +280,26 @@ export function simulateWith(scenario: Scenario, policy: Policy, label: string, 
       maxTokens: req.maxTokens,
       sessionKey: req.sessionKey,
     };
-    infos.set(req.id, info);
     apply(scheduler.submit(info, now * 1000));
   };
 
   const onEngine = (i: number): void => {
     wakeAt[i] = undefined;
+    liveWakes--;
+    touch(i);
     const events = engines[i]!.advance(now);
     for (const e of events) {
       if (e.type !== 'finished') continue;
-      const rec = records.get(e.id)!;
+      const o = open.get(e.id)!;
+      const rec = o.rec;
       const dispatchS = rec.dispatchS!;
       rec.firstTokenS = dispatchS + e.queuedS + e.prefillS;
       rec.finishS = e.t;
       rec.ok = true;
       rec.outputTokens = e.outputTokens;
+      rec.cachedTokens = e.cachedTokens;
       outstanding[i]!--;
-      texts.delete(e.id);
-      reqOf.delete(e.id);
-      infos.delete(e.id);
+      open.delete(e.id);
       // Reported as a live Ollama backend would: engine-measured prefill and decode durations.
       const ds = scheduler.complete(
         e.id,
@@ -210,69 +316,178 @@ export function simulateWith(scenario: Scenario, policy: Policy, label: string, 
         e.t * 1000,
       );
       apply(ds);
-      // Closed-loop clients answer with the generated text's size; its content does not matter here.
+      // Closed-loop clients get '' and make up the answer's text themselves (same length, seeded).
       schedule(driver.onFinish(e.id, e.t, true, ''));
     }
-    rearm(i);
   };
+
+  /** The client gave up: drop it from the router queue or the engine, count it failed. */
+  const onTimeout = (id: string): void => {
+    const o = open.get(id);
+    if (!o) return; // already settled
+    const { decisions } = scheduler.cancel(id, now * 1000);
+    if (o.engine >= 0) {
+      engines[o.engine]!.cancel(id, now);
+      outstanding[o.engine]!--;
+      touch(o.engine);
+    }
+    fail(o, 'client-timeout');
+    apply(decisions);
+  };
+
+  const active = (): boolean =>
+    pendingSends > 0 || liveWakes > 0 || scheduler.inFlightTotal > 0 || scheduler.queueLength > 0;
 
   const probeEvery = opts.probeEveryS ?? 0.05;
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
   const onProbe = (): void => {
     for (let i = 0; i < engines.length; i++) {
       const s = engines[i]!.stats();
-      scheduler.setMetrics(fleet[i]!.name, { running: s.running, waiting: s.waiting, kvUsage: s.kvUsage, at: now * 1000 });
+      scheduler.setMetrics(fleet[i]!.name, {
+        running: s.running,
+        waiting: s.waiting,
+        kvUsage: s.kvUsage,
+        at: now * 1000,
+      });
     }
+    // Metric-driven policies may now release requests they held.
     apply(scheduler.pump(now * 1000));
   };
   const onSample = (): void => {
     for (let i = 0; i < engines.length; i++) {
-      samples.push({ t: now, backend: fleet[i]!.name, outstanding: outstanding[i]!, engineWaiting: engines[i]!.stats().waiting });
+      const s = engines[i]!.stats();
+      samples.push({
+        t: now,
+        backend: fleet[i]!.name,
+        outstanding: outstanding[i]!,
+        engineWaiting: s.waiting,
+        running: s.running,
+      });
     }
+    routerSamples.push({ t: now, queued: scheduler.queueLength });
   };
 
-  schedule(driver.start());
-  heap.push(0, { kind: PROBE });
-  heap.push(0, { kind: SAMPLE });
-  while (heap.size > 0) {
-    const t = heap.peekTime()!;
-    if (t > endS) break;
-    const ev = heap.pop()!;
-    now = t;
-    if (ev.kind === SEND) onSend(ev.request!);
-    else if (ev.kind === ENGINE) {
-      if (ev.version === version[ev.backend!]) onEngine(ev.backend!);
-    } else if (ev.kind === PROBE) {
-      onProbe();
-      // Probes only matter while something is queued or running; stop when the run is idle.
-      if (heap.size > 0 || scheduler.inFlightTotal > 0) heap.push(now + probeEvery, { kind: PROBE });
-    } else {
-      onSample();
-      if (heap.size > 0 || scheduler.inFlightTotal > 0) heap.push(now + sampleEvery, { kind: SAMPLE });
+  // The opening requests (all of an open-loop workload) are a sorted list read by a cursor, not heap
+  // entries: the heap then holds only engine wakes, follow-ups, timeouts and the two periodic events,
+  // so it stays small. The sort is stable, so equal times keep the driver's order, and they beat
+  // heap events at the same instant as their SEND priority (and earlier insertion) would.
+  const initial = driver
+    .start()
+    .filter((it) => it.at < scenario.durationS)
+    .sort((a, b) => a.at - b.at);
+  let ni = 0;
+  pendingSends = initial.length;
+  if (Number.isFinite(probeEvery)) heap.push(0, PROBE, PROBE_EVENT);
+  if (Number.isFinite(sampleEvery)) heap.push(0, SAMPLE, SAMPLE_EVENT);
+  let cut = false;
+  for (;;) {
+    const ht = heap.peekTime();
+    const first = ni < initial.length ? initial[ni]! : undefined;
+    const fromList = first !== undefined && (ht === undefined || Math.max(0, first.at) <= ht);
+    const t = fromList ? Math.max(0, first.at) : ht;
+    if (t === undefined) break;
+    if (t > endS) {
+      cut = true;
+      break;
     }
+    now = t;
+    if (fromList) {
+      ni++;
+      pendingSends--;
+      lastActivity = now;
+      onSend(first.request);
+      if (dirtyList.length > 0) flushIfInstantOver(ni < initial.length ? initial[ni]!.at : undefined);
+      continue;
+    }
+    const ev = heap.pop()!;
+    switch (ev.kind) {
+      case SEND:
+        pendingSends--;
+        lastActivity = now;
+        onSend(ev.request!);
+        break;
+      case ENGINE:
+        if (wakeAt[ev.backend!] === now) {
+          lastActivity = now;
+          onEngine(ev.backend!);
+        }
+        break;
+      case TIMEOUT:
+        onTimeout(ev.id!);
+        break;
+      case PROBE:
+        onProbe();
+        // Probes and samples only matter while something is pending; an idle run ends.
+        if (active()) heap.push(now + probeEvery, PROBE, PROBE_EVENT);
+        break;
+      default:
+        onSample();
+        if (active()) heap.push(now + sampleEvery, SAMPLE, SAMPLE_EVENT);
+    }
+    if (dirtyList.length > 0) flushIfInstantOver(ni < initial.length ? initial[ni]!.at : undefined);
   }
 
-  const out = [...records.values()];
-  // Conservation: every request sent is completed, rejected, or still open at the end — none vanishes.
-  const open = out.filter((r) => r.ok === undefined).length;
-  if (open !== scheduler.inFlightTotal + scheduler.queueLength) {
-    throw new Error(`simulator lost requests: ${open} open vs ${scheduler.inFlightTotal + scheduler.queueLength} in the core`);
-  }
+  checkConservation(records, open.size, scheduler, engines);
   return {
     policy: label,
-    records: out,
+    records,
     samples,
+    routerSamples,
     backends: fleet.map((b, i) => {
       const s = engines[i]!.stats();
       return { name: b.name, prefixQueries: s.prefixCacheQueries, prefixHits: s.prefixCacheHits };
     }),
-    simulatedS: Math.min(now, endS),
+    simulatedS: cut && open.size > 0 ? endS : lastActivity,
   };
+}
+
+/**
+ * Every request sent is completed, failed, or still open at the end — none vanishes — and the open
+ * ones are exactly those the core still holds (queued or in flight) and the engines still hold.
+ */
+function checkConservation(
+  records: readonly RequestRecord[],
+  openCount: number,
+  scheduler: Scheduler,
+  engines: readonly EngineModel[],
+): void {
+  let completed = 0;
+  let failed = 0;
+  let unfinished = 0;
+  let dispatchedOpen = 0;
+  for (const r of records) {
+    if (r.ok === true) completed++;
+    else if (r.ok === false) failed++;
+    else {
+      unfinished++;
+      if (r.dispatchS !== undefined) dispatchedOpen++;
+    }
+  }
+  let inEngines = 0;
+  for (const e of engines) {
+    const s = e.stats();
+    inEngines += s.running + s.waiting;
+  }
+  const core = scheduler.inFlightTotal + scheduler.queueLength;
+  if (
+    completed + failed + unfinished !== records.length ||
+    unfinished !== openCount ||
+    unfinished !== core ||
+    dispatchedOpen !== scheduler.inFlightTotal ||
+    dispatchedOpen !== inEngines
+  ) {
+    throw new Error(
+      `simulator lost requests: sent ${records.length} = ${completed} completed + ${failed} failed + ` +
+        `${unfinished} unfinished; core holds ${core}, engines ${inEngines}, dispatched open ${dispatchedOpen}`,
+    );
+  }
 }
 
 /** A policy's name as reports show it: parameters appended when given. */
 export function policyLabel(spec: PolicySpec): string {
   const params = spec.params ?? {};
   const keys = Object.keys(params);
-  return keys.length === 0 ? spec.name : `${spec.name}(${keys.map((k) => `${k}=${JSON.stringify(params[k])}`).join(',')})`;
+  return keys.length === 0
+    ? spec.name
+    : `${spec.name}(${keys.map((k) => `${k}=${JSON.stringify(params[k])}`).join(',')})`;
 }

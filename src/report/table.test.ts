@@ -1,0 +1,64 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { oracleSummary, policyResult, type Results } from './results.js';
+import { backendTable, comparisonTable, formatTable, oracleTable } from './table.js';
+
+const rec = (
+  id: string,
+  arrivalS: number,
+  finishS: number | undefined,
+  ok: boolean | undefined,
+  backend = 'x',
+) => ({
+  id,
+  arrivalS,
+  firstTokenS: finishS,
+  finishS,
+  backend,
+  ok,
+});
+
+const results = (): Results => ({
+  scenario: 's',
+  seed: 1,
+  mode: 'simulate',
+  policies: [
+    policyResult('all-done', [rec('a', 0, 2, true), rec('b', 1, 4, true, 'y')], ['x', 'y'], undefined),
+    policyResult('half', [rec('a', 0, 3, true), rec('b', 1, undefined, undefined)], ['x', 'y'], {
+      queries: 4,
+      hits: 1,
+    }),
+  ],
+  oracle: oracleSummary({
+    evaluated: 4,
+    best: { meanLatencyS: 2, assignment: ['x', 'y'] },
+    worst: { meanLatencyS: 4, assignment: ['x', 'x'] },
+    randomMeanLatencyS: 3,
+  }),
+});
+
+test('formatTable pads columns: first left-aligned, others right-aligned', () => {
+  assert.equal(formatTable(['a', 'bb'], [['xyz', '1']]), 'a    bb\n---  --\nxyz   1');
+});
+
+test('comparison table: seed 000 columns; completion time N/A unless all completed', () => {
+  const t = comparisonTable(results());
+  const [head, , first, second] = t.split('\n');
+  assert.match(
+    head!,
+    /^policy +sent +done +failed +complete s +wait mean +min +median +max +p90 +p95 +req\/s +ttft p50 +ttft p90 +prefix hit$/,
+  );
+  assert.match(first!, /^all-done +2 +2 +0 +4\.0 +2\.50 +2\.00 +2\.00 +3\.00 +3\.00 +3\.00 +0\.5000 .* -$/);
+  assert.match(second!, /^half +2 +1 +0 +N\/A +3\.00 .* 0\.250$/);
+  assert.match(backendTable(results()), /all-done +y +1 +3\.0 +4\.0/);
+});
+
+test('oracle table places each policy between best (0%) and worst (100%)', () => {
+  const t = oracleTable(results());
+  assert.match(t, /^oracle: 4 assignments simulated; best x,y/);
+  assert.match(t, /oracle best +2\.000 +\+0\.0% +0\.0%/);
+  assert.match(t, /random assignment \(expected\) +3\.000 +\+50\.0% +50\.0%/);
+  assert.match(t, /all-done +2\.500 +\+25\.0% +25\.0%/);
+  assert.match(t, /half +N\/A/);
+  assert.equal(oracleTable({ ...results(), oracle: undefined }), '');
+});
