@@ -162,6 +162,7 @@ describe('proxy with the official clients', () => {
     for (const [path, body, status, re] of cases) {
       const res = await post(url + path, body);
       assert.equal(res.status, status, path);
+      assert.ok(res.headers.get('x-request-id'), 'errors carry x-request-id too');
       const j = (await res.json()) as { error: string };
       assert.match(j.error, re);
     }

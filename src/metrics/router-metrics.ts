@@ -15,6 +15,26 @@ export class RouterMetrics {
   readonly ttfbSeconds: Histogram<'backend'>;
   readonly retries: Counter<'backend'>;
   readonly ejections: Counter<'backend'>;
+  /** Per-backend histogram children, resolved once: label lookup per observation is measurable. */
+  private readonly children = new Map<
+    string,
+    { upstreamSeconds: { observe(v: number): void }; ttfbSeconds: { observe(v: number): void } }
+  >();
+
+  of(backend: string): {
+    upstreamSeconds: { observe(v: number): void };
+    ttfbSeconds: { observe(v: number): void };
+  } {
+    let c = this.children.get(backend);
+    if (!c) {
+      c = {
+        upstreamSeconds: this.upstreamSeconds.labels(backend),
+        ttfbSeconds: this.ttfbSeconds.labels(backend),
+      };
+      this.children.set(backend, c);
+    }
+    return c;
+  }
 
   constructor(scheduler: () => Scheduler) {
     const registers = [this.registry];
