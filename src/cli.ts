@@ -84,7 +84,12 @@ program
   .option('--out <dir>', 'where results.json and charts go', 'out/simulate')
   .action(async (o: { scenario: string; policies?: string; seed?: number; out: string }) => {
     const { runSimulateCommand } = await import('./sim/command.js');
-    await runSimulateCommand({ scenarioPath: o.scenario, policies: list(o.policies), seed: o.seed, outDir: o.out });
+    await runSimulateCommand({
+      scenarioPath: o.scenario,
+      policies: list(o.policies),
+      seed: o.seed,
+      outDir: o.out,
+    });
   });
 
 program
@@ -93,18 +98,24 @@ program
   .requiredOption('--scenario <file>', 'scenario YAML')
   .option('--policies <list>', "comma-separated policy names (default: the scenario's)")
   .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
-  .option('--time-scale <k>', "model seconds per real second (default: the scenario's timeScale)", positive('--time-scale'))
+  .option(
+    '--time-scale <k>',
+    "model seconds per real second (default: the scenario's timeScale)",
+    positive('--time-scale'),
+  )
   .option('--out <dir>', 'where results.json and charts go', 'out/bench')
-  .action(async (o: { scenario: string; policies?: string; seed?: number; timeScale?: number; out: string }) => {
-    const { runBenchCommand } = await import('./bench/command.js');
-    await runBenchCommand({
-      scenarioPath: o.scenario,
-      policies: list(o.policies),
-      seed: o.seed,
-      timeScale: o.timeScale,
-      outDir: o.out,
-    });
-  });
+  .action(
+    async (o: { scenario: string; policies?: string; seed?: number; timeScale?: number; out: string }) => {
+      const { runBenchCommand } = await import('./bench/command.js');
+      await runBenchCommand({
+        scenarioPath: o.scenario,
+        policies: list(o.policies),
+        seed: o.seed,
+        timeScale: o.timeScale,
+        outDir: o.out,
+      });
+    },
+  );
 
 try {
   await program.parseAsync(process.argv);

@@ -33,7 +33,10 @@ export async function runBenchCommand(opts: {
       opts.quiet || !process.stderr.isTTY
         ? undefined
         : new cliProgress.SingleBar(
-            { format: `${policyLabel(spec).padEnd(24)} [{bar}] {value} done / {total} sent | {duration_formatted}`, hideCursor: true },
+            {
+              format: `${policyLabel(spec).padEnd(24)} [{bar}] {value} done / {total} sent | {duration_formatted}`,
+              hideCursor: true,
+            },
             cliProgress.Presets.shades_classic,
           );
     bar?.start(1, 0);
@@ -46,7 +49,10 @@ export async function runBenchCommand(opts: {
       },
     });
     bar?.stop();
-    if (!bar && !opts.quiet) process.stderr.write(`${policyLabel(spec)}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s\n`);
+    if (!bar && !opts.quiet)
+      process.stderr.write(
+        `${policyLabel(spec)}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s\n`,
+      );
     runs.push({ ...run, policy: policyLabel(spec) });
   }
   const results: Results = {
@@ -56,9 +62,15 @@ export async function runBenchCommand(opts: {
     policies: runs.map((r) =>
       policyResult(
         r.policy,
-        r.records.map((x) => ({ ...x, ok: x.finishS !== undefined ? true : x.status === 0 ? undefined : false })),
+        r.records.map((x) => ({
+          ...x,
+          ok: x.finishS !== undefined ? true : x.status === 0 ? undefined : false,
+        })),
         scenario.fleet.map((b) => b.name),
-        r.engines.reduce((a, e) => ({ queries: a.queries + e.prefixQueries, hits: a.hits + e.prefixHits }), { queries: 0, hits: 0 }),
+        r.engines.reduce((a, e) => ({ queries: a.queries + e.prefixQueries, hits: a.hits + e.prefixHits }), {
+          queries: 0,
+          hits: 0,
+        }),
       ),
     ),
   };
@@ -76,7 +88,10 @@ export async function runBenchCommand(opts: {
     const files = await writeCharts(
       out,
       `${scenario.name} (live)`,
-      runs.map((r) => ({ policy: r.policy, records: r.records.map((x) => ({ ...x, ok: x.finishS !== undefined ? true : undefined })) })),
+      runs.map((r) => ({
+        policy: r.policy,
+        records: r.records.map((x) => ({ ...x, ok: x.finishS !== undefined ? true : undefined })),
+      })),
     );
     lines.push(`wrote ${join(out, 'results.json')} and ${files.length} charts in ${out}/`);
   }

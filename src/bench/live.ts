@@ -15,7 +15,11 @@ export interface LiveRun {
 }
 
 /** Router settings for a bench run: the scenario's fleet, one policy, timeouts sized for long queues. */
-export function benchSettings(scenario: Scenario, engines: readonly EngineServer[], policy: PolicySpec): RouterSettings {
+export function benchSettings(
+  scenario: Scenario,
+  engines: readonly EngineServer[],
+  policy: PolicySpec,
+): RouterSettings {
   return {
     server: { host: '127.0.0.1', port: 0, maxBodyBytes: 64 << 20 },
     backends: scenario.fleet.map((b, i) => ({

@@ -50,7 +50,10 @@ export function requestBody(r: WorkloadRequest): string {
 }
 
 /** Text and token count of a finished stream (Ollama NDJSON or OpenAI SSE). */
-function parseStream(api: WorkloadRequest['api'], text: string): { output: string; tokens: number; error: boolean } {
+function parseStream(
+  api: WorkloadRequest['api'],
+  text: string,
+): { output: string; tokens: number; error: boolean } {
   let output = '';
   let tokens = 0;
   let error = false;
@@ -58,7 +61,13 @@ function parseStream(api: WorkloadRequest['api'], text: string): { output: strin
     for (const line of text.split('\n')) {
       if (line === '') continue;
       try {
-        const o = JSON.parse(line) as { response?: string; message?: { content?: string }; eval_count?: number; error?: unknown; done?: boolean };
+        const o = JSON.parse(line) as {
+          response?: string;
+          message?: { content?: string };
+          eval_count?: number;
+          error?: unknown;
+          done?: boolean;
+        };
         if (o.error !== undefined) error = true;
         output += o.response ?? o.message?.content ?? '';
         if (o.done && typeof o.eval_count === 'number') tokens = o.eval_count;
@@ -194,7 +203,17 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
   for (const t of timers) clearTimeout(t);
   // Whatever is still open did not finish within the run: record it as unfinished.
   for (const [id, o] of open) {
-    records.push({ id, label: o.label, arrivalS: o.arrivalS, firstTokenS: undefined, finishS: undefined, backend: undefined, ok: false, status: 0, outputTokens: 0 });
+    records.push({
+      id,
+      label: o.label,
+      arrivalS: o.arrivalS,
+      firstTokenS: undefined,
+      finishS: undefined,
+      backend: undefined,
+      ok: false,
+      status: 0,
+      outputTokens: 0,
+    });
     o.ac.abort();
   }
   open.clear();
