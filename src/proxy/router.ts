@@ -738,6 +738,8 @@ export class Router implements AdminTarget {
 
   private finishLog(f: Flight, backend: string, t0: number, attempts: number): void {
     this.metrics.requests.inc({ backend, status: String(f.status) });
+    // Build the log record only when it will be written.
+    if (!this.log.isLevelEnabled('info')) return;
     this.log.info(
       {
         rid: f.rid,
