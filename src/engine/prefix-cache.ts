@@ -1,10 +1,21 @@
 /**
  * The engine's prefix cache: an LRU set of prompt-block hashes (hash chains, see
- * `promptBlockHashes`). A Map keeps insertion order, so "touch" is delete + set and the least
- * recently used block is the first key.
+ * `promptBlockHashes`). A Map from hash to a node of a doubly linked list ordered from least to
+ * most recently used: touch and evict are O(1). (Evicting through a Map's insertion order made V8
+ * walk every deleted entry on each eviction — a third of a big simulation's time.)
  */
+interface Node {
+  readonly key: string;
+  prev: Node | undefined;
+  next: Node | undefined;
+}
+
 export class PrefixCache {
-  private readonly blocks = new Map<string, true>();
+  private readonly blocks = new Map<string, Node>();
+  /** Least recently used. */
+  private head: Node | undefined;
+  /** Most recently used. */
+  private tail: Node | undefined;
 
   constructor(readonly capacity: number) {}
 
@@ -29,11 +40,35 @@ export class PrefixCache {
     if (this.capacity <= 0) return;
     for (let i = hashes.length - 1; i >= 0; i--) {
       const h = hashes[i]!;
-      if (!this.blocks.delete(h) && this.blocks.size >= this.capacity) {
-        const oldest = this.blocks.keys().next();
-        if (!oldest.done) this.blocks.delete(oldest.value);
+      const node = this.blocks.get(h);
+      if (node) {
+        this.unlink(node);
+        this.append(node);
+        continue;
       }
-      this.blocks.set(h, true);
+      if (this.blocks.size >= this.capacity && this.head) {
+        const oldest = this.head;
+        this.unlink(oldest);
+        this.blocks.delete(oldest.key);
+      }
+      const fresh: Node = { key: h, prev: undefined, next: undefined };
+      this.blocks.set(h, fresh);
+      this.append(fresh);
     }
+  }
+
+  private unlink(n: Node): void {
+    if (n.prev) n.prev.next = n.next;
+    else this.head = n.next;
+    if (n.next) n.next.prev = n.prev;
+    else this.tail = n.prev;
+    n.prev = n.next = undefined;
+  }
+
+  private append(n: Node): void {
+    n.prev = this.tail;
+    if (this.tail) this.tail.next = n;
+    else this.head = n;
+    this.tail = n;
   }
 }
