@@ -13,6 +13,8 @@ export interface ClientRecord {
   readonly ok: boolean;
   readonly status: number;
   readonly outputTokens: number;
+  /** The client gave up after the request's timeoutS (counted failed, as the simulator does). */
+  readonly timedOut: boolean;
 }
 
 export interface ReplayOptions {
@@ -125,6 +127,17 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
   const send = async (req: WorkloadRequest): Promise<void> => {
     const arrivalS = modelNow();
     const ac = new AbortController();
+    let timedOut = false;
+    const timeout =
+      req.timeoutS !== undefined
+        ? setTimeout(
+            () => {
+              timedOut = true;
+              ac.abort();
+            },
+            (req.timeoutS / opts.timeScale) * 1000,
+          )
+        : undefined;
     open.set(req.id, { arrivalS, label: req.label, ac });
     sent++;
     let firstTokenS: number | undefined;
@@ -162,6 +175,7 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
     } catch {
       ok = false;
     }
+    if (timeout) clearTimeout(timeout);
     const finishS = modelNow();
     if (!open.delete(req.id)) return; // cut off by the end of the run: already recorded
     done++;
@@ -175,6 +189,7 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
       ok,
       status,
       outputTokens: tokens,
+      timedOut,
     });
     opts.onProgress?.(done, sent);
     schedule(driver.onFinish(req.id, finishS, ok, output));
@@ -213,6 +228,7 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
       ok: false,
       status: 0,
       outputTokens: 0,
+      timedOut: false,
     });
     o.ac.abort();
   }
