@@ -185,6 +185,17 @@ describe('proxy with the official clients', () => {
     assert.equal(r.scheduler.queueLength, 0);
   });
 
+  test('engine load is scraped from /metrics where the backend exports it', async () => {
+    await waitFor(() => r.scheduler.backend('b')?.metrics !== undefined, 4000, 'first scrape');
+    const m = r.scheduler.backend('b')!.metrics!;
+    assert.equal(m.running, 0);
+    assert.equal(m.waiting, 0);
+    const st = (await (await fetch(`${url}/admin/backends`)).json()) as {
+      backends: { name: string; metrics: unknown }[];
+    };
+    assert.ok(st.backends.find((x) => x.name === 'b')?.metrics);
+  });
+
   test('metrics and admin state', async () => {
     const m = await (await fetch(`${url}/metrics`)).text();
     for (const name of [

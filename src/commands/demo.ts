@@ -48,6 +48,7 @@ export async function runDemo(o: { port: number; load: boolean }): Promise<void>
           `  engine ${e.name.padEnd(9)} http://127.0.0.1:${e.port}  (speed ${e.speed}, ${e.slots} slots)`,
       ),
       '',
+      `  dashboard  ${url}/dashboard      ← open this: live queues, throughput, latency`,
       `  backends   ${url}/admin/backends`,
       `  metrics    ${url}/metrics`,
       '',

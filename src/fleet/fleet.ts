@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Scheduler } from '../core/scheduler.js';
 import type { BackendEntry } from '../config/schema.js';
 import type { Decision } from '../core/types.js';
+import { parseEngineMetrics } from './engine-metrics.js';
 
 /** A backend as configured (the config module's normalized entry). */
 export type BackendConfig = BackendEntry;
@@ -30,7 +31,12 @@ export interface BackendRuntime {
   lastErrorAt: number | undefined;
   /** Host time of the last successful model discovery. */
   discoveredAt: number | undefined;
+  /** false once the backend showed it has no engine metrics page (plain Ollama): stop asking. */
+  hasMetrics: boolean | undefined;
 }
+
+/** How often engine load (running / waiting / KV) is scraped from backends that export it. */
+const SCRAPE_MS = 1000;
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -79,6 +85,7 @@ export class Fleet {
       lastError: undefined,
       lastErrorAt: undefined,
       discoveredAt: undefined,
+      hasMetrics: undefined,
     };
     this.backends.set(config.name, rt);
     const discover = config.models === undefined;
@@ -111,6 +118,32 @@ export class Fleet {
       for (const rt of this.backends.values()) void this.probe(rt);
     };
     this.timers.push(setInterval(probeAll, this.opts.probeIntervalMs).unref());
+    const scrapeAll = (): void => {
+      for (const rt of this.backends.values()) if (rt.hasMetrics !== false) void this.scrape(rt);
+    };
+    this.timers.push(setInterval(scrapeAll, SCRAPE_MS).unref());
+  }
+
+  /** Read vLLM / SGLang-style /metrics: the engine's own running and waiting counts and KV usage. */
+  private async scrape(rt: BackendRuntime): Promise<void> {
+    try {
+      const res = await rt.pool.request({
+        path: '/metrics',
+        method: 'GET',
+        headersTimeout: this.opts.probeTimeoutMs,
+        bodyTimeout: this.opts.probeTimeoutMs,
+      });
+      const text = await res.body.text();
+      const m = res.statusCode === 200 ? parseEngineMetrics(text, this.now()) : undefined;
+      if (!m) {
+        rt.hasMetrics = false;
+        return;
+      }
+      rt.hasMetrics = true;
+      this.scheduler.setMetrics(rt.config.name, m);
+    } catch {
+      // Unreachable: health probes deal with that; try again next time.
+    }
   }
 
   async close(): Promise<void> {

@@ -12,6 +12,8 @@ import { Scheduler } from '../core/scheduler.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import type { CompletionReport, Decision, RequestInfo } from '../core/types.js';
 import { Fleet, type BackendConfig, type BackendRuntime } from '../fleet/fleet.js';
+import { Dashboard } from '../dashboard/handler.js';
+import { LiveStats } from '../dashboard/live-stats.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
 import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
 import { BodyTooLarge, readBody } from './body.js';
@@ -58,6 +60,8 @@ interface Flight {
   clientGone: boolean;
   queued: boolean;
   status: number;
+  /** Tokens the backend reported generating (for the dashboard's tokens/s). */
+  outputTokens: number | undefined;
 }
 
 const now = (): number => performance.now();
@@ -93,6 +97,8 @@ export class Router implements AdminTarget {
   readonly scheduler: Scheduler;
   readonly fleet: Fleet;
   readonly metrics: RouterMetrics;
+  readonly stats = new LiveStats();
+  readonly dashboard: Dashboard;
   private readonly server: Server;
   private readonly waiters = new Map<string, (d: Decision) => void>();
   private nextId = 0;
@@ -112,6 +118,7 @@ export class Router implements AdminTarget {
       maxQueueLength: settings.queue.maxLength,
     });
     this.metrics = new RouterMetrics(() => this.scheduler);
+    this.dashboard = new Dashboard(this.scheduler, this.stats);
     this.fleet = new Fleet(
       this.scheduler,
       { ...settings.health, connectMs: settings.timeouts.connectMs, refreshMs: settings.discovery.refreshMs },
@@ -155,6 +162,7 @@ export class Router implements AdminTarget {
 
   async close(): Promise<void> {
     if (this.expireTimer) clearInterval(this.expireTimer);
+    this.dashboard.close();
     this.server.closeAllConnections();
     await new Promise<void>((r) => this.server.close(() => r()));
     await this.fleet.close();
@@ -187,6 +195,7 @@ export class Router implements AdminTarget {
       case '/v1/models':
         return get(() => this.models(res));
       default:
+        if (this.dashboard.handle(req, res, path)) return;
         if (path.startsWith('/admin/')) {
           void handleAdmin(
             req,
@@ -497,6 +506,7 @@ export class Router implements AdminTarget {
       clientGone: false,
       queued: false,
       status: 0,
+      outputTokens: undefined,
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -550,7 +560,10 @@ export class Router implements AdminTarget {
         return;
       }
       last = r;
-      if (!f.clientGone) this.metrics.retries.inc({ backend });
+      if (!f.clientGone) {
+        this.metrics.retries.inc({ backend });
+        this.stats.record({ backend, at: Date.now(), ok: false, latencyMs: now() - t0, error: r.error });
+      }
     }
     if (f.clientGone) {
       f.status = 499;
@@ -584,6 +597,7 @@ export class Router implements AdminTarget {
     const settle = (ok: boolean, usage: Usage): void => {
       const t = now();
       const report: CompletionReport = { ok, dispatchedAt, firstByteAt, finishedAt: t, ...usage };
+      if (ok) f.outputTokens = usage.completionTokens;
       this.apply(this.scheduler.complete(f.info.id, report, t));
       if (ok) {
         const m = this.metrics.of(backend);
@@ -738,6 +752,14 @@ export class Router implements AdminTarget {
 
   private finishLog(f: Flight, backend: string, t0: number, attempts: number): void {
     this.metrics.requests.inc({ backend, status: String(f.status) });
+    this.stats.record({
+      backend,
+      at: Date.now(),
+      ok: f.status > 0 && f.status < 400,
+      latencyMs: now() - t0,
+      outputTokens: f.outputTokens,
+      error: f.status >= 400 ? `status ${f.status}` : undefined,
+    });
     // Build the log record only when it will be written.
     if (!this.log.isLevelEnabled('info')) return;
     this.log.info(
