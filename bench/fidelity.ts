@@ -21,29 +21,18 @@ const rel = (live: number, sim: number): number =>
   sim === 0 ? (live === 0 ? 0 : Infinity) : (live - sim) / sim;
 const pct = (x: number): string => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
 
-async function quietly<T>(fn: () => Promise<T>): Promise<T> {
-  const orig = process.stdout.write.bind(process.stdout);
-  process.stdout.write = (() => true) as typeof process.stdout.write;
-  try {
-    return await fn();
-  } finally {
-    process.stdout.write = orig;
-  }
-}
-
 const rows: string[][] = [];
 const summary: Record<string, unknown>[] = [];
 let worst = 0;
 for (const name of SCENARIOS) {
   const path = `scenarios/${name}.yaml`;
-  const sim = await quietly(() =>
-    runSimulateCommand({
-      scenarioPath: path,
-      policies: POLICIES,
-      outDir: `bench-out/fidelity/${name}/sim`,
-      charts: false,
-    }),
-  );
+  const sim = await runSimulateCommand({
+    scenarioPath: path,
+    policies: POLICIES,
+    outDir: `bench-out/fidelity/${name}/sim`,
+    charts: false,
+    quiet: true,
+  });
   const t0 = performance.now();
   const live = await runBenchCommand({
     scenarioPath: path,

@@ -9,16 +9,6 @@ import { defaultProfile } from '../src/engine/profile.js';
 import type { Scenario } from '../src/scenario/types.js';
 import { runSimulateCommand } from '../src/sim/command.js';
 
-async function quietly<T>(fn: () => Promise<T>): Promise<T> {
-  const orig = process.stdout.write.bind(process.stdout);
-  process.stdout.write = (() => true) as typeof process.stdout.write;
-  try {
-    return await fn();
-  } finally {
-    process.stdout.write = orig;
-  }
-}
-
 test('live bench over HTTP agrees with the simulation on the small scenario', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-bench-'));
   const opts = {
@@ -26,7 +16,7 @@ test('live bench over HTTP agrees with the simulation on the small scenario', as
     policies: ['least-connections'],
     charts: false,
   };
-  const sim = await quietly(() => runSimulateCommand({ ...opts, outDir: join(dir, 'sim'), oracle: false }));
+  const sim = await runSimulateCommand({ ...opts, outDir: join(dir, 'sim'), oracle: false, quiet: true });
   const live = await runBenchCommand({ ...opts, outDir: join(dir, 'live'), timeScale: 4, quiet: true });
   const s = sim.policies[0]!;
   const l = live.policies[0]!;

@@ -81,6 +81,8 @@ export interface SimulateCommandOptions {
   oracle?: boolean | undefined;
   /** false: skip the SVG charts (tests, fidelity bench). */
   charts?: boolean;
+  /** true: print nothing (callers that only want the returned results). */
+  quiet?: boolean;
 }
 
 /**
@@ -150,6 +152,6 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
   } else {
     lines.push(`wrote ${join(out, 'results.json')}`);
   }
-  process.stdout.write(lines.join('\n') + '\n');
+  if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
   return results;
 }
