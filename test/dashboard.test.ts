@@ -1,36 +1,57 @@
+// The dashboard of a running router, end to end: three emulated engines of unequal speed, a real
+// Router with traffic going through it, and the page opened in headless Chromium (Debian's, driven
+// by playwright-core; never a downloaded browser).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
-import { chromium } from 'playwright-core';
+import { chromium, type Page } from 'playwright-core';
+import type { DashboardEvent } from '../src/dashboard/handler.js';
 import type { EngineServer } from '../src/engine/server.js';
 import type { Router } from '../src/proxy/router.js';
 import { backend, engine, fastProfile, post, router, settings } from './helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
+const NAMES = ['gpu-fast', 'gpu-slow', 'cpu-slowest'];
+
+interface PageHooks {
+  __llmlbDashboard: {
+    points(): number;
+    fleetPoints(): number;
+    backends(): string[];
+    last(): DashboardEvent | undefined;
+  };
+}
 
 describe('dashboard', () => {
   let engines: EngineServer[];
   let r: Router;
   let url: string;
   let load: NodeJS.Timeout;
+  let sent = 0;
 
   before(async () => {
     engines = await Promise.all([
-      engine({ profile: fastProfile({ baseStepS: 0.01 }) }),
-      engine({ profile: fastProfile({ baseStepS: 0.03 }) }),
-      engine({ profile: fastProfile({ baseStepS: 0.05 }) }),
+      engine({ name: NAMES[0], profile: fastProfile({ baseStepS: 0.005 }) }),
+      engine({ name: NAMES[1], profile: fastProfile({ baseStepS: 0.02 }) }),
+      engine({ name: NAMES[2], profile: fastProfile({ baseStepS: 0.06, slots: 2 }) }),
     ]);
-    ({ router: r, url } = await router(settings(engines.map((e, i) => backend(`gpu-${i}`, e.url)))));
-    // A little steady traffic so counters and charts move.
+    ({ router: r, url } = await router(
+      settings(
+        engines.map((e, i) => backend(NAMES[i]!, e.url)),
+        { policy: { name: 'estimated-wait', params: {} } },
+      ),
+    ));
+    // Steady traffic, streamed and not, so counters, queues and charts move.
     load = setInterval(() => {
+      const stream = sent++ % 2 === 0;
       void post(
         `${url}/api/generate`,
-        { model: 'm1', prompt: 'hello', stream: false },
-        { 'x-llmlb-output-tokens': '8' },
+        { model: 'm1', prompt: `hello number ${sent}`, stream },
+        { 'x-llmlb-output-tokens': String(4 + ((sent * 7) % 21)) },
       )
         .then((res) => res.arrayBuffer())
         .catch(() => undefined);
-    }, 50);
+    }, 25);
   });
   after(async () => {
     clearInterval(load);
@@ -38,35 +59,42 @@ describe('dashboard', () => {
     await Promise.all(engines.map((e) => e.close()));
   });
 
-  test('the event stream carries every backend with its load and rates', async () => {
-    const ac = new AbortController();
-    const res = await fetch(`${url}/dashboard/events`, { signal: ac.signal });
-    assert.equal(res.headers.get('content-type'), 'text/event-stream');
-    const reader = res.body!.getReader();
-    const { value } = await reader.read();
-    ac.abort();
-    const text = new TextDecoder().decode(value);
-    const snap = JSON.parse(text.slice(text.indexOf('data: ') + 6).split('\n')[0]!) as {
-      policy: string;
-      backends: { name: string; healthy: boolean; inFlight: number }[];
-    };
-    assert.equal(snap.policy, 'least-connections');
-    assert.deepEqual(
-      snap.backends.map((b) => b.name),
-      ['gpu-0', 'gpu-1', 'gpu-2'],
-    );
+  test('the router serves the page, its assets and an event stream of every backend', async () => {
     const page = await fetch(`${url}/dashboard`);
-    assert.match(await page.text(), /<script src="\/dashboard\/uplot.js">/);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<script src="dashboard\/uplot.js">/);
     const lib = await fetch(`${url}/dashboard/uplot.js`);
     assert.equal(lib.status, 200);
     assert.ok((await lib.text()).length > 10_000, 'uPlot is served from the package');
     assert.equal((await fetch(`${url}/dashboard/nope`)).status, 404);
+
+    const ac = new AbortController();
+    const res = await fetch(`${url}/dashboard/events`, { signal: ac.signal });
+    assert.equal(res.headers.get('content-type'), 'text/event-stream');
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes('\n\n')) text += new TextDecoder().decode((await reader.read()).value);
+    ac.abort();
+    const data = text.split('\n').find((l) => l.startsWith('data: '))!;
+    const snap = JSON.parse(data.slice(6)) as DashboardEvent;
+    assert.equal(snap.policy, 'estimated-wait');
+    assert.deepEqual(
+      snap.backends.map((b) => b.name),
+      NAMES,
+    );
+    for (const b of snap.backends) {
+      assert.equal(b.healthy, true);
+      assert.equal(typeof b.inFlight, 'number');
+      assert.equal(b.maxConcurrency, null);
+      assert.ok(Array.isArray(b.recentErrors));
+    }
+    assert.ok(Array.isArray(snap.history), 'a new page gets the fleet history first');
   });
 
-  test('headless Chromium shows the backends and a chart that updates', async (t) => {
+  test('headless Chromium shows the backends, fills the table and updates the charts', async (t) => {
     if (!existsSync(CHROMIUM)) {
       if (process.env.CI) assert.fail(`${CHROMIUM} is missing: .ci/run installs Debian's chromium`);
-      t.skip('chromium not installed on this machine');
+      t.skip(`${CHROMIUM} is not installed on this machine (apt-get install chromium)`);
       return;
     }
     const browser = await chromium.launch({
@@ -82,29 +110,60 @@ describe('dashboard', () => {
       ],
     });
     try {
-      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      const page = await browser.newPage({ viewport: { width: 1280, height: 960 } });
+      const problems: string[] = [];
+      page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+      page.on('console', (m) => {
+        if (m.type() === 'error') problems.push(`console: ${m.text()} (${m.location().url})`);
+      });
+      page.on('request', (req) => {
+        if (!req.url().startsWith(url)) problems.push(`request outside the router: ${req.url()}`);
+      });
+
       await page.goto(`${url}/dashboard`);
-      await page.waitForSelector('tr[data-backend="gpu-2"]', { timeout: 10_000 });
-      const names = await page.$$eval('tr[data-backend]', (rows) =>
-        rows.map((r) => r.getAttribute('data-backend')),
+      await page.waitForSelector(`tr[data-backend="${NAMES[2]}"]`, { timeout: 10_000 });
+      const rows = await page.$$eval('tr[data-backend]', (trs) =>
+        trs.map((tr) => tr.getAttribute('data-backend')),
       );
-      assert.deepEqual(names, ['gpu-0', 'gpu-1', 'gpu-2']);
-      const points = (): Promise<number> =>
-        page.evaluate(() =>
-          (globalThis as unknown as { __llmlbDashboard: { points(): number } }).__llmlbDashboard.points(),
-        );
-      const first = await points();
+      assert.deepEqual(rows, NAMES);
+      assert.equal(await page.locator('#policy').textContent(), 'estimated-wait');
+      assert.equal(await page.locator('#status').textContent(), 'live');
+
+      // Rates reach the table once requests complete.
       await page.waitForFunction(
-        (n) =>
-          (globalThis as unknown as { __llmlbDashboard: { points(): number } }).__llmlbDashboard.points() >=
-          n + 2,
-        first,
+        () => {
+          const e = (globalThis as unknown as PageHooks).__llmlbDashboard.last();
+          return e !== undefined && e.backends.some((b) => b.requestsPerS > 0 && b.tokensPerS > 0);
+        },
+        undefined,
         { timeout: 10_000 },
       );
-      assert.ok((await points()) >= first + 2, 'the charts received new points');
+      const tokensCell = await page.locator(`tr[data-backend="${NAMES[0]}"] td`).nth(6).textContent();
+      assert.ok(Number(tokensCell) > 0, `tokens/s for ${NAMES[0]}: ${tokensCell}`);
+
+      // The charts grow with every event.
+      const hooks = (p: Page) =>
+        p.evaluate(() => {
+          const d = (globalThis as unknown as PageHooks).__llmlbDashboard;
+          return { points: d.points(), fleet: d.fleetPoints(), backends: d.backends() };
+        });
+      const first = await hooks(page);
+      assert.deepEqual(first.backends, NAMES, 'one queue series per backend');
+      await page.waitForFunction(
+        (n) => (globalThis as unknown as PageHooks).__llmlbDashboard.points() >= n + 2,
+        first.points,
+        { timeout: 10_000 },
+      );
+      const second = await hooks(page);
+      assert.ok(second.points >= first.points + 2, 'the queue chart received new points');
+      assert.ok(second.fleet > first.fleet, 'the throughput and latency charts received new seconds');
       assert.equal(await page.locator('.uplot').count(), 3);
+      // Queue chart: in flight and engine queue per backend, plus the router queue.
+      assert.equal(await page.locator('#chart-queues .u-legend .u-series').count(), 1 + NAMES.length * 2 + 1);
+
       mkdirSync('out', { recursive: true });
       await page.screenshot({ path: 'out/dashboard.png', fullPage: true });
+      assert.deepEqual(problems, []);
     } finally {
       await browser.close();
     }

@@ -1,117 +1,249 @@
-// The dashboard page: a table of backends and three uPlot charts fed by /dashboard/events (SSE).
+// The dashboard page's script: a table of backends and three uPlot charts, fed once a second by
+// server-sent events from dashboard/events (see handler.ts for the event's shape).
 /* global uPlot, EventSource, document, window */
 (function () {
-  const KEEP = 300; // seconds of history
+  'use strict';
+  const KEEP_S = 300; // seconds of history on the charts
+  const MIN_SPAN_S = 60; // the time axis never spans less, so the first seconds don't fill the width
   const COLORS = ['#3366cc', '#dc3912', '#ff9900', '#109618', '#990099', '#0099c6', '#dd4477', '#66aa00'];
-  const times = [];
-  const inflight = new Map(); // backend → values
-  const fleet = { req: [], tok: [], lat: [] };
-  let inflightChart;
-  let names = [];
+  const color = (i) => COLORS[i % COLORS.length];
+  const $ = (id) => document.getElementById(id);
 
-  const width = () => Math.max(480, Math.floor(document.querySelector('.chart').clientWidth - 16));
+  // Chart data, column-wise as uPlot wants it. `live` is sampled from each event; `fleet` per second.
+  const live = { t: [], queued: [], inFlight: new Map(), waiting: new Map() };
+  const fleet = { t: [], done: [], failed: [], tokens: [], latency: [], ttfb: [] };
+  let names = []; // backends on the queue chart, in order
 
-  function series(label, i) {
-    return { label, stroke: COLORS[i % COLORS.length], width: 1.5 };
-  }
+  // ---- formatting -------------------------------------------------------------------------------
+  const num = (x, digits = 0) => (x === null || x === undefined ? '–' : Number(x).toFixed(digits));
+  const ms = (x) =>
+    x === null || x === undefined ? '–' : x < 1000 ? `${x.toFixed(0)} ms` : `${(x / 1000).toFixed(2)} s`;
+  const secs = (x) =>
+    x === null || x === undefined ? '–' : x < 10 ? `${x.toFixed(2)} s` : `${x.toFixed(0)} s`;
+  const ago = (at, now) => {
+    const s = Math.max(0, Math.round((now - at) / 1000));
+    return s < 90 ? `${s} s ago` : `${Math.round(s / 60)} min ago`;
+  };
 
-  const throughputChart = new uPlot(
-    {
-      width: width(),
-      height: 220,
-      series: [{}, series('req/s', 0), series('tokens/s', 1)],
-      scales: { x: { time: true } },
-    },
-    [[], [], []],
-    document.getElementById('chart-throughput'),
-  );
-  const latencyChart = new uPlot(
-    {
-      width: width(),
-      height: 220,
-      series: [{}, series('mean latency ms', 2)],
-      scales: { x: { time: true } },
-    },
-    [[], []],
-    document.getElementById('chart-latency'),
-  );
+  // ---- charts -----------------------------------------------------------------------------------
+  const width = (el) => Math.max(320, el.clientWidth);
+  const timeScale = {
+    time: true,
+    range: (u, min, max) =>
+      max === null
+        ? [Date.now() / 1000 - MIN_SPAN_S, Date.now() / 1000]
+        : [Math.min(min, max - MIN_SPAN_S), max],
+  };
+  const fromZero = (u, min, max) => [0, Math.max(1, max ?? 1) * 1.1];
+  const intTicks = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
 
-  function buildInflight() {
-    if (inflightChart) inflightChart.destroy();
-    inflightChart = new uPlot(
+  function chart(el, height, series, scales, axes, data) {
+    return new uPlot(
       {
-        width: width(),
-        height: 220,
-        series: [{}, ...names.map((n, i) => series(n, i))],
-        scales: { x: { time: true } },
+        width: width(el),
+        height,
+        // No point markers; lines join across seconds without a value (e.g. no request finished).
+        series: [{}, ...series.map((x) => ({ points: { show: false }, spanGaps: true, ...x }))],
+        scales: { x: timeScale, ...scales },
+        axes,
       },
-      [times, ...names.map((n) => inflight.get(n))],
-      document.getElementById('chart-inflight'),
+      data,
+      el,
     );
   }
 
-  function fmt(x, digits) {
-    return x === null || x === undefined ? '–' : Number(x).toFixed(digits);
-  }
-
-  function estimate(e) {
-    if (e.pendingWorkS !== undefined) return `${fmt(e.pendingWorkS, 1)} s work`;
-    if (e.timePerTokenS !== undefined) return `${fmt(e.timePerTokenS * 1000, 1)} ms/token`;
-    return '–';
-  }
-
-  function render(s) {
-    document.getElementById('policy').textContent = s.policy;
-    document.getElementById('queued').textContent = String(s.queued);
-    const rows = s.backends.map((b) => {
-      const state = !b.healthy ? 'down' : b.draining ? 'drain' : 'up';
-      const err = b.recentErrors.length ? b.recentErrors[b.recentErrors.length - 1].message : '';
-      return (
-        `<tr data-backend="${b.name}"><td><span class="dot ${state}"></span>${b.name}</td>` +
-        `<td>${b.inFlight} / ${b.maxConcurrency ?? '∞'}</td><td>${b.engineRunning ?? '–'}</td>` +
-        `<td>${b.engineWaiting ?? '–'}</td><td>${b.kvUsage === null ? '–' : fmt(b.kvUsage * 100, 0) + '%'}</td>` +
-        `<td>${fmt(b.requestsPerS, 1)}</td><td>${fmt(b.tokensPerS, 0)}</td><td>${fmt(b.meanLatencyMs, 0)} ms</td>` +
-        `<td>${estimate(b.estimates)}</td><td class="err" title="${err}">${err}</td></tr>`
-      );
+  let queueChart;
+  function buildQueueChart() {
+    queueChart?.destroy();
+    const series = [];
+    names.forEach((n, i) => {
+      series.push({ label: n, stroke: color(i), width: 2 });
+      series.push({ label: `${n} engine queue`, stroke: color(i), width: 1.5, dash: [6, 4] });
     });
-    document.getElementById('backends').innerHTML = rows.join('');
-
-    times.push(s.t / 1000);
-    const current = s.backends.map((b) => b.name);
-    for (const n of current)
-      if (!inflight.has(n))
-        inflight.set(
-          n,
-          times.slice(1).map(() => null),
-        );
-    for (const [n, vals] of inflight) {
-      const b = s.backends.find((x) => x.name === n);
-      vals.push(b ? b.inFlight : null);
-    }
-    fleet.req.push(s.fleet.completedPerS);
-    fleet.tok.push(s.fleet.tokensPerS);
-    fleet.lat.push(s.fleet.meanLatencyMs);
-    if (times.length > KEEP) {
-      times.shift();
-      for (const vals of inflight.values()) vals.shift();
-      fleet.req.shift();
-      fleet.tok.shift();
-      fleet.lat.shift();
-    }
-    const known = [...inflight.keys()];
-    if (known.join() !== names.join()) {
-      names = known;
-      buildInflight();
-    } else inflightChart.setData([times, ...names.map((n) => inflight.get(n))]);
-    throughputChart.setData([times, fleet.req, fleet.tok]);
-    latencyChart.setData([times, fleet.lat]);
+    series.push({ label: 'router queue', stroke: '#888', width: 1.5, dash: [2, 3] });
+    queueChart = chart(
+      $('chart-queues'),
+      240,
+      series,
+      { y: { range: fromZero } },
+      [{}, { incrs: intTicks }],
+      queueData(),
+    );
+  }
+  function queueData() {
+    return [live.t, ...names.flatMap((n) => [live.inFlight.get(n), live.waiting.get(n)]), live.queued];
   }
 
-  const events = new EventSource('/dashboard/events');
-  events.onopen = () => (document.getElementById('status').textContent = 'live');
-  events.onerror = () => (document.getElementById('status').textContent = 'reconnecting…');
-  events.onmessage = (m) => render(JSON.parse(m.data));
+  const throughputChart = chart(
+    $('chart-throughput'),
+    220,
+    [
+      // Tokens first, as a shaded area: drawn under the request lines, which it often parallels.
+      { label: 'tokens/s', stroke: color(3), fill: 'rgba(16, 150, 24, 0.12)', width: 1, scale: 'tok' },
+      { label: 'completed/s', stroke: color(0), width: 2, scale: 'rps' },
+      { label: 'failed/s', stroke: '#d33a3a', width: 1.5, scale: 'rps' },
+    ],
+    { rps: { range: fromZero }, tok: { range: fromZero } },
+    [{}, { scale: 'rps' }, { scale: 'tok', side: 1, grid: { show: false } }],
+    [[], [], [], []],
+  );
+  const legendMs = (u, v) => (v === null || v === undefined ? '--' : ms(v));
+  const latencyChart = chart(
+    $('chart-latency'),
+    220,
+    [
+      { label: 'mean latency', stroke: color(2), width: 2, value: legendMs },
+      { label: 'mean time to first byte', stroke: color(5), width: 1.5, value: legendMs },
+    ],
+    { y: { range: fromZero } },
+    [
+      {},
+      {
+        values: (u, ticks) => ticks.map((v) => (v === 0 ? '0' : v < 1000 ? `${v} ms` : `${v / 1000} s`)),
+        size: 60,
+      },
+    ],
+    [[], [], []],
+  );
 
-  // For tests and curious operators: how many points the charts hold.
-  window.__llmlbDashboard = { points: () => times.length, backends: () => names.slice() };
+  window.addEventListener('resize', () => {
+    for (const [c, id] of [
+      [queueChart, 'chart-queues'],
+      [throughputChart, 'chart-throughput'],
+      [latencyChart, 'chart-latency'],
+    ])
+      c?.setSize({ width: width($(id)), height: c.height });
+  });
+
+  // Drop what is older than KEEP_S from the front of every column of a data set.
+  function trim(cols, t) {
+    let n = 0;
+    while (n < t.length && t[n] < t[t.length - 1] - KEEP_S) n++;
+    if (n > 0) for (const c of cols) c.splice(0, n);
+  }
+
+  function addFleetSecond(f) {
+    const t = f.t / 1000;
+    if (fleet.t.length > 0 && t <= fleet.t[fleet.t.length - 1]) return;
+    fleet.t.push(t);
+    fleet.done.push(f.completed);
+    fleet.failed.push(f.failed);
+    fleet.tokens.push(f.tokens);
+    fleet.latency.push(f.meanLatencyMs);
+    fleet.ttfb.push(f.meanTtfbMs);
+  }
+
+  function updateCharts(e) {
+    live.t.push(e.t / 1000);
+    live.queued.push(e.queued);
+    for (const b of e.backends) {
+      if (live.inFlight.has(b.name)) continue;
+      // A backend new to the page has no values for the times before it (this one is pushed below).
+      live.inFlight.set(b.name, new Array(live.t.length - 1).fill(null));
+      live.waiting.set(b.name, new Array(live.t.length - 1).fill(null));
+    }
+    for (const [n, col] of live.inFlight) {
+      const b = e.backends.find((x) => x.name === n);
+      col.push(b ? b.inFlight : null);
+      live.waiting.get(n).push(b ? b.engineWaiting : null);
+    }
+    trim([live.t, live.queued, ...live.inFlight.values(), ...live.waiting.values()], live.t);
+    const known = [...live.inFlight.keys()];
+    if (known.join('\n') !== names.join('\n')) {
+      names = known;
+      buildQueueChart();
+    } else queueChart.setData(queueData());
+
+    if (e.history) {
+      for (const col of Object.values(fleet)) col.length = 0;
+      e.history.forEach(addFleetSecond);
+    }
+    const f = e.fleet;
+    addFleetSecond({
+      t: f.t,
+      completed: f.completedPerS,
+      failed: f.failedPerS,
+      tokens: f.tokensPerS,
+      meanLatencyMs: f.meanLatencyMs,
+      meanTtfbMs: f.meanTtfbMs,
+    });
+    trim(Object.values(fleet), fleet.t);
+    throughputChart.setData([fleet.t, fleet.tokens, fleet.done, fleet.failed]);
+    latencyChart.setData([fleet.t, fleet.latency, fleet.ttfb]);
+  }
+
+  // ---- table ------------------------------------------------------------------------------------
+  // Built with DOM calls, never innerHTML: names and error messages come from configs and upstreams.
+  function cell(tr, text, cls) {
+    const td = tr.insertCell();
+    td.textContent = text;
+    if (cls) td.className = cls;
+    return td;
+  }
+
+  function row(b, now) {
+    const tr = document.createElement('tr');
+    tr.dataset.backend = b.name;
+    const state = !b.healthy ? 'down' : b.draining ? 'drain' : 'up';
+    const name = cell(tr, '', 'l');
+    const dot = document.createElement('span');
+    dot.className = `dot ${state}`;
+    dot.title = { up: 'healthy', down: 'unhealthy (ejected)', drain: 'draining' }[state];
+    name.append(dot, b.name);
+    if (state !== 'up') {
+      const tag = document.createElement('span');
+      tag.className = 'tag';
+      tag.textContent = state === 'down' ? 'down' : 'draining';
+      name.append(tag);
+    }
+    cell(tr, `${b.inFlight} / ${b.maxConcurrency ?? '∞'}`);
+    cell(tr, num(b.engineRunning));
+    cell(tr, num(b.engineWaiting));
+    cell(tr, b.kvUsage === null ? '–' : `${num(b.kvUsage * 100)} %`);
+    cell(tr, num(b.requestsPerS, 1));
+    cell(tr, num(b.tokensPerS));
+    cell(tr, `${ms(b.p50LatencyMs)} / ${ms(b.p95LatencyMs)}`);
+    const est = cell(tr, b.estimate ? `${secs(b.estimate.seconds)} ${b.estimate.kind}` : '–');
+    est.title =
+      Object.entries(b.estimates)
+        .map(([k, v]) => `${k}: ${+v.toPrecision(4)}`)
+        .join('\n') || 'this policy keeps no estimates';
+    const last = b.recentErrors[b.recentErrors.length - 1];
+    const err = cell(tr, last ? `${last.message} (${ago(last.at, now)})` : '', 'l err');
+    err.title = b.recentErrors.map((x) => `${new Date(x.at).toLocaleTimeString()}  ${x.message}`).join('\n');
+    return tr;
+  }
+
+  function render(e) {
+    $('policy').textContent = e.policy;
+    $('queued').textContent = String(e.queued);
+    // The backends' rates (averaged over seconds), steadier than the last second's count.
+    const sum = (k) => e.backends.reduce((a, b) => a + b[k], 0);
+    $('fleet-rps').textContent = num(sum('requestsPerS'), 1);
+    $('fleet-tps').textContent = num(sum('tokensPerS'));
+    $('backends').replaceChildren(...e.backends.map((b) => row(b, e.t)));
+    updateCharts(e);
+  }
+
+  // ---- feed -------------------------------------------------------------------------------------
+  let lastEvent;
+  const status = (text, cls) => {
+    $('status').textContent = text;
+    $('status').className = cls;
+  };
+  const events = new EventSource('dashboard/events');
+  events.onopen = () => status('live', 'live');
+  events.onerror = () => status('reconnecting…', 'down');
+  events.onmessage = (m) => {
+    lastEvent = JSON.parse(m.data);
+    render(lastEvent);
+  };
+
+  // For tests and curious operators (try it in the browser console).
+  window.__llmlbDashboard = {
+    points: () => live.t.length,
+    fleetPoints: () => fleet.t.length,
+    backends: () => names.slice(),
+    last: () => lastEvent,
+  };
 })();

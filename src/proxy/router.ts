@@ -62,6 +62,8 @@ interface Flight {
   status: number;
   /** Tokens the backend reported generating (for the dashboard's tokens/s). */
   outputTokens: number | undefined;
+  /** Client-observed time to the upstream's first byte (ms from arrival), for the dashboard. */
+  ttfbMs: number | undefined;
 }
 
 const now = (): number => performance.now();
@@ -118,7 +120,9 @@ export class Router implements AdminTarget {
       maxQueueLength: settings.queue.maxLength,
     });
     this.metrics = new RouterMetrics(() => this.scheduler);
-    this.dashboard = new Dashboard(this.scheduler, this.stats);
+    this.dashboard = new Dashboard(this.scheduler, this.stats, {
+      backendErrors: (name) => this.fleet.get(name),
+    });
     this.fleet = new Fleet(
       this.scheduler,
       { ...settings.health, connectMs: settings.timeouts.connectMs, refreshMs: settings.discovery.refreshMs },
@@ -507,6 +511,7 @@ export class Router implements AdminTarget {
       queued: false,
       status: 0,
       outputTokens: undefined,
+      ttfbMs: undefined,
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -597,7 +602,10 @@ export class Router implements AdminTarget {
     const settle = (ok: boolean, usage: Usage): void => {
       const t = now();
       const report: CompletionReport = { ok, dispatchedAt, firstByteAt, finishedAt: t, ...usage };
-      if (ok) f.outputTokens = usage.completionTokens;
+      if (ok) {
+        f.outputTokens = usage.completionTokens;
+        if (firstByteAt !== undefined) f.ttfbMs = firstByteAt - f.info.arrivedAt;
+      }
       this.apply(this.scheduler.complete(f.info.id, report, t));
       if (ok) {
         const m = this.metrics.of(backend);
@@ -752,14 +760,17 @@ export class Router implements AdminTarget {
 
   private finishLog(f: Flight, backend: string, t0: number, attempts: number): void {
     this.metrics.requests.inc({ backend, status: String(f.status) });
-    this.stats.record({
-      backend,
-      at: Date.now(),
-      ok: f.status > 0 && f.status < 400,
-      latencyMs: now() - t0,
-      outputTokens: f.outputTokens,
-      error: f.status >= 400 ? `status ${f.status}` : undefined,
-    });
+    // A client that left is not the backend's failure; 'none' is no backend at all.
+    if (f.status !== 499 && backend !== 'none')
+      this.stats.record({
+        backend,
+        at: Date.now(),
+        ok: f.status > 0 && f.status < 400,
+        latencyMs: now() - t0,
+        ttfbMs: f.ttfbMs,
+        outputTokens: f.outputTokens,
+        error: f.status >= 400 ? `status ${f.status}` : undefined,
+      });
     // Build the log record only when it will be written.
     if (!this.log.isLevelEnabled('info')) return;
     this.log.info(
