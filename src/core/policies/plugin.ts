@@ -1,0 +1,83 @@
+import type { BackendView, CompletionReport, PolicyParams, RequestInfo } from '../types.js';
+
+/**
+ * Scheduling plugins (seed 002, after llm-d's Endpoint Picker): a profile runs its filters in
+ * order, then every scorer, sums the weighted scores, and lets its picker choose. A built-in
+ * policy is a profile too (one scorer and a picker), so there is one mechanism.
+ *
+ * Plugins are pure like the rest of the core: `now` is passed in, `random` is the only source of
+ * randomness. Each plugin validates its parameters once, at construction.
+ */
+
+/** Lifecycle hooks any plugin may implement (the same ones a Policy has). */
+export interface PluginHooks {
+  /** The request was pushed to `backend` (inFlight already counts it). */
+  onDispatch?(req: RequestInfo, backend: BackendView, now: number): void;
+  /** A pushed request ended (inFlight no longer counts it). */
+  onComplete?(req: RequestInfo, backend: BackendView, report: CompletionReport, now: number): void;
+  /** A backend left the fleet: forget what is kept about it. */
+  onBackendRemoved?(name: string): void;
+  /** Numbers worth showing per backend (estimates), merged into /admin/backends. */
+  describe?(backend: string): Readonly<Record<string, number>>;
+}
+
+/** Drops backends. An empty result holds the request in the router queue (selective pushing). */
+export interface Filter extends PluginHooks {
+  readonly kind: 'filter';
+  /** The plugin type, as written in YAML (`queue-scorer`, …). */
+  readonly type: string;
+  /** The instance name (defaults to the type). */
+  readonly name: string;
+  filter(req: RequestInfo, candidates: readonly BackendView[], now: number): readonly BackendView[];
+}
+
+/** Scores each candidate in [0, 1]; higher means lighter / better. */
+export interface Scorer extends PluginHooks {
+  readonly kind: 'scorer';
+  readonly type: string;
+  readonly name: string;
+  /** Writes candidate i's score into out[i] (out.length === candidates.length, zero-filled). */
+  score(req: RequestInfo, candidates: readonly BackendView[], now: number, out: Float64Array): void;
+}
+
+/**
+ * Chooses among scored candidates. Returns the chosen backend first, then fallbacks in retry
+ * order (max-score-picker's maxNumOfEndpoints); an empty list holds the request.
+ */
+export interface Picker extends PluginHooks {
+  readonly kind: 'picker';
+  readonly type: string;
+  readonly name: string;
+  pick(
+    req: RequestInfo,
+    candidates: readonly BackendView[],
+    scores: Float64Array,
+    now: number,
+  ): readonly BackendView[];
+}
+
+export type Plugin = Filter | Scorer | Picker;
+
+/** What a plugin factory receives. */
+export interface PluginContext {
+  /** The instance name (YAML `name`, else the type). */
+  readonly name: string;
+  readonly params: PolicyParams;
+  readonly random: () => number;
+  /** Another plugin of the same config by name (no-hit-lru-scorer reads its prefix scorer). */
+  lookup(name: string): Plugin | undefined;
+}
+
+export type PluginFactory = (ctx: PluginContext) => Plugin;
+
+/** Per-request view a profile passes to `explain` consumers (debug log, /admin/decisions). */
+export interface ScoreExplanation {
+  readonly profile: string;
+  /** Candidates after filtering, in the order scored. */
+  readonly backends: readonly string[];
+  /** Per scorer: its name, current weight, and a score per backend (same order). */
+  readonly scorers: readonly { readonly name: string; readonly weight: number; readonly scores: readonly number[] }[];
+  readonly totals: readonly number[];
+  /** Chosen backend first, then fallbacks; empty when held. */
+  readonly picked: readonly string[];
+}
