@@ -32,6 +32,7 @@ export function benchSettings(
       region: b.region,
     })),
     policy: { name: policy.name, params: policy.params ?? {} },
+    scheduling: scenario.scheduling,
     retry: { attempts: 4, backoffMs: 25 },
     // A bench queues everything the scenario sends: nothing may time out in the router.
     timeouts: { connectMs: 5000, firstByteMs: 24 * 3600_000, idleMs: 24 * 3600_000 },

@@ -11,6 +11,13 @@ import {
 } from 'yaml';
 import type { z } from 'zod';
 import {
+  checkEndpointPickerConfig,
+  endpointPickerConfigSchema,
+  profileNames,
+  ProfileConfigError,
+  type EndpointPickerConfig,
+} from '../core/policies/endpoint-picker-config.js';
+import {
   backendSchema,
   configSchema,
   DEFAULT_POLICY,
@@ -58,10 +65,13 @@ export class ConfigError extends Error {
 }
 
 export interface PolicyValidation {
-  /** Policy names the running build knows. */
+  /** Built-in policy names the running build knows (a config's scheduling profiles add theirs). */
   readonly knownPolicies: readonly string[];
   /** Builds the policy once so bad parameters are reported at load; throws with the reason. */
-  readonly validatePolicy?: (spec: { name: string; params: Record<string, unknown> }) => void;
+  readonly validatePolicy?: (
+    spec: { name: string; params: Record<string, unknown> },
+    scheduling: EndpointPickerConfig | undefined,
+  ) => void;
 }
 
 export interface ParseOptions extends PolicyValidation {
@@ -209,12 +219,14 @@ function rawPolicy(
 function policyIssue(
   spec: { name: string; params: Record<string, unknown> },
   opts: PolicyValidation,
+  scheduling: EndpointPickerConfig | undefined,
 ): string | undefined {
-  if (!opts.knownPolicies.includes(spec.name)) {
-    return `unknown policy '${spec.name}' (known: ${opts.knownPolicies.join(', ') || 'none'})`;
+  const known = [...opts.knownPolicies, ...profileNames(scheduling)];
+  if (!known.includes(spec.name)) {
+    return `unknown policy '${spec.name}' (known: ${known.join(', ') || 'none'})`;
   }
   try {
-    opts.validatePolicy?.({ name: spec.name, params: { ...spec.params } });
+    opts.validatePolicy?.({ name: spec.name, params: { ...spec.params } }, scheduling);
   } catch (err) {
     return err instanceof Error ? err.message : String(err);
   }
@@ -239,8 +251,34 @@ function crossChecks(raw: unknown, opts: PolicyValidation, pos: Positions | unde
         });
     });
   }
+  // Scheduling profiles: the schema checks the shape; here the wiring (refs, pickers, parameters).
+  let scheduling: EndpointPickerConfig | undefined;
+  if (raw.scheduling !== undefined) {
+    const r = endpointPickerConfigSchema.safeParse(raw.scheduling);
+    if (r.success) {
+      try {
+        checkEndpointPickerConfig(r.data);
+        scheduling = r.data;
+      } catch (err) {
+        if (!(err instanceof ProfileConfigError)) throw err;
+        issues.push({
+          path: formatPath(['scheduling', ...err.path]),
+          message: err.message,
+          line: lineOf(pos, ['scheduling', ...err.path]),
+        });
+        return issues;
+      }
+      const clash = profileNames(scheduling).find((n) => opts.knownPolicies.includes(n));
+      if (clash !== undefined)
+        issues.push({
+          path: 'scheduling.schedulingProfiles',
+          message: `profile '${clash}' has a built-in policy's name: rename it`,
+          line: lineOf(pos, ['scheduling', 'schedulingProfiles']),
+        });
+    } else return issues; // the schema's issues say what is wrong
+  }
   const spec = rawPolicy(raw);
-  const problem = spec && policyIssue(spec, opts);
+  const problem = spec && policyIssue(spec, opts, scheduling);
   if (problem !== undefined) {
     const defaulted = raw.policy === undefined ? ' (the default; set `policy`)' : '';
     issues.push({ path: 'policy', message: problem + defaulted, line: lineOf(pos, ['policy']) });
@@ -352,7 +390,8 @@ export function applyOverrides(
   if (policyName !== undefined) {
     // Naming the file's own policy keeps the file's parameters for it.
     policy = policyName === cfg.policy.name ? cfg.policy : { name: policyName, params: {} };
-    const problem = opts && policyIssue({ name: policy.name, params: { ...policy.params } }, opts);
+    const problem =
+      opts && policyIssue({ name: policy.name, params: { ...policy.params } }, opts, cfg.scheduling);
     if (problem !== undefined) issues.push({ path: 'LLMLB_POLICY', message: problem });
   }
 

@@ -1,4 +1,8 @@
 import { z } from 'zod';
+import {
+  endpointPickerConfigSchema,
+  type EndpointPickerConfig,
+} from '../core/policies/endpoint-picker-config.js';
 
 /**
  * The router's configuration file (design §2), validated once at load. Every object is strict:
@@ -66,6 +70,8 @@ export const configSchema = z.strictObject({
     .prefault({}),
   backends: z.array(backendSchema).min(1, 'at least one backend is required'),
   policy: policySchema.default(DEFAULT_POLICY),
+  // Scheduling profiles (filters → weighted scorers → picker) in llm-d's EndpointPickerConfig shape.
+  scheduling: endpointPickerConfigSchema.optional(),
   retry: z
     .strictObject({
       // Total tries per request, the first included.
@@ -132,6 +138,7 @@ export interface RouterConfig {
   readonly server: { readonly host: string; readonly port: number; readonly maxBodyBytes: number };
   readonly backends: readonly BackendEntry[];
   readonly policy: PolicySpec;
+  readonly scheduling?: EndpointPickerConfig | undefined;
   readonly retry: { readonly attempts: number; readonly backoffMs: number };
   readonly timeouts: { readonly connectMs: number; readonly firstByteMs: number; readonly idleMs: number };
   readonly health: {
@@ -169,6 +176,7 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     server: c.server,
     backends: c.backends.map(normalizeBackend),
     policy: toPolicySpec(c.policy),
+    scheduling: c.scheduling,
     retry: c.retry,
     timeouts: c.timeouts,
     health: c.health,

@@ -22,6 +22,8 @@ interface BackendState {
   draining: boolean;
   inFlight: number;
   metrics: EngineMetrics | undefined;
+  dispatchedSinceMetrics: number;
+  completedSinceMetrics: number;
   /** Left the fleet; kept only until its in-flight requests finish. */
   removed: boolean;
 }
@@ -100,6 +102,8 @@ export class Scheduler {
         healthy,
         draining: false,
         metrics: undefined,
+        dispatchedSinceMetrics: 0,
+        completedSinceMetrics: 0,
         removed: false,
       });
       return;
@@ -116,6 +120,8 @@ export class Scheduler {
       draining: false,
       inFlight: 0,
       metrics: undefined,
+      dispatchedSinceMetrics: 0,
+      completedSinceMetrics: 0,
       removed: false,
     });
   }
@@ -163,7 +169,11 @@ export class Scheduler {
 
   setMetrics(name: string, metrics: EngineMetrics): void {
     const b = this.backends.get(name);
-    if (b && !b.removed) b.metrics = metrics;
+    if (!b || b.removed) return;
+    b.metrics = metrics;
+    // The scrape already counts what was pushed before it; only later changes are the router's to credit.
+    b.dispatchedSinceMetrics = 0;
+    b.completedSinceMetrics = 0;
   }
 
   /** Models served by live backends (healthy or not): the fleet's union. Cached: read per request. */
@@ -232,6 +242,7 @@ export class Scheduler {
     this.pushed.delete(id);
     const b = p.backend;
     b.inFlight--;
+    if (b.metrics) b.completedSinceMetrics++;
     if (b.removed && b.inFlight === 0) this.backends.delete(b.name);
     this.policy.onComplete?.(p.req, b, report, now);
     return this.pump(now);
@@ -297,6 +308,7 @@ export class Scheduler {
     const b = this.backends.get(chosen.name);
     if (!b || !candidates.includes(b)) throw new Error(`policy ${this.policy.name} picked a non-candidate`);
     b.inFlight++;
+    if (b.metrics) b.dispatchedSinceMetrics++;
     this.pushed.set(req.id, { req, backend: b, dispatchedAt: now });
     this.policy.onDispatch?.(req, b, now);
     return { type: 'dispatch', request: req, backend: b.name };

@@ -14,6 +14,8 @@ export function backendView(name: string, index: number, over: Partial<BackendVi
     draining: false,
     inFlight: 0,
     metrics: undefined,
+    dispatchedSinceMetrics: 0,
+    completedSinceMetrics: 0,
     ...over,
   };
 }

@@ -45,6 +45,10 @@ export interface BackendView {
   /** Requests this router pushed to the backend that have not finished yet. */
   readonly inFlight: number;
   readonly metrics: EngineMetrics | undefined;
+  /** Requests this router pushed to the backend since `metrics` was read (0 without metrics). */
+  readonly dispatchedSinceMetrics: number;
+  /** Requests that ended there since `metrics` was read. */
+  readonly completedSinceMetrics: number;
 }
 
 /** What the core knows of a request. Output length is never known here (design §3). */

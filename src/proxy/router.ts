@@ -10,6 +10,9 @@ import { z } from 'zod';
 import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
+import type { ScoreExplanation } from '../core/policies/plugin.js';
+import { ProfilePolicy } from '../core/policies/profile.js';
+import type { Policy } from '../core/types.js';
 import type { CompletionReport, Decision, RequestInfo } from '../core/types.js';
 import { Fleet, type BackendConfig, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
@@ -82,6 +85,8 @@ export interface DecisionRecord {
   readonly reason?: string;
   readonly queuedMs: number;
   readonly attempt: number;
+  /** The profile's scores for this decision: per scorer, per candidate backend. */
+  readonly scores?: ScoreExplanation;
 }
 
 const DECISIONS_KEPT = 1000;
@@ -107,6 +112,7 @@ export class Router implements AdminTarget {
   private expireTimer: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
   private readonly decisionLog: StoredDecision[] = [];
+  private readonly explanations = new Map<string, ScoreExplanation>();
   private decisionNext = 0;
 
   constructor(
@@ -116,7 +122,13 @@ export class Router implements AdminTarget {
     private readonly parseBackend?: BackendParser,
   ) {
     this.scheduler = new Scheduler({
-      policy: createPolicy({ name: settings.policy.name, params: settings.policy.params }, random),
+      policy: this.explained(
+        createPolicy(
+          { name: settings.policy.name, params: settings.policy.params },
+          random,
+          settings.scheduling,
+        ),
+      ),
       maxQueueLength: settings.queue.maxLength,
     });
     this.metrics = new RouterMetrics(() => this.scheduler);
@@ -309,7 +321,7 @@ export class Router implements AdminTarget {
     } else throw new AdminError(400, 'body must be {"policy": <name> | {"name": <name>, ...params}}');
     let policy;
     try {
-      policy = createPolicy(spec, this.random);
+      policy = this.explained(createPolicy(spec, this.random, this.settings.scheduling));
     } catch (err) {
       throw new AdminError(400, (err as Error).message);
     }
@@ -376,9 +388,15 @@ export class Router implements AdminTarget {
     this.settings = next;
     if (
       next.policy.name !== prev.policy.name ||
-      JSON.stringify(next.policy.params) !== JSON.stringify(prev.policy.params)
+      JSON.stringify(next.policy.params) !== JSON.stringify(prev.policy.params) ||
+      JSON.stringify(next.scheduling) !== JSON.stringify(prev.scheduling)
     ) {
-      this.apply(this.scheduler.setPolicy(createPolicy(next.policy, this.random), now()));
+      this.apply(
+        this.scheduler.setPolicy(
+          this.explained(createPolicy(next.policy, this.random, next.scheduling)),
+          now(),
+        ),
+      );
       changes.push(`policy ${next.policy.name}`);
     }
     this.scheduler.setMaxQueueLength(next.queue.maxLength);
@@ -396,6 +414,17 @@ export class Router implements AdminTarget {
       out.push({ at: new Date(atMs).toISOString(), ...rec });
     }
     return { decisions: out };
+  }
+
+  /** Profiles report each decision's scores: kept for /admin/decisions and logged at debug. */
+  private explained(policy: Policy): Policy {
+    if (policy instanceof ProfilePolicy) {
+      policy.explain = (e, req) => {
+        // Only for requests waiting on a decision (a held one is explained again when it goes).
+        if (this.waiters.has(req.id)) this.explanations.set(req.id, e);
+      };
+    }
+    return policy;
   }
 
   private recordDecision(rec: StoredDecision): void {
@@ -520,6 +549,7 @@ export class Router implements AdminTarget {
       if (f.queued) {
         f.queued = false;
         this.waiters.delete(f.info.id);
+        this.explanations.delete(f.info.id);
         this.apply(this.scheduler.cancel(f.info.id, now()).decisions);
       }
     });
@@ -535,6 +565,12 @@ export class Router implements AdminTarget {
       }
       const queuedFrom = now();
       const d = await this.schedule(f, tried);
+      const scores = this.explanations.get(f.info.id);
+      if (scores) {
+        this.explanations.delete(f.info.id);
+        if (this.log.isLevelEnabled('debug'))
+          this.log.debug({ rid: f.rid, model: parsed.model, attempt: attempt + 1, ...scores }, 'decision');
+      }
       if (f.clientGone) break;
       this.recordDecision({
         atMs: Date.now(), // formatted only when read: toISOString per request is measurable
@@ -546,6 +582,7 @@ export class Router implements AdminTarget {
         ...(d.type === 'reject' ? { reason: d.reason } : {}),
         queuedMs: round(now() - queuedFrom),
         attempt: attempt + 1,
+        ...(scores ? { scores } : {}),
       });
       if (d.type === 'reject') {
         if (last) break; // retries exhausted the eligible backends: report the upstream error

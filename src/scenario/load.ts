@@ -41,6 +41,11 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import type { PolicySpec } from '../core/policies/index.js';
+import {
+  checkEndpointPickerConfig,
+  endpointPickerConfigSchema,
+  ProfileConfigError,
+} from '../core/policies/endpoint-picker-config.js';
 import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 import { getWorkloadType, workloadTypeNames, type BoundWorkload } from '../workloads/index.js';
@@ -110,6 +115,8 @@ const ScenarioFile = z.strictObject({
   fleet: z.array(FleetEntry).min(1),
   workload: z.looseObject({ type: z.string().min(1) }),
   policies: z.array(PolicyEntry).min(1),
+  // Scheduling profiles a policy entry may name (llm-d EndpointPickerConfig shape).
+  scheduling: endpointPickerConfigSchema.optional(),
 });
 
 interface Problem {
@@ -280,6 +287,15 @@ export function parseScenario(text: string, source: string): Scenario {
     }
   }
 
+  if (s.scheduling) {
+    try {
+      checkEndpointPickerConfig(s.scheduling);
+    } catch (err) {
+      if (!(err instanceof ProfileConfigError)) throw err;
+      fail(source, doc, lc, [{ path: ['scheduling', ...err.path], message: err.message }]);
+    }
+  }
+
   const policies: PolicySpec[] = s.policies.map((p) => {
     if (typeof p === 'string') return { name: p };
     const { name: policyName, ...rest } = p;
@@ -299,6 +315,7 @@ export function parseScenario(text: string, source: string): Scenario {
     durationS: s.durationS,
     graceS: s.graceS,
     policies,
+    scheduling: s.scheduling,
     timeScale: s.timeScale,
     createDriver: create,
   };

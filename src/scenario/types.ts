@@ -1,4 +1,4 @@
-import type { PolicySpec } from '../core/policies/index.js';
+import type { EndpointPickerConfig, PolicySpec } from '../core/policies/index.js';
 import type { EngineProfile } from '../engine/types.js';
 import type { ClientDriver } from '../workloads/types.js';
 
@@ -25,6 +25,8 @@ export interface Scenario {
   readonly graceS: number;
   /** Policies to compare, in order. */
   readonly policies: readonly PolicySpec[];
+  /** Scheduling profiles the policies may name. */
+  readonly scheduling?: EndpointPickerConfig | undefined;
   /** Suggested live time scale for `llmlb bench` (model seconds per real second). */
   readonly timeScale: number;
   /** A fresh client program for one run (each policy gets its own, same seed → same requests). */

@@ -30,7 +30,7 @@ export function choosePolicies(scenario: Scenario, names: readonly string[] | un
     throw new UsageError(`scenario '${scenario.name}' lists no policies; pass --policies`);
   for (const s of specs) {
     try {
-      createPolicy(s, () => 0.5);
+      createPolicy(s, () => 0.5, scenario.scheduling);
     } catch (err) {
       throw new UsageError((err as Error).message);
     }

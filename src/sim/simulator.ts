@@ -111,7 +111,7 @@ const SAMPLE_EVENT: Event = { kind: SAMPLE };
 
 /** Run `scenario` under one policy (seeded from `opts.seed`, as the live router seeds it). */
 export function simulate(scenario: Scenario, policySpec: PolicySpec, opts: SimulateOptions): RunResult {
-  const policy = createPolicy(policySpec, createRng(deriveSeed(opts.seed, 'policy')));
+  const policy = createPolicy(policySpec, createRng(deriveSeed(opts.seed, 'policy')), scenario.scheduling);
   return simulateWith(scenario, policy, policyLabel(policySpec), opts);
 }
 

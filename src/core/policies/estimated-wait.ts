@@ -63,7 +63,13 @@ interface Backend {
   readonly flights: Map<string, Flight>;
 }
 
-export function estimatedWait(ctx: PolicyContext): Policy {
+/** The policy, plus its per-candidate estimates for estimated-wait-scorer. */
+export interface EstimatedWaitPolicy extends Policy {
+  /** Writes, per candidate, the seconds from `now` until this request would finish there; counts a decision. */
+  estimates(req: RequestInfo, candidates: readonly BackendView[], now: number, out: Float64Array): void;
+}
+
+export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   const p = parseParams(Params, ctx.params, 'estimated-wait');
   const backends = new Map<string, Backend>();
   const tokensPerChar = new Ema(0.1);
@@ -180,6 +186,17 @@ export function estimatedWait(ctx: PolicyContext): Policy {
         decisions++;
       }
       return chosen;
+    },
+    estimates(req, candidates, now, out) {
+      lastNow = now;
+      const promptTokens = promptTokensOf(req);
+      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+      const best = bestRates();
+      for (let i = 0; i < candidates.length; i++) {
+        const c = candidates[i]!;
+        out[i] = finishEstimate(state(c.name), c, now, promptTokens, predicted, best);
+      }
+      decisions++;
     },
     onDispatch(req, backend, now) {
       lastNow = now;

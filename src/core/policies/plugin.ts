@@ -19,6 +19,8 @@ export interface PluginHooks {
   onBackendRemoved?(name: string): void;
   /** Numbers worth showing per backend (estimates), merged into /admin/backends. */
   describe?(backend: string): Readonly<Record<string, number>>;
+  /** Plugins this one reads: the profile runs their hooks too, even when they are not in it. */
+  readonly uses?: readonly Plugin[];
 }
 
 /** Drops backends. An empty result holds the request in the router queue (selective pushing). */
@@ -76,8 +78,14 @@ export interface ScoreExplanation {
   /** Candidates after filtering, in the order scored. */
   readonly backends: readonly string[];
   /** Per scorer: its name, current weight, and a score per backend (same order). */
-  readonly scorers: readonly { readonly name: string; readonly weight: number; readonly scores: readonly number[] }[];
+  readonly scorers: readonly {
+    readonly name: string;
+    readonly weight: number;
+    readonly scores: readonly number[];
+  }[];
   readonly totals: readonly number[];
   /** Chosen backend first, then fallbacks; empty when held. */
   readonly picked: readonly string[];
+  /** The filter that left no candidate, when one held the request. */
+  readonly heldBy?: string | undefined;
 }

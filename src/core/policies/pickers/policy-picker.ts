@@ -1,0 +1,23 @@
+import type { Policy } from '../../types.js';
+import type { Picker } from '../plugin.js';
+
+/**
+ * A whole-decision policy (estimated-wait, ollama-router, pinned) as a profile's picker: it picks
+ * from the filtered candidates on its own estimates and ignores the profile's scores. This keeps
+ * those policies exactly as measured while every policy still runs as a profile.
+ */
+export function policyPicker(policy: Policy): Picker {
+  return {
+    kind: 'picker',
+    type: `${policy.name}-picker`,
+    name: policy.name,
+    pick(req, candidates, _scores, now) {
+      const b = policy.pick(req, candidates, now);
+      return b ? [b] : [];
+    },
+    ...(policy.onDispatch ? { onDispatch: policy.onDispatch.bind(policy) } : {}),
+    ...(policy.onComplete ? { onComplete: policy.onComplete.bind(policy) } : {}),
+    ...(policy.onBackendRemoved ? { onBackendRemoved: policy.onBackendRemoved.bind(policy) } : {}),
+    ...(policy.describe ? { describe: policy.describe.bind(policy) } : {}),
+  };
+}

@@ -1,0 +1,21 @@
+import type { Picker, PluginContext } from '../plugin.js';
+import { parseParams } from '../params.js';
+import { nextInRotation } from '../rotation.js';
+import { z } from 'zod';
+
+/** Rotates over backends in registration order, skipping non-candidates; scores ignored. */
+export function roundRobinPicker(ctx: PluginContext): Picker {
+  parseParams(z.strictObject({}), ctx.params, ctx.name);
+  let next = 0;
+  return {
+    kind: 'picker',
+    type: 'round-robin-picker',
+    name: ctx.name,
+    pick(_req, candidates) {
+      const chosen = nextInRotation(candidates, next);
+      if (!chosen) return [];
+      next = chosen.index + 1;
+      return [chosen];
+    },
+  };
+}
