@@ -22,7 +22,7 @@ async function main(): Promise<void> {
     policy: { name: 'least-connections', params: {} },
     retry: { attempts: 4, backoffMs: 25 },
     timeouts: { connectMs: 5000, firstByteMs: 600_000, idleMs: 120_000 },
-    health: { failuresToEject: 3, probeIntervalMs: 5000, probeTimeoutMs: 2000 },
+    health: { failuresToEject: 3, probeIntervalMs: 5000, probeTimeoutMs: 2000, scrapeIntervalMs: 1000 },
     discovery: { refreshMs: 30_000 },
     queue: { maxLength: 100_000, maxWaitMs: 600_000 },
     log: { level: 'silent', prompts: false },

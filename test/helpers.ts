@@ -39,7 +39,7 @@ export function settings(backends: BackendConfig[], over: Partial<RouterSettings
     policy: { name: 'least-connections', params: {} },
     retry: { attempts: 4, backoffMs: 5 },
     timeouts: { connectMs: 1000, firstByteMs: 10_000, idleMs: 10_000 },
-    health: { failuresToEject: 3, probeIntervalMs: 100, probeTimeoutMs: 500 },
+    health: { failuresToEject: 3, probeIntervalMs: 100, probeTimeoutMs: 500, scrapeIntervalMs: 100 },
     discovery: { refreshMs: 1000 },
     queue: { maxLength: 1000, maxWaitMs: 30_000 },
     log: { level: 'silent', prompts: false },

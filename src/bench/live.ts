@@ -36,7 +36,7 @@ export function benchSettings(
     retry: { attempts: 4, backoffMs: 25 },
     // A bench queues everything the scenario sends: nothing may time out in the router.
     timeouts: { connectMs: 5000, firstByteMs: 24 * 3600_000, idleMs: 24 * 3600_000 },
-    health: { failuresToEject: 1000, probeIntervalMs: 1000, probeTimeoutMs: 5000 },
+    health: { failuresToEject: 1000, probeIntervalMs: 1000, probeTimeoutMs: 5000, scrapeIntervalMs: 50 },
     discovery: { refreshMs: 60_000 },
     queue: { maxLength: 1_000_000, maxWaitMs: 24 * 3600_000 },
     log: { level: 'silent', prompts: false },

@@ -94,6 +94,8 @@ export const configSchema = z.strictObject({
       failuresToEject: positiveInt.default(3),
       probeIntervalMs: positiveInt.default(5_000),
       probeTimeoutMs: positiveInt.default(2_000),
+      // Engine load (vLLM/SGLang /metrics): scorers treat it as stale after a few missed scrapes.
+      scrapeIntervalMs: positiveInt.default(1_000),
     })
     .prefault({}),
   discovery: z.strictObject({ refreshMs: positiveInt.default(30_000) }).prefault({}),
@@ -145,6 +147,7 @@ export interface RouterConfig {
     readonly failuresToEject: number;
     readonly probeIntervalMs: number;
     readonly probeTimeoutMs: number;
+    readonly scrapeIntervalMs: number;
   };
   readonly discovery: { readonly refreshMs: number };
   readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };

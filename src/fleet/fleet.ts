@@ -12,6 +12,8 @@ export interface FleetOptions {
   readonly connectMs: number;
   readonly probeIntervalMs: number;
   readonly probeTimeoutMs: number;
+  /** How often engine load (running / waiting / KV) is scraped from backends that export it. */
+  readonly scrapeIntervalMs: number;
   readonly failuresToEject: number;
   readonly refreshMs: number;
 }
@@ -33,10 +35,8 @@ export interface BackendRuntime {
   discoveredAt: number | undefined;
   /** false once the backend showed it has no engine metrics page (plain Ollama): stop asking. */
   hasMetrics: boolean | undefined;
+  scraping: boolean;
 }
-
-/** How often engine load (running / waiting / KV) is scraped from backends that export it. */
-const SCRAPE_MS = 1000;
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -86,6 +86,7 @@ export class Fleet {
       lastErrorAt: undefined,
       discoveredAt: undefined,
       hasMetrics: undefined,
+      scraping: false,
     };
     this.backends.set(config.name, rt);
     const discover = config.models === undefined;
@@ -119,13 +120,17 @@ export class Fleet {
     };
     this.timers.push(setInterval(probeAll, this.opts.probeIntervalMs).unref());
     const scrapeAll = (): void => {
-      for (const rt of this.backends.values()) if (rt.hasMetrics !== false) void this.scrape(rt);
+      // One scrape at a time per backend: a slow engine must not pile up requests at short intervals.
+      for (const rt of this.backends.values())
+        if (rt.hasMetrics !== false && !rt.scraping) void this.scrape(rt);
     };
-    this.timers.push(setInterval(scrapeAll, SCRAPE_MS).unref());
+    this.timers.push(setInterval(scrapeAll, this.opts.scrapeIntervalMs).unref());
   }
 
   /** Read vLLM / SGLang-style /metrics: the engine's own running and waiting counts and KV usage. */
   private async scrape(rt: BackendRuntime): Promise<void> {
+    rt.scraping = true;
+    // The engine's counts are as of when it answered; the router's own pushes after that are credited.
     try {
       const res = await rt.pool.request({
         path: '/metrics',
@@ -143,6 +148,8 @@ export class Fleet {
       this.scheduler.setMetrics(rt.config.name, m);
     } catch {
       // Unreachable: health probes deal with that; try again next time.
+    } finally {
+      rt.scraping = false;
     }
   }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import './builtin-plugins.js';
 import type { Filter, Picker, Plugin } from './plugin.js';
 import { pluginFactory, pluginTypes } from './plugins.js';
 import { ProfilePolicy, type DynamicWeightRule, type WeightedScorer } from './profile.js';

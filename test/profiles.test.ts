@@ -1,0 +1,133 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { Router } from '../src/proxy/router.js';
+import type { EngineServer } from '../src/engine/server.js';
+import { backend, engine, fastProfile, post, settings, waitFor } from './helpers.js';
+
+/**
+ * Scheduling profiles on a live router: the config's profile routes real requests, every
+ * decision carries the scorers' scores (/admin/decisions) and is logged at debug level.
+ */
+describe('scheduling profiles on the live router', () => {
+  let engines: EngineServer[];
+  let router: Router;
+  let url: string;
+  const lines: Record<string, unknown>[] = [];
+
+  before(async () => {
+    engines = await Promise.all([
+      engine({ profile: fastProfile({ slots: 1, baseStepS: 0.01 }) }),
+      engine({ profile: fastProfile({ slots: 1, baseStepS: 0.01 }) }),
+    ]);
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        for (const l of chunk.toString().split('\n'))
+          if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
+        cb();
+      },
+    });
+    router = new Router(
+      settings([backend('a', engines[0]!.url), backend('b', engines[1]!.url)], {
+        policy: { name: 'balanced', params: {} },
+        scheduling: {
+          plugins: [
+            { type: 'queue-scorer' },
+            { type: 'active-request-scorer', parameters: { requestTimeout: '1m' } },
+            { type: 'max-score-picker', parameters: { maxNumOfEndpoints: 2 } },
+          ],
+          schedulingProfiles: [
+            {
+              name: 'balanced',
+              plugins: [
+                { pluginRef: 'queue-scorer', weight: 2 },
+                { pluginRef: 'active-request-scorer' },
+                { pluginRef: 'max-score-picker' },
+              ],
+            },
+          ],
+        },
+        log: { level: 'debug', prompts: false },
+      }),
+      pino({ level: 'debug' }, sink),
+    );
+    url = await router.listen('127.0.0.1', 0);
+  });
+
+  after(async () => {
+    await router.close();
+    await Promise.all(engines.map((e) => e.close()));
+  });
+
+  test('requests are spread by the profile and each decision is explained', async () => {
+    const rs = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        post(`${url}/api/generate`, { model: 'm1', prompt: `hello ${i}`, stream: false }),
+      ),
+    );
+    const by = new Map<string, number>();
+    for (const r of rs) {
+      assert.equal(r.status, 200);
+      await r.arrayBuffer();
+      const b = r.headers.get('x-llmlb-backend')!;
+      by.set(b, (by.get(b) ?? 0) + 1);
+    }
+    // Active requests are scored: six concurrent requests cannot all land on one engine.
+    assert.equal(by.get('a'), 3);
+    assert.equal(by.get('b'), 3);
+
+    const res = await fetch(`${url}/admin/decisions?limit=6`);
+    const { decisions } = (await res.json()) as {
+      decisions: {
+        policy: string;
+        backend: string;
+        scores?: {
+          profile: string;
+          backends: string[];
+          scorers: { name: string; weight: number; scores: number[] }[];
+          picked: string[];
+        };
+      }[];
+    };
+    assert.equal(decisions.length, 6);
+    for (const d of decisions) {
+      assert.equal(d.policy, 'balanced');
+      assert.ok(d.scores, 'decision without scores');
+      assert.deepEqual(
+        d.scores.scorers.map((s) => [s.name, s.weight]),
+        [
+          ['queue-scorer', 2],
+          ['active-request-scorer', 1],
+        ],
+      );
+      assert.equal(d.scores.picked[0], d.backend);
+      // maxNumOfEndpoints 2: the other backend is the retry endpoint.
+      assert.equal(d.scores.picked.length, 2);
+    }
+    await waitFor(() => lines.filter((l) => l.msg === 'decision').length >= 6, 2000, 'debug lines');
+    const dbg = lines.find((l) => l.msg === 'decision')!;
+    assert.equal(dbg.level, 20);
+    assert.equal(dbg.profile, 'balanced');
+    assert.ok(Array.isArray(dbg.scorers));
+    // No prompt text in decision lines.
+    assert.ok(!JSON.stringify(lines.filter((l) => l.msg === 'decision')).includes('hello'));
+  });
+
+  test('the admin API can switch to a profile by name, and rejects an unknown one', async () => {
+    const put = (body: unknown) =>
+      fetch(`${url}/admin/policy`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const bad = await put({ policy: 'nope' });
+    assert.equal(bad.status, 400);
+    assert.match(await bad.text(), /unknown policy 'nope'.*balanced/);
+    const ok = await put({ policy: 'round-robin' });
+    assert.equal(ok.status, 200);
+    const back = await put({ policy: 'balanced' });
+    assert.equal(back.status, 200);
+    assert.equal(router.scheduler.policyName, 'balanced');
+  });
+});
