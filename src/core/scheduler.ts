@@ -22,6 +22,7 @@ interface BackendState {
   draining: boolean;
   inFlight: number;
   metrics: EngineMetrics | undefined;
+  loadedModels: ReadonlySet<string> | undefined;
   dispatchedSinceMetrics: number;
   completedSinceMetrics: number;
   /** Left the fleet; kept only until its in-flight requests finish. */
@@ -102,6 +103,7 @@ export class Scheduler {
         healthy,
         draining: false,
         metrics: undefined,
+        loadedModels: undefined,
         dispatchedSinceMetrics: 0,
         completedSinceMetrics: 0,
         removed: false,
@@ -120,6 +122,7 @@ export class Scheduler {
       draining: false,
       inFlight: 0,
       metrics: undefined,
+      loadedModels: undefined,
       dispatchedSinceMetrics: 0,
       completedSinceMetrics: 0,
       removed: false,
@@ -174,6 +177,12 @@ export class Scheduler {
     // The scrape already counts what was pushed before it; only later changes are the router's to credit.
     b.dispatchedSinceMetrics = 0;
     b.completedSinceMetrics = 0;
+  }
+
+  /** Models the engine has loaded in memory (Ollama /api/ps). */
+  setLoadedModels(name: string, models: ReadonlySet<string>): void {
+    const b = this.backends.get(name);
+    if (b && !b.removed) b.loadedModels = models;
   }
 
   /** Models served by live backends (healthy or not): the fleet's union. Cached: read per request. */

@@ -18,6 +18,7 @@ export function backendView(name: string, index: number, over: Partial<BackendVi
     draining: false,
     inFlight: 0,
     metrics: undefined,
+    loadedModels: undefined,
     dispatchedSinceMetrics: 0,
     completedSinceMetrics: 0,
     ...over,

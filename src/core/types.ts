@@ -45,6 +45,8 @@ export interface BackendView {
   /** Requests this router pushed to the backend that have not finished yet. */
   readonly inFlight: number;
   readonly metrics: EngineMetrics | undefined;
+  /** Models loaded in memory (Ollama /api/ps); undefined when the engine does not say. */
+  readonly loadedModels: ReadonlySet<string> | undefined;
   /** Requests this router pushed to the backend since `metrics` was read (0 without metrics). */
   readonly dispatchedSinceMetrics: number;
   /** Requests that ended there since `metrics` was read. */

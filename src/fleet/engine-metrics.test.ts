@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseEngineMetrics } from './engine-metrics.js';
+import { parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
 
 test('vLLM and SGLang pages parse; other pages do not', () => {
   const vllm = [
@@ -16,4 +16,17 @@ test('vLLM and SGLang pages parse; other pages do not', () => {
   assert.deepEqual(parseEngineMetrics(sglang, 1), { running: 2, waiting: 0, kvUsage: 0.1, at: 1 });
   assert.equal(parseEngineMetrics('process_cpu_seconds_total 12\n', 1), undefined);
   assert.equal(parseEngineMetrics('', 1), undefined);
+});
+
+test('Ollama /api/ps: loaded models; batch state only from the emulated engine', () => {
+  const plain = parseOllamaPs({ models: [{ name: 'llama3:latest', model: 'llama3:latest' }] }, 5);
+  assert.deepEqual([...plain!.loadedModels], ['llama3:latest']);
+  assert.equal(plain!.metrics, undefined);
+  const emulated = parseOllamaPs(
+    { models: [{ name: 'm' }], llmlb: { running: 2, waiting: 3, slots: 4, kvUsage: 0.25 } },
+    7,
+  );
+  assert.deepEqual(emulated!.metrics, { running: 2, waiting: 3, kvUsage: 0.25, at: 7 });
+  assert.equal(parseOllamaPs({ error: 'x' }, 0), undefined);
+  assert.equal(parseOllamaPs(null, 0), undefined);
 });

@@ -29,3 +29,33 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
   if (running === undefined && waiting === undefined) return undefined;
   return { running: running ?? 0, waiting: waiting ?? 0, kvUsage: Math.min(1, Math.max(0, kv ?? 0)), at };
 }
+
+/**
+ * Ollama's /api/ps: which models are loaded (a request for another one pays a load of seconds to
+ * minutes). Plain Ollama reports no queue, so there are engine metrics only when the emulated
+ * engine adds its batch state under `llmlb`. Undefined when the body is not an /api/ps answer.
+ */
+export function parseOllamaPs(
+  body: unknown,
+  at: number,
+): { loadedModels: Set<string>; metrics: EngineMetrics | undefined } | undefined {
+  if (typeof body !== 'object' || body === null || !Array.isArray((body as { models?: unknown }).models))
+    return undefined;
+  const loadedModels = new Set<string>();
+  for (const m of (body as { models: unknown[] }).models) {
+    if (typeof m !== 'object' || m === null) continue;
+    const { name, model } = m as { name?: unknown; model?: unknown };
+    if (typeof name === 'string') loadedModels.add(name);
+    if (typeof model === 'string') loadedModels.add(model);
+  }
+  const ext = (body as { llmlb?: { running?: unknown; waiting?: unknown; kvUsage?: unknown } }).llmlb;
+  const num = (v: unknown): number | undefined =>
+    typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
+  const running = num(ext?.running);
+  const waiting = num(ext?.waiting);
+  const metrics =
+    running !== undefined && waiting !== undefined
+      ? { running, waiting, kvUsage: Math.min(1, num(ext?.kvUsage) ?? 0), at }
+      : undefined;
+  return { loadedModels, metrics };
+}

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Scheduler } from '../core/scheduler.js';
 import type { BackendEntry } from '../config/schema.js';
 import type { Decision } from '../core/types.js';
-import { parseEngineMetrics } from './engine-metrics.js';
+import { parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
 
 /** A backend as configured (the config module's normalized entry). */
 export type BackendConfig = BackendEntry;
@@ -35,6 +35,8 @@ export interface BackendRuntime {
   discoveredAt: number | undefined;
   /** false once the backend showed it has no engine metrics page (plain Ollama): stop asking. */
   hasMetrics: boolean | undefined;
+  /** false once /api/ps proved absent (not Ollama) or useless. */
+  hasPs: boolean | undefined;
   scraping: boolean;
 }
 
@@ -86,6 +88,7 @@ export class Fleet {
       lastErrorAt: undefined,
       discoveredAt: undefined,
       hasMetrics: undefined,
+      hasPs: undefined,
       scraping: false,
     };
     this.backends.set(config.name, rt);
@@ -122,35 +125,57 @@ export class Fleet {
     const scrapeAll = (): void => {
       // One scrape at a time per backend: a slow engine must not pile up requests at short intervals.
       for (const rt of this.backends.values())
-        if (rt.hasMetrics !== false && !rt.scraping) void this.scrape(rt);
+        if ((rt.hasMetrics !== false || rt.hasPs !== false) && !rt.scraping) void this.scrape(rt);
     };
     this.timers.push(setInterval(scrapeAll, this.opts.scrapeIntervalMs).unref());
   }
 
-  /** Read vLLM / SGLang-style /metrics: the engine's own running and waiting counts and KV usage. */
+  /**
+   * Engine load: vLLM / SGLang-style /metrics (running, waiting, KV usage) and, for Ollama
+   * backends, /api/ps (loaded models; batch state too from the emulated engine). A backend that
+   * answers neither is not asked again.
+   */
   private async scrape(rt: BackendRuntime): Promise<void> {
     rt.scraping = true;
     // The engine's counts are as of when it answered; the router's own pushes after that are credited.
     try {
-      const res = await rt.pool.request({
-        path: '/metrics',
-        method: 'GET',
-        headersTimeout: this.opts.probeTimeoutMs,
-        bodyTimeout: this.opts.probeTimeoutMs,
-      });
-      const text = await res.body.text();
-      const m = res.statusCode === 200 ? parseEngineMetrics(text, this.now()) : undefined;
-      if (!m) {
-        rt.hasMetrics = false;
-        return;
+      if (rt.hasMetrics !== false) {
+        const text = await this.fetchPage(rt, '/metrics');
+        const m = text === undefined ? undefined : parseEngineMetrics(text, this.now());
+        rt.hasMetrics = m !== undefined;
+        if (m) this.scheduler.setMetrics(rt.config.name, m);
       }
-      rt.hasMetrics = true;
-      this.scheduler.setMetrics(rt.config.name, m);
+      if (rt.config.api === 'ollama' && rt.hasPs !== false) {
+        const text = await this.fetchPage(rt, '/api/ps');
+        let ps: ReturnType<typeof parseOllamaPs>;
+        try {
+          ps = text === undefined ? undefined : parseOllamaPs(JSON.parse(text), this.now());
+        } catch {
+          ps = undefined;
+        }
+        rt.hasPs = ps !== undefined;
+        if (ps) {
+          this.scheduler.setLoadedModels(rt.config.name, ps.loadedModels);
+          if (!rt.hasMetrics && ps.metrics) this.scheduler.setMetrics(rt.config.name, ps.metrics);
+        }
+      }
     } catch {
       // Unreachable: health probes deal with that; try again next time.
     } finally {
       rt.scraping = false;
     }
+  }
+
+  /** GET a small page; undefined unless 200. Throws on network errors. */
+  private async fetchPage(rt: BackendRuntime, path: string): Promise<string | undefined> {
+    const res = await rt.pool.request({
+      path,
+      method: 'GET',
+      headersTimeout: this.opts.probeTimeoutMs,
+      bodyTimeout: this.opts.probeTimeoutMs,
+    });
+    const text = await res.body.text();
+    return res.statusCode === 200 ? text : undefined;
   }
 
   async close(): Promise<void> {

@@ -261,6 +261,7 @@ export class Router implements AdminTarget {
           consecutiveFailures: rt?.failures ?? 0,
           lastError: rt?.lastError ?? null,
           metrics: b.metrics ?? null,
+          loadedModels: b.loadedModels ? [...b.loadedModels] : null,
           estimates: this.scheduler.describe(b.name),
         };
       }),

@@ -7,6 +7,7 @@ import { weightedRoundRobinPicker } from './pickers/weighted-round-robin-picker.
 import { activeRequestScorer } from './scorers/active-request-scorer.js';
 import { estimatedWaitScorer } from './scorers/estimated-wait-scorer.js';
 import { kvCacheUtilizationScorer } from './scorers/kv-cache-utilization-scorer.js';
+import { loadedModelScorer } from './scorers/loaded-model-scorer.js';
 import { loadAwareScorer } from './scorers/load-aware-scorer.js';
 import { noHitLruScorer } from './scorers/no-hit-lru-scorer.js';
 import { prefixCacheScorer } from './scorers/prefix-cache-scorer.js';
@@ -22,6 +23,7 @@ registerPlugin('prefix-cache-scorer', prefixCacheScorer);
 registerPlugin('no-hit-lru-scorer', noHitLruScorer);
 registerPlugin('kv-cache-utilization-scorer', kvCacheUtilizationScorer);
 registerPlugin('estimated-wait-scorer', estimatedWaitScorer);
+registerPlugin('loaded-model-scorer', loadedModelScorer);
 registerPlugin('max-score-picker', maxScorePicker);
 registerPlugin('random-picker', randomPicker);
 registerPlugin('weighted-random-picker', weightedRandomPicker);
