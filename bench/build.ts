@@ -18,6 +18,18 @@ async function tsFiles(dir: string): Promise<string[]> {
   return out;
 }
 
+const ASSET = /\.(html|js|css|lua|sql|json)$/;
+
+async function assetFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...(await assetFiles(p)));
+    else if (ASSET.test(e.name)) out.push(p);
+  }
+  return out;
+}
+
 /** Transpile `root`/src and the bench children (with common.ts) into `outDir` (wiped first); returns the file count. */
 export async function compileForBench(root: string, outDir: string): Promise<number> {
   await rm(outDir, { recursive: true, force: true });
@@ -34,6 +46,13 @@ export async function compileForBench(root: string, outDir: string): Promise<num
     const dest = join(outDir, relative(root, file)).replace(/\.ts$/, '.js');
     await mkdir(dirname(dest), { recursive: true });
     await writeFile(dest, out.outputText);
+  }
+  // Assets the code reads beside itself (dashboard page, Lua scripts, SQL migrations), as
+  // scripts/copy-assets.mjs does for dist/.
+  for (const file of await assetFiles(join(root, 'src'))) {
+    const dest = join(outDir, relative(root, file));
+    await mkdir(dirname(dest), { recursive: true });
+    await writeFile(dest, await readFile(file));
   }
   // Inside the repository, so bare imports resolve to its node_modules; ESM like the sources.
   await writeFile(join(outDir, 'package.json'), '{ "type": "module" }\n');
