@@ -4,6 +4,7 @@ import type { PolicySpec } from '../core/policies/index.js';
 import { startEngine, type EngineServer } from '../engine/server.js';
 import { silentLogger } from '../log.js';
 import { Router, type RouterSettings } from '../proxy/router.js';
+import type { OutstandingSample } from '../report/results.js';
 import type { Scenario } from '../scenario/types.js';
 import { replay, type ClientRecord } from './replay.js';
 
@@ -16,7 +17,7 @@ export interface LiveRun {
    * Each engine's outstanding requests (running + waiting, as it reports them) sampled at a fixed
    * period, in model seconds from the start of the replay: the live twin of the simulator's samples.
    */
-  readonly samples: readonly { t: number; backend: string; outstanding: number }[];
+  readonly samples: readonly OutstandingSample[];
   /** Requests held in the router's own queue, sampled with `samples`. */
   readonly routerSamples: readonly { t: number; queued: number }[];
   readonly wallS: number;
@@ -61,7 +62,7 @@ export async function runLive(
   opts: { seed: number; timeScale: number; onProgress?: (done: number, sent: number) => void },
 ): Promise<LiveRun> {
   const engines: EngineServer[] = [];
-  const samples: { t: number; backend: string; outstanding: number }[] = [];
+  const samples: OutstandingSample[] = [];
   const routerSamples: { t: number; queued: number }[] = [];
   let sampler: NodeJS.Timeout | undefined;
   let router: Router | undefined;
@@ -92,7 +93,12 @@ export async function runLive(
       routerSamples.push({ t, queued: live.scheduler.queueLength });
       running.forEach((e, i) => {
         const s = e.stats();
-        samples.push({ t, backend: scenario.fleet[i]!.name, outstanding: s.running + s.waiting });
+        samples.push({
+          t,
+          backend: scenario.fleet[i]!.name,
+          outstanding: s.running + s.waiting,
+          engineWaiting: s.waiting,
+        });
       });
     }, periodMs);
     const records = await replay(scenario.createDriver(opts.seed), {

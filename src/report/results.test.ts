@@ -96,7 +96,7 @@ test('outstandingSpread: per-instant gap, CV and peak/mean averaged over busy in
   ];
   // t=0: 6/2 (gap 4, mean 4, std 2, cv .5, peak 1.5); t=1: 3/3 (even); t=2: idle (skipped).
   const s = outstandingSpread([...at(0, 6, 2), ...at(1, 3, 3), ...at(2, 0, 0)], ['a', 'b']);
-  assert.deepEqual(s, { samples: 2, mean: 3.5, maxMinusMin: 2, cv: 0.25, maxOverMean: 1.25 });
+  assert.deepEqual(s, { samples: 2, mean: 3.5, maxMinusMin: 2, cv: 0.25, maxOverMean: 1.25, pending: null });
   // A backend absent from an instant counts as 0: all on one of three → peak/mean 3.
   const one = outstandingSpread([{ t: 0, backend: 'c', outstanding: 9 }], ['a', 'b', 'c']);
   assert.equal(one?.maxOverMean, 3);
@@ -112,8 +112,20 @@ test('outstandingSpread: per-instant gap, CV and peak/mean averaged over busy in
       maxMinusMin: 0,
       cv: 0,
       maxOverMean: 1,
+      pending: null,
     },
   );
+  // Engine-waiting counts: mean per backend over the busy instants.
+  const w = outstandingSpread(
+    [
+      { t: 0, backend: 'a', outstanding: 5, engineWaiting: 3 },
+      { t: 0, backend: 'b', outstanding: 1, engineWaiting: 0 },
+      { t: 1, backend: 'a', outstanding: 2, engineWaiting: 1 },
+      { t: 1, backend: 'b', outstanding: 2, engineWaiting: 0 },
+    ],
+    ['a', 'b'],
+  );
+  assert.equal(w?.pending, 1);
   const r = policyResult('p', [], ['a', 'b'], undefined, at(0, 6, 2));
   assert.equal(r.outstandingSpread?.maxMinusMin, 4);
   assert.equal(policyResult('p', [], ['a', 'b'], undefined).outstandingSpread, null);

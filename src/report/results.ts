@@ -69,6 +69,11 @@ export interface OutstandingSpread {
   readonly cv: number;
   /** Mean over instants of (most loaded backend / mean): 1 = even, n = all on one of n backends. */
   readonly maxOverMean: number;
+  /**
+   * Mean requests per backend waiting inside the engine (not admitted: no KV room or slot) — the
+   * "pending" requests SP-P keeps at zero; null when the samples do not say.
+   */
+  readonly pending: number | null;
 }
 
 /** One backend's outstanding requests at one instant. */
@@ -76,6 +81,8 @@ export interface OutstandingSample {
   readonly t: number;
   readonly backend: string;
   readonly outstanding: number;
+  /** Of those, waiting inside the engine (pending), when known. */
+  readonly engineWaiting?: number | undefined;
 }
 
 /**
@@ -89,20 +96,24 @@ export function outstandingSpread(
   const n = backendNames.length;
   if (n < 2) return null;
   const index = new Map(backendNames.map((b, i) => [b, i]));
-  const byT = new Map<number, number[]>();
+  const byT = new Map<number, { out: number[]; waiting: number }>();
+  let waitingKnown = samples.length > 0;
   for (const s of samples) {
     const i = index.get(s.backend);
     if (i === undefined) continue;
     let row = byT.get(s.t);
-    if (!row) byT.set(s.t, (row = new Array<number>(n).fill(0)));
-    row[i] = s.outstanding;
+    if (!row) byT.set(s.t, (row = { out: new Array<number>(n).fill(0), waiting: 0 }));
+    row.out[i] = s.outstanding;
+    if (s.engineWaiting === undefined) waitingKnown = false;
+    else row.waiting += s.engineWaiting;
   }
   let count = 0;
   let sumMean = 0;
   let sumGap = 0;
   let sumCv = 0;
   let sumPeak = 0;
-  for (const row of byT.values()) {
+  let sumWaiting = 0;
+  for (const { out: row, waiting } of byT.values()) {
     let total = 0;
     let max = -Infinity;
     let min = Infinity;
@@ -120,6 +131,7 @@ export function outstandingSpread(
     sumGap += max - min;
     sumCv += Math.sqrt(sq / n) / mean;
     sumPeak += max / mean;
+    sumWaiting += waiting / n;
   }
   if (count === 0) return null;
   return {
@@ -128,6 +140,7 @@ export function outstandingSpread(
     maxMinusMin: r6(sumGap / count),
     cv: r6(sumCv / count),
     maxOverMean: r6(sumPeak / count),
+    pending: waitingKnown ? r6(sumWaiting / count) : null,
   };
 }
 

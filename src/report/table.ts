@@ -57,7 +57,7 @@ export function comparisonTable(results: Results): string {
 /**
  * Seed 003's view (§5.1): throughput, TTFT and end-to-end latency (p50/p90/mean), prefix-cache hit
  * rate, and how unevenly requests sat on the backends (time-averaged outstanding: mean per backend,
- * most − least loaded, coefficient of variation, most loaded / mean).
+ * most − least loaded, coefficient of variation, most loaded / mean; and pending inside engines).
  */
 export function localityTable(results: Results): string {
   const rows = results.policies.map((p: PolicyResult) => {
@@ -77,6 +77,7 @@ export function localityTable(results: Results): string {
       s ? f(s.maxMinusMin, 1) : '-',
       s ? f(s.cv) : '-',
       s ? f(s.maxOverMean) : '-',
+      s?.pending != null ? f(s.pending, 1) : '-',
     ];
   });
   return formatTable(
@@ -95,6 +96,7 @@ export function localityTable(results: Results): string {
       'max-min',
       'cv',
       'max/mean',
+      'pending',
     ],
     rows,
   );
