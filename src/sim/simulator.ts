@@ -338,7 +338,10 @@ export function simulateWith(
   const active = (): boolean =>
     pendingSends > 0 || liveWakes > 0 || scheduler.inFlightTotal > 0 || scheduler.queueLength > 0;
 
-  const probeEvery = opts.probeEveryS ?? 0.05;
+  // A policy that needs fresh engine state (SP-P) gets probed at least as often as it asks.
+  const probeBase = opts.probeEveryS ?? 0.05;
+  const wanted = policy.metricsIntervalMs;
+  const probeEvery = wanted === undefined ? probeBase : Math.min(probeBase, wanted / 1000);
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
   const onProbe = (): void => {
     for (let i = 0; i < engines.length; i++) {

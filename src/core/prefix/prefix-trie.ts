@@ -1,0 +1,277 @@
+/**
+ * Approximate prefix trie over request text (seed 003 §3.2, after SGLang's approximate radix tree):
+ * the text is cut into fixed-size character chunks, each chunk hashed, and each node of the path
+ * records the backends a request with that prefix was pushed to. It remembers what the router sent
+ * where, not what an engine really kept in its KV cache — decisions never wait for an engine.
+ *
+ * Invariants:
+ * - A child's owners are a subset of its parent's (an insert records the backend on every node of
+ *   its path; eviction removes leaves; a backend is removed from every node), so a walk can stop at
+ *   the first node with no available owner: nothing deeper can have one.
+ * - The LRU list runs from least to most recently inserted-through, and a parent always comes after
+ *   all its children (a path is touched leaf first, root last), so the list head is always a leaf
+ *   and evicting from the head never orphans a subtree.
+ */
+
+/** Trie node; the root is a sentinel without key or owners. */
+interface Node {
+  readonly key: number;
+  readonly parent: Node | undefined;
+  /** Children by chunk hash; undefined while a leaf (most nodes). */
+  children: Map<number, Node> | undefined;
+  /** Backend ids that were sent this prefix, most recent first. */
+  owners: number[];
+  /** LRU list links (least recent at `head`). */
+  prev: Node | undefined;
+  next: Node | undefined;
+}
+
+export interface PrefixTrieOptions {
+  /** Characters per chunk; a text's last partial chunk is not indexed. */
+  readonly chunkChars: number;
+  /** Most nodes (chunks) kept; the least recently inserted-through leaves go first beyond it. */
+  readonly maxEntries: number;
+  /** Only a text's first `maxPrefixChars` characters are indexed (bounds per-request work). */
+  readonly maxPrefixChars: number;
+}
+
+/** Result of a max-prefix match. */
+export interface PrefixMatch {
+  /** Chunks matched (0: no available backend was sent even the first chunk). */
+  readonly chunks: number;
+  /** Characters matched: chunks × chunkChars. */
+  readonly chars: number;
+  /** Available backend ids holding the longest match, most recently sent first. */
+  readonly owners: readonly number[];
+}
+
+const NO_MATCH: PrefixMatch = { chunks: 0, chars: 0, owners: [] };
+
+export class PrefixTrie {
+  readonly chunkChars: number;
+  readonly maxEntries: number;
+  readonly maxPrefixChars: number;
+  private readonly root: Node = newNode(0, undefined);
+  private head: Node | undefined;
+  private tail: Node | undefined;
+  private nodes = 0;
+  private readonly ids = new Map<string, number>();
+  private readonly names: (string | undefined)[] = [];
+  private readonly freeIds: number[] = [];
+  /** Scratch path reused by insert (no per-insert allocation beyond new nodes). */
+  private path: Node[] = [];
+
+  constructor(opts: PrefixTrieOptions) {
+    for (const k of ['chunkChars', 'maxEntries', 'maxPrefixChars'] as const) {
+      const v = opts[k];
+      if (!Number.isInteger(v) || v <= 0) throw new Error(`prefix trie: ${k} must be a positive integer`);
+    }
+    this.chunkChars = opts.chunkChars;
+    this.maxEntries = opts.maxEntries;
+    this.maxPrefixChars = opts.maxPrefixChars;
+  }
+
+  /** Nodes held now (never more than maxEntries after an insert returns). */
+  get size(): number {
+    return this.nodes;
+  }
+
+  /** Backends known to the trie (each holds at least one node). */
+  get backendCount(): number {
+    return this.ids.size;
+  }
+
+  /** The id of a backend, or undefined if the trie holds nothing for it. */
+  idOf(name: string): number | undefined {
+    return this.ids.get(name);
+  }
+
+  nameOf(id: number): string | undefined {
+    return this.names[id];
+  }
+
+  /** Upper bound (exclusive) on ids handed out so far: size arrays indexed by id with it. */
+  get idLimit(): number {
+    return this.names.length;
+  }
+
+  /**
+   * Chunk hashes of a text's indexed prefix. Two 32-bit FNV-1a variants give a 53-bit key, so
+   * siblings collide with negligible probability. Compute once per request and reuse.
+   */
+  keys(text: string): Float64Array {
+    const n = Math.floor(Math.min(text.length, this.maxPrefixChars) / this.chunkChars);
+    const out = new Float64Array(n);
+    const size = this.chunkChars;
+    for (let b = 0; b < n; b++) {
+      let h1 = 0x811c9dc5;
+      let h2 = 0x01000193;
+      for (let i = b * size, end = i + size; i < end; i++) {
+        const c = text.charCodeAt(i);
+        h1 = Math.imul(h1 ^ c, 0x01000193);
+        h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
+      }
+      out[b] = (h1 >>> 0) * 0x200000 + ((h2 >>> 0) & 0x1fffff);
+    }
+    return out;
+  }
+
+  /**
+   * Record that a request with these chunk keys was pushed to `backend`: every node of its path
+   * gets the backend (first in recency) and becomes most recently used; then the oldest leaves are
+   * evicted until the size bound holds.
+   */
+  insert(keys: ArrayLike<number>, backend: string): void {
+    const n = Math.min(keys.length, this.maxEntries);
+    if (n === 0) return;
+    const id = this.idFor(backend);
+    const path = this.path;
+    path.length = 0;
+    let node = this.root;
+    for (let i = 0; i < n; i++) {
+      const k = keys[i]!;
+      let child = node.children?.get(k);
+      if (!child) {
+        child = newNode(k, node);
+        (node.children ??= new Map()).set(k, child);
+        this.nodes++;
+      }
+      const o = child.owners;
+      const at = o.indexOf(id);
+      if (at !== 0) {
+        if (at > 0) o.splice(at, 1);
+        o.unshift(id);
+      }
+      path.push(child);
+      node = child;
+    }
+    // Leaf first, root-most last: parents end up more recent than their children.
+    for (let i = path.length - 1; i >= 0; i--) this.moveToTail(path[i]!);
+    path.length = 0;
+    while (this.nodes > this.maxEntries) this.evictHead();
+  }
+
+  /**
+   * Longest prefix of `keys` held by an available backend. The walk stops at the first node with
+   * no available owner (subset invariant). `isAvailable` gets trie ids (see idOf).
+   */
+  match(keys: ArrayLike<number>, isAvailable: (id: number) => boolean): PrefixMatch {
+    let node = this.root;
+    let best: number[] | undefined;
+    let depth = 0;
+    for (let i = 0; i < keys.length; i++) {
+      const child = node.children?.get(keys[i]!);
+      if (!child) break;
+      let avail: number[] | undefined;
+      const o = child.owners;
+      for (let j = 0; j < o.length; j++) {
+        const id = o[j]!;
+        if (isAvailable(id)) (avail ??= []).push(id);
+      }
+      if (!avail) break;
+      best = avail;
+      depth = i + 1;
+      node = child;
+    }
+    return best ? { chunks: depth, chars: depth * this.chunkChars, owners: best } : NO_MATCH;
+  }
+
+  /** Forget a backend: it leaves every node; nodes left without owners go (with their subtrees). */
+  removeBackend(name: string): void {
+    const id = this.ids.get(name);
+    if (id === undefined) return;
+    const dead: Node[] = [];
+    for (let n = this.head; n; n = n.next) {
+      const at = n.owners.indexOf(id);
+      if (at >= 0) n.owners.splice(at, 1);
+      if (n.owners.length === 0) dead.push(n);
+    }
+    // Ownerless nodes form whole subtrees (subset invariant): unlinking each one empties them.
+    for (const n of dead) this.unlink(n);
+    this.ids.delete(name);
+    this.names[id] = undefined;
+    this.freeIds.push(id);
+  }
+
+  /** Nodes that list a backend (for describe / tests). O(size). */
+  countFor(name: string): number {
+    const id = this.ids.get(name);
+    if (id === undefined) return 0;
+    let c = 0;
+    for (let n = this.head; n; n = n.next) if (n.owners.includes(id)) c++;
+    return c;
+  }
+
+  /** Checks every invariant; throws on the first broken one (tests). O(size). */
+  checkInvariants(): void {
+    let count = 0;
+    const seen = new Set<Node>();
+    for (let n = this.head; n; n = n.next) {
+      count++;
+      seen.add(n);
+      if (n.children)
+        for (const c of n.children.values()) if (!seen.has(c)) throw new Error('parent before child');
+      const p = n.parent!;
+      if (p.children?.get(n.key) !== n) throw new Error('node not linked from its parent');
+      if (n.owners.length === 0) throw new Error('node without owners');
+      if (p !== this.root)
+        for (const id of n.owners) if (!p.owners.includes(id)) throw new Error('owners not a subset');
+      for (const id of n.owners) if (this.names[id] === undefined) throw new Error('owner id not live');
+    }
+    if (count !== this.nodes) throw new Error(`size ${this.nodes} but ${count} nodes listed`);
+    if (this.nodes > this.maxEntries) throw new Error('over the bound');
+  }
+
+  private idFor(name: string): number {
+    let id = this.ids.get(name);
+    if (id === undefined) {
+      id = this.freeIds.pop() ?? this.names.length;
+      this.ids.set(name, id);
+      this.names[id] = name;
+    }
+    return id;
+  }
+
+  private moveToTail(n: Node): void {
+    if (this.tail === n) return;
+    if (n.prev || this.head === n) this.detach(n);
+    n.prev = this.tail;
+    n.next = undefined;
+    if (this.tail) this.tail.next = n;
+    else this.head = n;
+    this.tail = n;
+  }
+
+  private detach(n: Node): void {
+    if (n.prev) n.prev.next = n.next;
+    else this.head = n.next;
+    if (n.next) n.next.prev = n.prev;
+    else this.tail = n.prev;
+    n.prev = n.next = undefined;
+  }
+
+  private evictHead(): void {
+    const h = this.head!;
+    // The head is a leaf by the ordering invariant; unlink handles a subtree anyway.
+    this.unlink(h);
+  }
+
+  /** Remove a node and its whole subtree. */
+  private unlink(n: Node): void {
+    const p = n.parent!;
+    if (p.children?.get(n.key) !== n) return; // already gone with an ancestor
+    p.children.delete(n.key);
+    if (p.children.size === 0) p.children = undefined;
+    const stack = [n];
+    while (stack.length > 0) {
+      const x = stack.pop()!;
+      if (x.children) for (const c of x.children.values()) stack.push(c);
+      this.detach(x);
+      this.nodes--;
+    }
+  }
+}
+
+function newNode(key: number, parent: Node | undefined): Node {
+  return { key, parent, children: undefined, owners: [], prev: undefined, next: undefined };
+}
