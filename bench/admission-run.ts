@@ -8,7 +8,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
-import { Agent } from 'undici';
+import { Agent, request } from 'undici';
 import type { QuotaLimitsEntry } from '../src/config/schema.js';
 import { fastProfile } from '../test/helpers.js';
 import { startEngine, type EngineServer } from '../src/engine/server.js';
@@ -107,20 +107,20 @@ export async function burst(urls: string[], count: number): Promise<Call[]> {
         const { model, tokens } = plan(i);
         const replica = i % urls.length;
         const t0 = performance.now();
-        const res = await fetch(`${urls[replica]}/schedule`, {
+        const res = await request(`${urls[replica]}/schedule`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify(model ? { estimated_tokens: tokens, model } : { estimated_tokens: tokens }),
-          // @ts-expect-error undici's fetch takes a dispatcher (Node's typings don't list it)
           dispatcher,
         });
-        const body = (await res.json()) as {
+        const body = (await res.body.json()) as {
           model_backend_id?: string;
           task_id?: string;
           wait_for_ms?: number;
         };
         const latencyMs = performance.now() - t0;
-        if (res.status !== 200) throw new Error(`/schedule answered ${res.status}: ${JSON.stringify(body)}`);
+        if (res.statusCode !== 200)
+          throw new Error(`/schedule answered ${res.statusCode}: ${JSON.stringify(body)}`);
         return {
           replica,
           model,
