@@ -91,6 +91,9 @@ export async function startModelsBackend(o: ModelsBackendOptions): Promise<Model
             object: 'list',
             data: o.models.map((m) => ({ id: m.name, object: 'model', owned_by: 'backend' })),
           });
+        } else if (req.method === 'GET' && req.url === '/_backend/calls') {
+          // For a bench running the backend in another process: the call log and how often each prompt ran.
+          json(res, 200, { calls, maxCallsPerPrompt: Math.max(0, ...perPrompt.values()), inFlight });
         } else if (req.method === 'GET' && (req.url === '/health' || req.url === '/healthz')) {
           json(res, 200, { ok: true });
         } else if (req.method === 'POST' && req.url === '/v1/chat/completions') {
