@@ -6,8 +6,11 @@ import type { Picker, PluginContext } from '../plugin.js';
 import { parseParams } from '../params.js';
 
 const Params = z.strictObject({
-  /** Characters per trie chunk (the router has no tokenizer: it matches characters). */
-  chunkChars: z.number().int().positive().max(4096).default(32),
+  /**
+   * Characters per trie chunk (the router has no tokenizer: it matches characters). 64 is about
+   * one 16-token KV block of vLLM, the granularity at which an engine can reuse a prefix anyway.
+   */
+  chunkChars: z.number().int().positive().max(4096).default(64),
   /** Most trie nodes kept (each covers chunkChars characters); least recently used leaves go first. */
   maxEntries: z.number().int().positive().default(100_000),
   /** Characters of a prompt indexed; the rest is neither matched nor stored. */
@@ -79,6 +82,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
   };
   // Candidates by trie id for this pick: stamp[id] === epoch marks availability in O(1).
   let stamp = new Int32Array(64);
+  let idByIndex = new Int32Array(64).fill(-1);
   const byId: (BackendView | undefined)[] = [];
   let epoch = 0;
   let cursor = 0;
@@ -117,8 +121,18 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
         const b = candidates[i]!;
         sum += b.inFlight;
         if (b.inFlight < min) min = b.inFlight;
-        const id = trie.idOf(b.name);
-        if (id === undefined) continue;
+        // Trie ids by registration index, checked by name (ids are reused after a removal).
+        let id = b.index < idByIndex.length ? idByIndex[b.index]! : -1;
+        if (id < 0 || trie.nameOf(id) !== b.name) {
+          id = trie.idOf(b.name) ?? -1;
+          if (b.index >= idByIndex.length) {
+            const grown = new Int32Array(Math.max(b.index + 1, idByIndex.length * 2)).fill(-1);
+            grown.set(idByIndex);
+            idByIndex = grown;
+          }
+          idByIndex[b.index] = id;
+          if (id < 0) continue;
+        }
         stamp[id] = epoch;
         byId[id] = b;
       }
