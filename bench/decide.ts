@@ -170,8 +170,12 @@ function run(spec: PolicySpec | string, n: number): Row {
   // Fill: the trie policies until the trie holds TRIE_ENTRIES nodes (steady state, eviction on).
   const trie = trieOf(policy);
   let now = 0;
-  if (trie) while (trie.size < TRIE_ENTRIES) (decide(req(now), now), churn(now++));
-  for (let i = 0; i < WARMUP; i++) (decide(req(now), now), churn(now++));
+  const step = (): void => {
+    decide(req(now), now);
+    churn(now++);
+  };
+  if (trie) while (trie.size < TRIE_ENTRIES) step();
+  for (let i = 0; i < WARMUP; i++) step();
   const times = new Float64Array(DECISIONS);
   for (let i = 0; i < DECISIONS; i++) {
     // The request (and its prompt string) is built outside the timed part, as the router parses it.
