@@ -571,19 +571,23 @@ export class Router implements AdminTarget {
     });
 
     // Per-model quotas: over a target, wait here (not sent, not rejected); lease released on close.
-    const gate = await passGate(
-      this.admission,
-      parsed.model,
-      estimateRequestTokens(parsed.promptText, parsed.maxTokens),
-      res,
-      () => f.clientGone,
-      this.settings.queue.maxWaitMs,
-      this.log,
-    );
-    if (gate.kind === 'gone') return;
-    if (gate.kind === 'fail') {
-      const extra = gate.retryAfterS !== undefined ? { 'retry-after': String(gate.retryAfterS) } : undefined;
-      return fail(gate.status, gate.message, gate.code, extra);
+    // Checked first so requests for models without a quota pay nothing, not even an await.
+    if (this.admission.hasQuota(parsed.model)) {
+      const gate = await passGate(
+        this.admission,
+        parsed.model,
+        estimateRequestTokens(parsed.promptText, parsed.maxTokens),
+        res,
+        () => f.clientGone,
+        this.settings.queue.maxWaitMs,
+        this.log,
+      );
+      if (gate.kind === 'gone') return;
+      if (gate.kind === 'fail') {
+        const extra =
+          gate.retryAfterS !== undefined ? { 'retry-after': String(gate.retryAfterS) } : undefined;
+        return fail(gate.status, gate.message, gate.code, extra);
+      }
     }
 
     const tried = new Set<string>();

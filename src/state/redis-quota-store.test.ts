@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { LeaseNotFoundError, type QuotaLimits } from '../core/quota/index.js';
 import { quotaStoreSuite } from './quota-store.suite.js';
-import { RedisQuotaStore } from './redis-quota-store.js';
+import { RedisQuotaStore, decodeState, encodeState } from './redis-quota-store.js';
+import { createQuotaState, tryAdmit, resolveOptions } from '../core/quota/index.js';
 
 const URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 const RUN = `llmlb:test:${randomUUID()}:`;
@@ -64,4 +65,13 @@ test('redis: replicas on one prefix share caps and leases (no over-admission, no
 
 test('redis: an unreachable server is an error, not a hang', async () => {
   await assert.rejects(RedisQuotaStore.connect('redis://127.0.0.1:1/0', { m: L }), /cannot reach Redis/);
+});
+
+test('redis: the compact state encoding round-trips', () => {
+  const s = createQuotaState({ m: L, n: L });
+  const o = resolveOptions();
+  for (let i = 0; i < 20; i++)
+    tryAdmit(s, { tokens: 10 + i, model: i % 2 ? 'm' : 'n' }, `l${i}`, 1000 + i * 70, o, () => 0.5);
+  assert.deepEqual(decodeState(encodeState(s)), s);
+  assert.ok(encodeState(s).length < JSON.stringify(s).length * 0.7);
 });
