@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admission } from './admission.js';
 import type { ModelCaller } from './caller.js';
@@ -68,6 +69,8 @@ export class Solver {
       throw new Error('maxWorkers must be an integer ≥ 1');
     this.minWorkers = Math.min(o.minWorkers ?? 1, o.maxWorkers);
     this.target = this.minWorkers;
+    // Every worker's sleep and model call listens on the one stop signal.
+    setMaxListeners(0, this.stop.signal);
     o.signal?.addEventListener('abort', () => this.finish(), { once: true });
   }
 
