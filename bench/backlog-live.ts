@@ -147,11 +147,11 @@ function routerConfig(backend: string, port: number, withQuotas = true): string 
 
 async function liveLlmlb(
   prompts: readonly string[],
-  router: string,
+  modelsUrl: string,
   admission: Admission,
 ): Promise<{ drainS: number; solved: number; peakWorkers: number; waits: number }> {
   const store = await freshStore(prompts);
-  const caller = new OpenAiCaller(router);
+  const caller = new OpenAiCaller(modelsUrl);
   const t0 = performance.now();
   let last = t0;
   const solver = new Solver({
@@ -233,7 +233,9 @@ export async function runLive(
       be = await child(['bench/backlog-backend-child.ts', String(K)], /^backend (\S+)/);
       await writeFile(cfg, routerConfig(be.match[1]!, 0));
       router = await child(['src/cli.ts', 'serve', '--config', cfg], /llmlb listening on (\S+)/);
-      const r = await liveLlmlb(prompts, router.match[1]!, new HttpAdmission(router.match[1]!));
+      // Seed 001's flow: admission from the router, then the call straight to the Models Backend. Through
+      // the router, this build's proxy-path gate would take a second lease for the same call.
+      const r = await liveLlmlb(prompts, be.match[1]!, new HttpAdmission(router.match[1]!));
       viaRouter = { r, calls: (await backendCalls(be.match[1]!)).calls };
     }
     await stop(router.proc);
@@ -285,7 +287,7 @@ export async function runLive(
       const a2 = { ...a, violations: routerMin(asIsCalls.calls) };
       text +=
         table(
-          `live: solver through the router's /schedule API; violations per router window (60 real s = ${K} model-minutes, rate targets × ${K})`,
+          `live: solver admitted by the router's /schedule API (calls straight to the backend); violations per router window (60 real s = ${K} model-minutes, rate targets × ${K})`,
           a2,
           v,
         ) +

@@ -182,7 +182,7 @@ export class Solver {
       );
       let answer: string;
       try {
-        answer = await caller.call(l.model, task.prompt, this.stop.signal);
+        answer = await caller.call(l.model, task.prompt, this.stop.signal, l.id);
       } finally {
         clearInterval(leaseBeat);
         // Free the model slot as soon as the call ends, before the database write.
