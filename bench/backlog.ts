@@ -3,7 +3,7 @@
  * per-model targets, the as-is pipeline (20 workers × batches of 10, 30-minute worker timeout)
  * against llmlb (solver + admission API), first on virtual time, then live and time-scaled.
  *
- * Env: BACKLOG_TASKS (2000), BACKLOG_LIVE_TASKS (same), BACKLOG_TIME_SCALE (20 = 1 s → 50 ms),
+ * Env: BACKLOG_TASKS (2000), BACKLOG_LIVE_TASKS (same), BACKLOG_TIME_SCALE (10 = 1 s → 100 ms),
  * BACKLOG_LIVE=0 to simulate only, BACKLOG_OUT (bench-out/backlog).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';

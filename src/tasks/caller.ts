@@ -2,8 +2,12 @@ import { Agent, request } from 'undici';
 
 /** One prompt to one model: the only way the solver reaches models (through the router). */
 export interface ModelCaller {
-  call(model: string, prompt: string, signal?: AbortSignal): Promise<string>;
+  /** `leaseId`: the admission task_id this call runs under, sent as `x-llmlb-task-id`. */
+  call(model: string, prompt: string, signal?: AbortSignal, leaseId?: string): Promise<string>;
 }
+
+/** Tells the router which /schedule lease a call belongs to. */
+export const TASK_ID_HEADER = 'x-llmlb-task-id';
 
 export class ModelCallError extends Error {}
 
@@ -20,11 +24,13 @@ export class OpenAiCaller implements ModelCaller {
     this.url = baseUrl.replace(/\/+$/, '') + '/v1/chat/completions';
   }
 
-  async call(model: string, prompt: string, signal?: AbortSignal): Promise<string> {
+  async call(model: string, prompt: string, signal?: AbortSignal, leaseId?: string): Promise<string> {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (leaseId !== undefined) headers[TASK_ID_HEADER] = leaseId;
     const res = await request(this.url, {
       method: 'POST',
       dispatcher: this.agent,
-      headers: { 'content-type': 'application/json' },
+      headers,
       body: JSON.stringify({
         model,
         messages: [{ role: 'user', content: prompt }],

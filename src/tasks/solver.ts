@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admission } from './admission.js';
 import type { ModelCaller } from './caller.js';
@@ -68,6 +69,8 @@ export class Solver {
       throw new Error('maxWorkers must be an integer ≥ 1');
     this.minWorkers = Math.min(o.minWorkers ?? 1, o.maxWorkers);
     this.target = this.minWorkers;
+    // Every worker's sleep and model call listens on the one stop signal.
+    setMaxListeners(0, this.stop.signal);
     o.signal?.addEventListener('abort', () => this.finish(), { once: true });
   }
 
@@ -179,7 +182,7 @@ export class Solver {
       );
       let answer: string;
       try {
-        answer = await caller.call(l.model, task.prompt, this.stop.signal);
+        answer = await caller.call(l.model, task.prompt, this.stop.signal, l.id);
       } finally {
         clearInterval(leaseBeat);
         // Free the model slot as soon as the call ends, before the database write.

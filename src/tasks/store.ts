@@ -86,6 +86,7 @@ export class TaskStore {
   private readonly maxBackoffMs: number;
   private readonly now: () => number;
   private readonly random: () => number;
+  private lastSweep = -Infinity;
 
   constructor(
     readonly sql: Sql,
@@ -134,13 +135,11 @@ export class TaskStore {
    */
   async claim(worker: string, limit = 1): Promise<Claim[]> {
     const now = this.at();
-    await this.sql.query(
-      `UPDATE tasks SET status = 'dead', claim_token = NULL, updated_at = $1, finished_at = $1,
-         last_error = coalesce(last_error || '; ', '') || 'claim expired on the last attempt'
-       WHERE id IN (SELECT id FROM tasks WHERE status = 'running' AND visible_after <= $1 AND attempts >= $2
-                    FOR UPDATE SKIP LOCKED)`,
-      [now, this.maxAttempts],
-    );
+    // The dead-letter sweep only matters once claims lapse: run it at most a few times per visibility period.
+    if (now.getTime() - this.lastSweep >= Math.min(1_000, this.visibilityMs / 4)) {
+      this.lastSweep = now.getTime();
+      await this.sweepLapsed(now);
+    }
     const token = randomUUID();
     const rows = await this.sql.query<Row>(
       `UPDATE tasks SET status = 'running', attempts = attempts + 1, claimed_by = $2, claim_token = $3,
@@ -152,6 +151,17 @@ export class TaskStore {
       [now, worker, token, this.at(this.visibilityMs), limit, this.maxAttempts],
     );
     return rows.map((r) => ({ task: toTask(r), token }));
+  }
+
+  /** Dead-letters lapsed claims that have used every attempt (their worker died on the last one). */
+  private async sweepLapsed(now: Date): Promise<void> {
+    await this.sql.query(
+      `UPDATE tasks SET status = 'dead', claim_token = NULL, updated_at = $1, finished_at = $1,
+         last_error = coalesce(last_error || '; ', '') || 'claim expired on the last attempt'
+       WHERE id IN (SELECT id FROM tasks WHERE status = 'running' AND visible_after <= $1 AND attempts >= $2
+                    FOR UPDATE SKIP LOCKED)`,
+      [now, this.maxAttempts],
+    );
   }
 
   /** Pushes the claim's expiry forward; false when the claim was lost (lapsed and taken). */
