@@ -56,7 +56,7 @@ const MAX_CACHED = 4096;
 /**
  * SkyLB's prefix-tree routing (seed 003 §3.2): the candidate holding the longest prefix of the
  * prompt in an approximate trie of what this router pushed where; among several with that match,
- * the least loaded (then the most recent). Candidates are the available backends after the
+ * the least loaded. Candidates are the available backends after the
  * profile's filters (SP-O / SP-P), so the walk stops as soon as no available backend remains down
  * the path. A short match or an overloaded match routes by least outstanding requests instead.
  */
@@ -149,7 +149,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
         }
       }
       if (short(m.chars)) return byLoad(candidates, m.chars, 'short-match');
-      // Longest match held by several: least loaded, then most recently sent this prefix.
+      // Longest match held by several: the least loaded (ties: the first that was sent it).
       let chosen = byId[m.owners[0]!]!;
       for (let j = 1; j < m.owners.length; j++) {
         const b = byId[m.owners[j]!]!;
