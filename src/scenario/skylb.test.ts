@@ -64,7 +64,8 @@ describe('seed 003 scenarios (skylb-*)', () => {
       for (const p of s.policies) assert.doesNotThrow(() => createPolicy(p, () => 0.5, s.scheduling));
       // Pending must be possible: the KV pool holds a few dozen requests, far fewer than slots.
       const prof = s.fleet[0]!.profile;
-      assert.equal(prof.kvCapacityTokens, 32768);
+      assert.equal(prof.kvCapacityTokens, 24576);
+      assert.equal(prof.pagedKv, true);
       assert.ok(prof.slots * 1000 > prof.kvCapacityTokens);
       assert.equal(prof.prefixCacheBlocks * prof.blockSize, prof.kvCapacityTokens);
     });
