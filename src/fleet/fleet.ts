@@ -168,6 +168,8 @@ export class Fleet {
           if (!rt.hasMetrics && ps.metrics) this.scheduler.setMetrics(rt.config.name, ps.metrics);
         }
       }
+      // Metric-driven policies (selective pushing on pending requests) may now release held requests.
+      if (rt.hasMetrics || rt.hasPs) this.apply(this.scheduler.pump(this.now()));
     } catch {
       // Unreachable: health probes deal with that; try again next time.
     } finally {

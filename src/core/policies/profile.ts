@@ -103,6 +103,11 @@ export class ProfilePolicy implements Policy {
     this.metricsIntervalMs = wanted.length > 0 ? Math.min(...wanted) : undefined;
   }
 
+  /** Every plugin the profile runs hooks for (benches and tests inspect their state). */
+  get allPlugins(): readonly Plugin[] {
+    return this.plugins;
+  }
+
   /** The weights in force now, by scorer name (after dynamic rules). */
   currentWeights(): Record<string, number> {
     const out: Record<string, number> = {};

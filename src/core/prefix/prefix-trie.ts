@@ -4,6 +4,10 @@
  * records the backends a request with that prefix was pushed to. It remembers what the router sent
  * where, not what an engine really kept in its KV cache — decisions never wait for an engine.
  *
+ * Nodes live in one map keyed by the chain hash of their prefix (chunk i's key covers chunks
+ * 0..i), so a node needs no child table — the cheapest layout per entry — and a walk is one map
+ * lookup per chunk.
+ *
  * Invariants:
  * - A child's owners are a subset of its parent's (an insert records the backend on every node of
  *   its path; eviction removes leaves; a backend is removed from every node), so a walk can stop at
@@ -13,12 +17,12 @@
  *   and evicting from the head never orphans a subtree.
  */
 
-/** Trie node; the root is a sentinel without key or owners. */
+/** Trie node (one chunk of one prefix). */
 interface Node {
+  /** Chain hash of the prefix ending with this chunk (its key in the node map). */
   readonly key: number;
+  /** undefined for a first chunk. */
   readonly parent: Node | undefined;
-  /** Children by chunk hash; undefined while a leaf (most nodes). */
-  children: Map<number, Node> | undefined;
   /** Backend ids that were sent this prefix, most recent first. */
   owners: number[];
   /** LRU list links (least recent at `head`). */
@@ -51,16 +55,12 @@ export class PrefixTrie {
   readonly chunkChars: number;
   readonly maxEntries: number;
   readonly maxPrefixChars: number;
-  private readonly root: Node = newNode(0, undefined);
+  private readonly nodes = new Map<number, Node>();
   private head: Node | undefined;
   private tail: Node | undefined;
-  private nodes = 0;
   private readonly ids = new Map<string, number>();
   private readonly names: (string | undefined)[] = [];
   private readonly freeIds: number[] = [];
-  /** Scratch path reused by insert (no per-insert allocation beyond new nodes). */
-  private path: Node[] = [];
-
   constructor(opts: PrefixTrieOptions) {
     for (const k of ['chunkChars', 'maxEntries', 'maxPrefixChars'] as const) {
       const v = opts[k];
@@ -73,7 +73,7 @@ export class PrefixTrie {
 
   /** Nodes held now (never more than maxEntries after an insert returns). */
   get size(): number {
-    return this.nodes;
+    return this.nodes.size;
   }
 
   /** Backends known to the trie (each holds at least one node). */
@@ -96,16 +96,18 @@ export class PrefixTrie {
   }
 
   /**
-   * Chunk hashes of a text's indexed prefix. Two 32-bit FNV-1a variants give a 53-bit key, so
-   * siblings collide with negligible probability. Compute once per request and reuse.
+   * Chain hashes of a text's indexed chunks: key i covers chunks 0..i, so equal keys mean (up to
+   * collisions) an equal prefix. Two 32-bit FNV-1a variants give a 53-bit key: with 100k nodes a
+   * collision is a ~1e-6 event, and it would only cost one misrouted request. Compute once per
+   * request and reuse.
    */
   keys(text: string): Float64Array {
     const n = Math.floor(Math.min(text.length, this.maxPrefixChars) / this.chunkChars);
     const out = new Float64Array(n);
     const size = this.chunkChars;
+    let h1 = 0x811c9dc5;
+    let h2 = 0x01000193;
     for (let b = 0; b < n; b++) {
-      let h1 = 0x811c9dc5;
-      let h2 = 0x01000193;
       for (let i = b * size, end = i + size; i < end; i++) {
         const c = text.charCodeAt(i);
         h1 = Math.imul(h1 ^ c, 0x01000193);
@@ -125,30 +127,26 @@ export class PrefixTrie {
     const n = Math.min(keys.length, this.maxEntries);
     if (n === 0) return;
     const id = this.idFor(backend);
-    const path = this.path;
-    path.length = 0;
-    let node = this.root;
+    let node: Node | undefined;
     for (let i = 0; i < n; i++) {
       const k = keys[i]!;
-      let child = node.children?.get(k);
-      if (!child) {
-        child = newNode(k, node);
-        (node.children ??= new Map()).set(k, child);
-        this.nodes++;
+      const found = this.nodes.get(k);
+      if (!found) {
+        // A literal one-element array: most nodes only ever have one owner (no spare capacity).
+        node = { key: k, parent: node, owners: [id], prev: undefined, next: undefined };
+        this.nodes.set(k, node);
+        continue;
       }
-      const o = child.owners;
+      node = found;
+      const o = found.owners;
+      if (o[0] === id) continue;
       const at = o.indexOf(id);
-      if (at !== 0) {
-        if (at > 0) o.splice(at, 1);
-        o.unshift(id);
-      }
-      path.push(child);
-      node = child;
+      if (at > 0) o.splice(at, 1);
+      o.unshift(id);
     }
-    // Leaf first, root-most last: parents end up more recent than their children.
-    for (let i = path.length - 1; i >= 0; i--) this.moveToTail(path[i]!);
-    path.length = 0;
-    while (this.nodes > this.maxEntries) this.evictHead();
+    // Touch leaf first, root-most last (through parent links): parents end up more recent.
+    for (let x = node; x; x = x.parent) this.moveToTail(x);
+    while (this.nodes.size > this.maxEntries) this.remove(this.head!);
   }
 
   /**
@@ -156,22 +154,26 @@ export class PrefixTrie {
    * no available owner (subset invariant). `isAvailable` gets trie ids (see idOf).
    */
   match(keys: ArrayLike<number>, isAvailable: (id: number) => boolean): PrefixMatch {
-    let node = this.root;
     let best: number[] | undefined;
     let depth = 0;
+    let parentOwners = -1;
     for (let i = 0; i < keys.length; i++) {
-      const child = node.children?.get(keys[i]!);
-      if (!child) break;
-      let avail: number[] | undefined;
-      const o = child.owners;
-      for (let j = 0; j < o.length; j++) {
-        const id = o[j]!;
-        if (isAvailable(id)) (avail ??= []).push(id);
+      const node = this.nodes.get(keys[i]!);
+      if (!node) break;
+      const o = node.owners;
+      // Same owner count as the parent means the same owners (subset invariant): reuse the answer.
+      // Down a shared system prompt held by every backend this keeps the walk O(1) per chunk.
+      if (o.length !== parentOwners) {
+        let avail: number[] | undefined;
+        for (let j = 0; j < o.length; j++) {
+          const id = o[j]!;
+          if (isAvailable(id)) (avail ??= []).push(id);
+        }
+        if (!avail) break;
+        best = avail;
+        parentOwners = o.length;
       }
-      if (!avail) break;
-      best = avail;
       depth = i + 1;
-      node = child;
     }
     return best ? { chunks: depth, chars: depth * this.chunkChars, owners: best } : NO_MATCH;
   }
@@ -186,8 +188,8 @@ export class PrefixTrie {
       if (at >= 0) n.owners.splice(at, 1);
       if (n.owners.length === 0) dead.push(n);
     }
-    // Ownerless nodes form whole subtrees (subset invariant): unlinking each one empties them.
-    for (const n of dead) this.unlink(n);
+    // Ownerless nodes form whole subtrees (subset invariant): removing them all leaves no orphan.
+    for (const n of dead) this.remove(n);
     this.ids.delete(name);
     this.names[id] = undefined;
     this.freeIds.push(id);
@@ -204,22 +206,21 @@ export class PrefixTrie {
 
   /** Checks every invariant; throws on the first broken one (tests). O(size). */
   checkInvariants(): void {
+    const pos = new Map<Node, number>();
     let count = 0;
-    const seen = new Set<Node>();
-    for (let n = this.head; n; n = n.next) {
-      count++;
-      seen.add(n);
-      if (n.children)
-        for (const c of n.children.values()) if (!seen.has(c)) throw new Error('parent before child');
-      const p = n.parent!;
-      if (p.children?.get(n.key) !== n) throw new Error('node not linked from its parent');
+    for (let n = this.head; n; n = n.next) pos.set(n, count++);
+    for (const [n, i] of pos) {
+      if (this.nodes.get(n.key) !== n) throw new Error('listed node not in the map');
       if (n.owners.length === 0) throw new Error('node without owners');
-      if (p !== this.root)
-        for (const id of n.owners) if (!p.owners.includes(id)) throw new Error('owners not a subset');
       for (const id of n.owners) if (this.names[id] === undefined) throw new Error('owner id not live');
+      const p = n.parent;
+      if (!p) continue;
+      if (this.nodes.get(p.key) !== p) throw new Error('parent gone before its child');
+      if (!(pos.get(p)! > i)) throw new Error('parent before child in the LRU list');
+      for (const id of n.owners) if (!p.owners.includes(id)) throw new Error('owners not a subset');
     }
-    if (count !== this.nodes) throw new Error(`size ${this.nodes} but ${count} nodes listed`);
-    if (this.nodes > this.maxEntries) throw new Error('over the bound');
+    if (count !== this.nodes.size) throw new Error(`size ${this.nodes.size} but ${count} nodes listed`);
+    if (this.nodes.size > this.maxEntries) throw new Error('over the bound');
   }
 
   private idFor(name: string): number {
@@ -250,28 +251,9 @@ export class PrefixTrie {
     n.prev = n.next = undefined;
   }
 
-  private evictHead(): void {
-    const h = this.head!;
-    // The head is a leaf by the ordering invariant; unlink handles a subtree anyway.
-    this.unlink(h);
+  /** Drop one node (a leaf by the invariants, or part of a subtree being dropped whole). */
+  private remove(n: Node): void {
+    this.nodes.delete(n.key);
+    this.detach(n);
   }
-
-  /** Remove a node and its whole subtree. */
-  private unlink(n: Node): void {
-    const p = n.parent!;
-    if (p.children?.get(n.key) !== n) return; // already gone with an ancestor
-    p.children.delete(n.key);
-    if (p.children.size === 0) p.children = undefined;
-    const stack = [n];
-    while (stack.length > 0) {
-      const x = stack.pop()!;
-      if (x.children) for (const c of x.children.values()) stack.push(c);
-      this.detach(x);
-      this.nodes--;
-    }
-  }
-}
-
-function newNode(key: number, parent: Node | undefined): Node {
-  return { key, parent, children: undefined, owners: [], prev: undefined, next: undefined };
 }

@@ -111,3 +111,22 @@ test('prefix-trie-picker validates its parameters', () => {
   assert.throws(() => make({ overloadFactor: 0.5 }), /overloadFactor/);
   assert.throws(() => make({ chunk: 3 }), /chunk/);
 });
+
+test('waitForMatchMs holds a request for a busy backend with a longer match, for a bounded time', () => {
+  const p = make({ waitForMatchMs: 1000 });
+  const text = 'conversation history '.repeat(4);
+  route(p, text, [backendView('a', 0)]);
+  // a is filtered out (busy): b and c have nothing of it. Held while younger than 1 s…
+  const others = [backendView('b', 1), backendView('c', 2)];
+  const r = requestInfo('h', text + 'next turn', { arrivedAt: 100 });
+  assert.deepEqual(p.pick(r, others, none, 600), []);
+  assert.equal(p.lastDecision()!.reason, 'wait-for-match');
+  // …then it goes by load rather than wait longer.
+  assert.equal(p.pick(r, others, none, 1100)[0]!.name, 'b');
+  // Its home available again: no wait.
+  assert.equal(p.pick(r, [backendView('a', 0), ...others], none, 600)[0]!.name, 'a');
+  // Without the option the request never waits.
+  const q = make();
+  route(q, text, [backendView('a', 0)]);
+  assert.equal(q.pick(r, others, none, 600).length, 1);
+});

@@ -6,8 +6,11 @@ import type { Picker, PluginContext } from '../plugin.js';
 import { parseParams } from '../params.js';
 
 const Params = z.strictObject({
-  /** Characters per trie chunk (the router has no tokenizer: it matches characters). */
-  chunkChars: z.number().int().positive().max(4096).default(32),
+  /**
+   * Characters per trie chunk (the router has no tokenizer: it matches characters). 64 is about
+   * one 16-token KV block of vLLM, the granularity at which an engine can reuse a prefix anyway.
+   */
+  chunkChars: z.number().int().positive().max(4096).default(64),
   /** Most trie nodes kept (each covers chunkChars characters); least recently used leaves go first. */
   maxEntries: z.number().int().positive().default(100_000),
   /** Characters of a prompt indexed; the rest is neither matched nor stored. */
@@ -27,6 +30,12 @@ const Params = z.strictObject({
    */
   overloadMargin: z.number().min(0).default(4),
   overloadFactor: z.number().min(1).default(1.5),
+  /**
+   * With selective pushing, a request whose longest match is on a backend that is not available
+   * now (filtered out: busy) may wait up to this long (ms since it reached the router) for it
+   * instead of going to an available backend with a shorter match; later requests pass it. 0: never.
+   */
+  waitForMatchMs: z.number().min(0).default(0),
 });
 
 export type PrefixTriePickerParams = z.input<typeof Params>;
@@ -34,8 +43,11 @@ export type PrefixTriePickerParams = z.input<typeof Params>;
 /** What the prefix-trie picker decided for the last request it saw (tests, bench, explain). */
 export interface PrefixTrieDecision {
   readonly matchedChars: number;
-  /** 'prefix': longest match; 'short-match' / 'overloaded': load decided (hot-spot avoidance). */
-  readonly reason: 'prefix' | 'short-match' | 'overloaded';
+  /**
+   * 'prefix': longest match; 'short-match' / 'overloaded': load decided (hot-spot avoidance);
+   * 'wait-for-match': held for a busy backend with a longer match.
+   */
+  readonly reason: 'prefix' | 'short-match' | 'overloaded' | 'wait-for-match';
 }
 
 /** Request ids whose chunk keys are kept between pick and dispatch (held requests are re-picked). */
@@ -70,6 +82,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
   };
   // Candidates by trie id for this pick: stamp[id] === epoch marks availability in O(1).
   let stamp = new Int32Array(64);
+  let idByIndex = new Int32Array(64).fill(-1);
   const byId: (BackendView | undefined)[] = [];
   let epoch = 0;
   let cursor = 0;
@@ -92,7 +105,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
     name: ctx.name,
     trie,
     lastDecision: () => last,
-    pick(req, candidates) {
+    pick(req, candidates, _scores, now) {
       const n = candidates.length;
       if (n === 0) return [];
       const keys = keysOf(req);
@@ -108,15 +121,34 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
         const b = candidates[i]!;
         sum += b.inFlight;
         if (b.inFlight < min) min = b.inFlight;
-        const id = trie.idOf(b.name);
-        if (id === undefined) continue;
+        // Trie ids by registration index, checked by name (ids are reused after a removal).
+        let id = b.index < idByIndex.length ? idByIndex[b.index]! : -1;
+        if (id < 0 || trie.nameOf(id) !== b.name) {
+          id = trie.idOf(b.name) ?? -1;
+          if (b.index >= idByIndex.length) {
+            const grown = new Int32Array(Math.max(b.index + 1, idByIndex.length * 2)).fill(-1);
+            grown.set(idByIndex);
+            idByIndex = grown;
+          }
+          idByIndex[b.index] = id;
+          if (id < 0) continue;
+        }
         stamp[id] = epoch;
         byId[id] = b;
       }
       const m = trie.match(keys, (id) => stamp[id] === epoch);
       const indexed = Math.min(req.promptText.length, p.maxPrefixChars);
-      if (m.chars === 0 || m.chars < p.minMatchChars || m.chars < p.minMatchRatio * indexed)
-        return byLoad(candidates, m.chars, 'short-match');
+      const short = (chars: number): boolean =>
+        chars === 0 || chars < p.minMatchChars || chars < p.minMatchRatio * indexed;
+      if (p.waitForMatchMs > 0 && now - req.arrivedAt < p.waitForMatchMs) {
+        // A longer match on a backend the filters left out: hold for it (bounded), if worth it.
+        const all = trie.match(keys, () => true);
+        if (all.chars > m.chars && !short(all.chars)) {
+          last = { matchedChars: m.chars, reason: 'wait-for-match' };
+          return [];
+        }
+      }
+      if (short(m.chars)) return byLoad(candidates, m.chars, 'short-match');
       // Longest match held by several: least loaded, then most recently sent this prefix.
       let chosen = byId[m.owners[0]!]!;
       for (let j = 1; j < m.owners.length; j++) {
