@@ -348,7 +348,7 @@ test('fast: thousands of sequences x hundreds of iterations', () => {
   assert.ok(performance.now() - started < 5000, 'well under a few seconds');
 });
 
-test('kvPrefixSharing: running sequences hold one copy of a shared prefix, so more of them fit', () => {
+test('pagedKv: running sequences hold one copy of a shared prefix, so more of them fit', () => {
   // 100-token prompts sharing their first 96 tokens (24 blocks of 4); KV room for 150 tokens.
   const common = 'p'.repeat(384);
   const mk = (id: string) => seq(id, 100, 5, promptBlockHashes(common + id.repeat(16), 4));
@@ -362,8 +362,8 @@ test('kvPrefixSharing: running sequences hold one copy of a shared prefix, so mo
   // Without sharing each needs 101 tokens: one at a time. With it the second and third need only
   // their own block + 1 (5 + 1 tokens each) beside the 96 shared ones.
   assert.equal(admittedAt0(base), 1);
-  assert.equal(admittedAt0({ ...base, kvPrefixSharing: true }), 3);
-  const m = new EngineModel({ ...base, kvPrefixSharing: true });
+  assert.equal(admittedAt0({ ...base, pagedKv: true }), 3);
+  const m = new EngineModel({ ...base, pagedKv: true });
   for (const id of ['a', 'b', 'c']) m.submit(mk(id), 0);
   m.nextEventTime();
   // 24 shared blocks (96) + 3 own blocks (12) + 3 reserved next tokens = 111 of 150.
@@ -378,8 +378,8 @@ test('kvPrefixSharing: running sequences hold one copy of a shared prefix, so mo
   assert.equal(m.stats().kvUsage, 0, 'everything released at the end');
 });
 
-test('kvPrefixSharing: the cache lives in the room the batch leaves (a busy engine forgets)', () => {
-  const profile: EngineProfile = { ...P, slots: 8, kvCapacityTokens: 200, kvPrefixSharing: true };
+test('pagedKv: the cache lives in the room the batch leaves (a busy engine forgets)', () => {
+  const profile: EngineProfile = { ...P, slots: 8, kvCapacityTokens: 200, pagedKv: true };
   const hot = promptBlockHashes('h'.repeat(160), 4); // 40 tokens, 10 blocks
   const m = new EngineModel(profile);
   m.submit(seq('first', 40, 1, hot), 0);
@@ -394,10 +394,34 @@ test('kvPrefixSharing: the cache lives in the room the batch leaves (a busy engi
   const late = finished(evs).find((f) => f.id === 'late')!;
   assert.equal(late.cachedTokens, 0, 'evicted while the batch was full');
   // …and the same request on an engine with a separate cache would still hit.
-  const sep = new EngineModel({ ...profile, kvPrefixSharing: false, kvCapacityTokens: 400 });
+  const sep = new EngineModel({ ...profile, pagedKv: false, kvCapacityTokens: 400 });
   sep.submit(seq('first', 40, 1, hot), 0);
   drain(sep);
   sep.submit(seq('big', 180, 50, promptBlockHashes('z'.repeat(720), 4)), 2);
   sep.submit(seq('late', 40, 1, hot), 2.5);
   assert.equal(finished(drain(sep)).find((f) => f.id === 'late')!.cachedTokens, 39);
+});
+
+test('pagedKv: a batch that outgrows the pool preempts its newest sequence, which recomputes later', () => {
+  const profile: EngineProfile = { ...P, slots: 8, kvCapacityTokens: 100, pagedKv: true };
+  const m = new EngineModel(profile);
+  m.submit(seq('a', 30, 50), 0);
+  m.submit(seq('b', 30, 50), 0);
+  m.nextEventTime();
+  assert.equal(m.stats().running, 2, 'both fit at admission (31 + 31 of 100)');
+  const evs = drain(m);
+  const [a, b] = ['a', 'b'].map((id) => finished(evs).find((f) => f.id === id)!);
+  // Growing by 2 tokens a step, the pair overflows 100 after ~19 tokens each: b (newest) is preempted.
+  assert.equal(m.stats().preemptions, 1);
+  assert.equal(a!.outputTokens, 50);
+  assert.equal(b!.outputTokens, 50, 'b generates on from where it was, no token twice');
+  assert.equal(m.stats().generatedTokens, 100);
+  assert.ok(b!.t > a!.t, 'b finishes after a: it waited and recomputed');
+  // Without pagedKv the same pair overflows unpunished and finishes together.
+  const loose = new EngineModel({ ...profile, pagedKv: false });
+  loose.submit(seq('a', 30, 50), 0);
+  loose.submit(seq('b', 30, 50), 0);
+  const le = finished(drain(loose));
+  assert.equal(le[0]!.t, le[1]!.t);
+  assert.equal(loose.stats().preemptions, 0);
 });

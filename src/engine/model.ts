@@ -23,14 +23,18 @@
  * (prefixCacheHits += matched). cachedTokens = matched·blockSize, capped at promptTokens − 1 so at
  * least one token is prefilled. The blocks are inserted (touched) right after admission.
  *
- * With `kvPrefixSharing` (vLLM / SGLang paged KV): a running sequence's full prompt blocks are
+ * With `pagedKv` (vLLM / SGLang paged KV): a running sequence's full prompt blocks are
  * shared — referenced, one physical copy however many sequences use them — and only its partial
  * last block and generated tokens are its own. Admission needs room for the blocks nobody holds
  * yet plus its own tokens. The prefix cache then holds only unreferenced blocks (a block joins it
  * when its last user finishes) and only in the room the batch leaves, at most prefixCacheBlocks:
  * a busy engine keeps little cache, so a request that waits long may find its prefix evicted.
  * Hits count blocks found referenced or cached. Step cost is unchanged: attention still reads every
- * sequence's whole context.
+ * sequence's whole context. And when decoding outgrows the pool, the most recently admitted
+ * sequences are preempted (vLLM's recompute): their KV is freed, they go back to the head of the
+ * waiting queue, and on readmission prefill their prompt and what they had generated again (the
+ * prompt's blocks may still be cached) before generating on. Without pagedKv a batch may outgrow
+ * the pool unpunished (see KV accounting above).
  */
 import { PrefixCache } from './prefix-cache.js';
 import type { EngineEvent, EngineProfile, EngineSequence, EngineStats } from './types.js';
@@ -58,8 +62,10 @@ interface Seq {
   state: number;
   admitT: number;
   firstTokenT: number;
-  /** kvPrefixSharing: KV tokens that are the sequence's own (partial block, generated, +1). */
+  /** pagedKv: KV tokens that are the sequence's own (partial block, generated, +1). */
   own: number;
+  /** pagedKv: it was preempted; set while it waits to be readmitted. */
+  preempted: boolean;
   cachedTokens: number;
   generated: number;
 }
@@ -90,10 +96,11 @@ export class EngineModel {
   /** Sum over running of promptTokens + generated + 1. */
   private kvUsed = 0;
   private readonly sharing: boolean;
-  /** kvPrefixSharing: running sequences using each shared prompt block. */
+  /** pagedKv: running sequences using each shared prompt block. */
   private readonly refs = new Map<string, number>();
-  /** kvPrefixSharing: sum over running of their own tokens (see Seq.own). */
+  /** pagedKv: sum over running of their own tokens (see Seq.own). */
   private ownTokens = 0;
+  private preemptions = 0;
   /** End time of the iteration in progress. */
   private iterEnd: number | undefined;
   /** When idle: when the next iteration may start (the earliest waiting submit). */
@@ -111,7 +118,7 @@ export class EngineModel {
     this.p = profile;
     this.tokenEvents = options.tokenEvents ?? true;
     this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
-    this.sharing = profile.kvPrefixSharing === true;
+    this.sharing = profile.pagedKv === true;
   }
 
   /** KV tokens physically in use: the batch's reservations, shared blocks counted once. */
@@ -128,10 +135,41 @@ export class EngineModel {
   }
 
   private ownAtAdmission(s: Seq): number {
-    return Math.max(0, s.promptTokens - s.blockHashes.length * this.p.blockSize) + 1;
+    return Math.max(0, s.promptTokens - s.blockHashes.length * this.p.blockSize) + s.generated + 1;
   }
 
-  /** kvPrefixSharing: the sequence stops using its shared blocks; unused ones become cache. */
+  /**
+   * pagedKv: while the batch overflows the pool, preempt its most recently admitted sequence (never
+   * the last one left) back to the head of the waiting queue, to be recomputed.
+   */
+  private preemptOverflow(): void {
+    const run = this.running;
+    while (run.length > 1 && this.physicalKv() > this.p.kvCapacityTokens) {
+      const s = run.pop()!;
+      this.kvUsed -= s.promptTokens + s.generated + 1;
+      this.release(s);
+      s.state = WAITING;
+      s.preempted = true;
+      this.preemptions++;
+      if (this.waitHead > 0) this.waitQ[--this.waitHead] = s;
+      else this.waitQ.unshift(s);
+      this.waitingCount++;
+    }
+  }
+
+  /** pagedKv: a sequence starts using its prompt's blocks (cached ones stop being evictable). */
+  private hold(hashes: readonly string[]): void {
+    for (const h of hashes) {
+      const n = this.refs.get(h);
+      if (n !== undefined) this.refs.set(h, n + 1);
+      else {
+        this.cache.delete(h);
+        this.refs.set(h, 1);
+      }
+    }
+  }
+
+  /** pagedKv: the sequence stops using its shared blocks; unused ones become cache. */
   private release(s: Seq): void {
     this.ownTokens -= s.own;
     const freed: string[] = [];
@@ -147,7 +185,7 @@ export class EngineModel {
     this.trimCache();
   }
 
-  /** kvPrefixSharing: the cache keeps only what fits beside the batch. */
+  /** pagedKv: the cache keeps only what fits beside the batch. */
   private trimCache(): void {
     const room = Math.floor((this.p.kvCapacityTokens - this.physicalKv()) / this.p.blockSize);
     this.cache.evictTo(Math.max(0, room));
@@ -170,6 +208,7 @@ export class EngineModel {
       admitT: 0,
       firstTokenT: 0,
       own: 0,
+      preempted: false,
       cachedTokens: 0,
       generated: 0,
     };
@@ -234,6 +273,7 @@ export class EngineModel {
       prefixCacheQueries: this.queries,
       prefixCacheHits: this.hits,
       completed: this.completed,
+      preemptions: this.preemptions,
       generatedTokens: this.generatedTotal,
       promptTokens: this.promptTotal,
     };
@@ -282,6 +322,24 @@ export class EngineModel {
   private admit(s: Seq, t: number, out: EngineEvent[]): number {
     const hashes = s.blockHashes;
     let cached = 0;
+    if (s.preempted) {
+      // Readmitted after preemption: recompute prompt and generated tokens, less what is still in
+      // the pool; not a new prefix lookup for the hit rate (routing did not cause it).
+      let matched = 0;
+      while (matched < hashes.length && (this.refs.has(hashes[matched]!) || this.cache.has(hashes[matched]!)))
+        matched++;
+      this.hold(hashes);
+      s.own = this.ownAtAdmission(s);
+      this.ownTokens += s.own;
+      this.trimCache();
+      s.preempted = false;
+      s.state = RUNNING;
+      this.running.push(s);
+      this.kvUsed += s.promptTokens + s.generated + 1;
+      return (
+        s.promptTokens - Math.min(matched * this.p.blockSize, Math.max(0, s.promptTokens - 1)) + s.generated
+      );
+    }
     if (this.sharing) {
       // Hit: the chain of blocks some running sequence holds or the cache still keeps.
       let matched = 0;
@@ -290,14 +348,7 @@ export class EngineModel {
       this.queries += hashes.length;
       this.hits += matched;
       cached = Math.min(matched * this.p.blockSize, Math.max(0, s.promptTokens - 1));
-      for (const h of hashes) {
-        const n = this.refs.get(h);
-        if (n !== undefined) this.refs.set(h, n + 1);
-        else {
-          this.cache.delete(h); // in use now: no longer evictable cache
-          this.refs.set(h, 1);
-        }
-      }
+      this.hold(hashes);
       s.own = this.ownAtAdmission(s);
       this.ownTokens += s.own;
       this.trimCache();
@@ -357,7 +408,10 @@ export class EngineModel {
       }
     }
     run.length = keep;
-    if (this.sharing) this.trimCache();
+    if (this.sharing) {
+      this.preemptOverflow();
+      this.trimCache();
+    }
     if (keep > 0 || this.waitingCount > 0) this.startIteration(t, out);
   }
 }

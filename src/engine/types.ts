@@ -29,9 +29,10 @@ export interface EngineProfile {
    * use KV only for what is their own; and the prefix cache lives in the KV pool: it keeps only
    * blocks nobody is using, in whatever room the running batch leaves (least recently used
    * go first), at most prefixCacheBlocks. Without it every running sequence holds its whole prompt
-   * and the cache is a separate store of prefixCacheBlocks.
+   * and the cache is a separate store of prefixCacheBlocks. With it a batch that outgrows the pool
+   * while decoding is preempted (vLLM's recompute), newest first.
    */
-  readonly kvPrefixSharing?: boolean | undefined;
+  readonly pagedKv?: boolean | undefined;
 }
 
 /** One sequence submitted to the engine. */
@@ -80,6 +81,8 @@ export interface EngineStats {
   readonly prefixCacheQueries: number;
   readonly prefixCacheHits: number;
   readonly completed: number;
+  /** pagedKv: sequences preempted (freed and requeued for recompute) because the batch outgrew the KV pool. */
+  readonly preemptions: number;
   readonly generatedTokens: number;
   readonly promptTokens: number;
 }

@@ -37,6 +37,7 @@ const LABELS = [
   'least-connections+sp-p',
   'consistent-hash+sp-p',
   'prefix-trie+sp-p',
+  'prefix-trie+sp-p(waitForMatchMs=1000)',
 ];
 
 describe('seed 003 scenarios (skylb-*)', () => {
@@ -49,7 +50,7 @@ describe('seed 003 scenarios (skylb-*)', () => {
     { file: 'skylb-mixed-tree-12', replicas: 12, openers: 42 },
   ];
   for (const c of cases) {
-    it(`${c.file}: ${c.replicas} L4 replicas, ${c.openers} clients, 12 policies with readable labels`, () => {
+    it(`${c.file}: ${c.replicas} L4 replicas, ${c.openers} clients, 13 policies with readable labels`, () => {
       const s = loadScenario(join(SCENARIOS, `${c.file}.yaml`));
       assert.equal(s.name, c.file);
       assert.equal(s.fleet.length, c.replicas);
@@ -64,7 +65,8 @@ describe('seed 003 scenarios (skylb-*)', () => {
       for (const p of s.policies) assert.doesNotThrow(() => createPolicy(p, () => 0.5, s.scheduling));
       // Pending must be possible: the KV pool holds a few dozen requests, far fewer than slots.
       const prof = s.fleet[0]!.profile;
-      assert.equal(prof.kvCapacityTokens, 32768);
+      assert.equal(prof.kvCapacityTokens, 24576);
+      assert.equal(prof.pagedKv, true);
       assert.ok(prof.slots * 1000 > prof.kvCapacityTokens);
       assert.equal(prof.prefixCacheBlocks * prof.blockSize, prof.kvCapacityTokens);
     });
