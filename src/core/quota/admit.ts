@@ -90,7 +90,7 @@ export function tryAdmit(
     cands = [[req.model, m]];
   } else {
     cands = liveModels(state);
-    if (cands.length === 0) throw new UnknownModelError('(any)');
+    if (cands.length === 0) throw new UnknownModelError(undefined);
   }
   const possible = cands.filter(([, m]) => tokens <= m.limits.tokensPerMinute);
   if (possible.length === 0) {
