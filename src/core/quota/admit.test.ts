@@ -132,3 +132,13 @@ test('without the holder retrying, the reservation lapses and small requests pro
   // …until the holder is gone
   assert.equal(tryAdmit(s, { tokens: 50, model: 'm' }, id(), expires, O, half).kind, 'admitted');
 });
+
+test('a hold made larger than the target by a lowered limit reserves nothing, and hints stay finite', () => {
+  const s = createQuotaState({ m: L({ tokensPerMinute: 1000 }) });
+  tryAdmit(s, { tokens: 900, model: 'm' }, id(), 0, O, half);
+  waitOf(tryAdmit(s, { tokens: 800, model: 'm' }, id(), 100, O, half)); // opens a hold of 800
+  s.models.m!.limits = { ...s.models.m!.limits, tokensPerMinute: 500 };
+  const w = waitOf(tryAdmit(s, { tokens: 50, model: 'm' }, id(), 3000, O, half));
+  assert.ok(Number.isInteger(w.waitForMs) && w.waitForMs >= 50);
+  assert.equal(w.rawWaitMs, 60_100 - 3000, 'waits for the 900 to leave, not for the impossible hold');
+});
