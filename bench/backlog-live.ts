@@ -22,7 +22,7 @@ import { migrate, pgliteSql } from '../src/tasks/sql.js';
 import { TaskStore } from '../src/tasks/store.js';
 import { table, type Row } from './backlog-table.js';
 
-const K = Number(process.env.BACKLOG_TIME_SCALE ?? 10);
+const K = Number(process.env.BACKLOG_TIME_SCALE ?? 5);
 
 // Children never outlive the bench, whichever way it ends.
 const children = new Set<ChildProcess>();
@@ -215,7 +215,14 @@ export async function runLive(
     }
     const routerUrl = router.match[1]!;
     // Primary: admission on the model clock (exact one-minute model windows), models via the router.
-    const core = new CoreAdmission(limits, { now: () => performance.now(), timeScale: K });
+    // Ticks of 100 real ms (the router's default), i.e. 100·K model ms: the window is conservative by
+    // up to a tick, which absorbs the real-time jitter between admission and the call reaching the
+    // backend (K× larger in model time).
+    const core = new CoreAdmission(limits, {
+      now: () => performance.now(),
+      timeScale: K,
+      quota: { tickMs: 100 * K },
+    });
     const ll = await liveLlmlb(prompts, routerUrl, core);
     const llCalls = await backendCalls(be.match[1]!);
     // Also through the router's own admission API when this build has it (real-time windows).

@@ -3,7 +3,7 @@
  * per-model targets, the as-is pipeline (20 workers × batches of 10, 30-minute worker timeout)
  * against llmlb (solver + admission API), first on virtual time, then live and time-scaled.
  *
- * Env: BACKLOG_TASKS (2000), BACKLOG_LIVE_TASKS (same), BACKLOG_TIME_SCALE (10 = 1 s → 100 ms),
+ * Env: BACKLOG_TASKS (2000), BACKLOG_LIVE_TASKS (same), BACKLOG_TIME_SCALE (5 = 1 s → 200 ms),
  * BACKLOG_LIVE=0 to simulate only, BACKLOG_OUT (bench-out/backlog).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -51,7 +51,21 @@ const simLlmlb = strip(simulateLlmlb(BACKLOG_MODELS, prompts));
 process.stdout.write(
   table('simulated (virtual time, pure quota core)', simAsIs, simLlmlb) + goals(simAsIs, simLlmlb) + '\n',
 );
-const results: Record<string, unknown> = { tasks: N, simulated: { asIs: simAsIs, llmlb: simLlmlb } };
+// A backlog large enough for the 30-minute worker timeout to bite (each worker's share > 30 min).
+const BIG = Number(process.env.BACKLOG_BIG_TASKS ?? 5000);
+const bigPrompts = backlogPrompts(BIG);
+const bigAsIs = strip(simulateAsIs(BACKLOG_MODELS, bigPrompts));
+const bigLlmlb = strip(simulateLlmlb(BACKLOG_MODELS, bigPrompts));
+process.stdout.write(
+  table(`simulated, ${BIG} tasks (as-is workers hit the 30-minute timeout)`, bigAsIs, bigLlmlb) +
+    goals(bigAsIs, bigLlmlb) +
+    '\n',
+);
+const results: Record<string, unknown> = {
+  tasks: N,
+  simulated: { asIs: simAsIs, llmlb: simLlmlb },
+  simulatedBig: { tasks: BIG, asIs: bigAsIs, llmlb: bigLlmlb },
+};
 
 if (process.env.BACKLOG_LIVE !== '0') {
   const { runLive } = await import('./backlog-live.js');
