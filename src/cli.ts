@@ -117,6 +117,89 @@ program
     },
   );
 
+// Backlog solver (issue 7): a PostgreSQL task table drained through the admission API.
+const tasks = program
+  .command('tasks')
+  .description('backlog solver: a PostgreSQL table of prompts, solved through the router');
+const db = (c: Command): Command =>
+  c
+    .option('--database-url <url>', 'PostgreSQL server (default: embedded PGlite)')
+    .option('--data-dir <dir>', 'PGlite data directory', '.llmlb/tasks-db')
+    .option('--schema <name>', 'schema holding the tasks table', 'public');
+db(tasks.command('migrate').description('create or upgrade the tasks table')).action(
+  async (o: { databaseUrl?: string; dataDir: string; schema: string }) => {
+    const { tasksMigrate } = await import('./tasks/command.js');
+    await tasksMigrate(o);
+  },
+);
+db(tasks.command('add').description('insert prompts (safe while solvers run)'))
+  .option('--prompt <text>', 'a prompt (repeatable)', collect)
+  .option('--file <file>', 'JSON lines {"prompt","model"} or one prompt a line')
+  .option('--model <name>', 'pin the tasks to a model (default: the router picks)')
+  .action(
+    async (o: {
+      databaseUrl?: string;
+      dataDir: string;
+      schema: string;
+      prompt?: string[];
+      file?: string;
+      model?: string;
+    }) => {
+      const { tasksAdd } = await import('./tasks/command.js');
+      await tasksAdd(o);
+    },
+  );
+db(tasks.command('status').description('count tasks by status')).action(
+  async (o: { databaseUrl?: string; dataDir: string; schema: string }) => {
+    const { tasksStatus } = await import('./tasks/command.js');
+    await tasksStatus(o);
+  },
+);
+db(tasks.command('run').description('solve tasks: claim, admit (/schedule), call the model, write answers'))
+  .requiredOption('--router <url>', 'llmlb router (model calls and, by default, the admission API)')
+  .option('--admission <url>', 'admission API base URL (default: --router)')
+  .option('--no-admission', 'skip the admission API (no quotas); needs --model')
+  .option('--model <name>', 'model for unpinned tasks when --no-admission')
+  .option('--admin-token <token>', 'bearer token for the admission API')
+  .option(
+    '--max-workers <n>',
+    'upper bound on workers; /advice picks the number below it',
+    int('--max-workers', 1, 100000),
+    64,
+  )
+  .option(
+    '--visibility-ms <ms>',
+    "claim lease; a crashed worker's tasks return after it",
+    int('--visibility-ms', 100),
+    60000,
+  )
+  .option('--max-attempts <n>', 'attempts before a task is dead-lettered', int('--max-attempts', 1), 5)
+  .option(
+    '--backoff-ms <ms>',
+    'first retry delay (doubles per attempt, jittered)',
+    int('--backoff-ms', 1),
+    1000,
+  )
+  .option(
+    '--estimated-output-tokens <n>',
+    'answer tokens assumed when estimating',
+    int('--estimated-output-tokens', 0),
+    256,
+  )
+  .option('--max-tokens <n>', 'max_tokens sent with each prompt', int('--max-tokens', 1))
+  .option('--drain', 'exit once nothing is queued or running')
+  .option('--progress', 'print one JSON line per solved or failed task')
+  .action(async (o: Record<string, unknown>) => {
+    const { tasksRun } = await import('./tasks/command.js');
+    await tasksRun({
+      ...(o as unknown as import('./tasks/command.js').RunOptions),
+      noAdmission: o.admission === false,
+      admission: typeof o.admission === 'string' ? o.admission : undefined,
+      drain: o.drain === true,
+      progress: o.progress === true,
+    });
+  });
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {

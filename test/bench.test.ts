@@ -17,13 +17,14 @@ test('live bench over HTTP agrees with the simulation on the small scenario', as
     charts: false,
   };
   const sim = await runSimulateCommand({ ...opts, outDir: join(dir, 'sim'), oracle: false, quiet: true });
-  const live = await runBenchCommand({ ...opts, outDir: join(dir, 'live'), timeScale: 4, quiet: true });
+  const live = await runBenchCommand({ ...opts, outDir: join(dir, 'live'), timeScale: 2, quiet: true });
   const s = sim.policies[0]!;
   const l = live.policies[0]!;
   assert.equal(l.sent, 8);
   assert.equal(l.completed, 8);
   assert.equal(live.mode, 'bench');
-  // Same requests, same engine model, real HTTP and timers: mean latency within 25 %.
+  // Same requests, same engine model, real HTTP and timers: mean latency within 25 %. Time is
+  // compressed only 2× so timer slack on a busy 2-core machine stays small beside step times.
   assert.ok(
     Math.abs(l.latencyS.mean - s.latencyS.mean) / s.latencyS.mean < 0.25,
     `${l.latencyS.mean} vs ${s.latencyS.mean}`,

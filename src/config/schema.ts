@@ -59,6 +59,24 @@ const policySchema = z.union([z.string().min(1), z.looseObject({ name: z.string(
   error: 'must be a policy name or an object { name: <policy>, ...params }',
 });
 
+function isRedisUrl(u: string): boolean {
+  try {
+    const p = new URL(u);
+    return (p.protocol === 'redis:' || p.protocol === 'rediss:') && p.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
+/** Per-model traffic targets (quotas). */
+export const quotaLimitsSchema = z.strictObject({
+  weight: z.number().positive().default(1),
+  // 0 pauses the model: requests wait.
+  maxConcurrent: z.number().int().min(0),
+  tokensPerMinute: positiveInt,
+  requestsPerMinute: positiveInt,
+});
+
 export const configSchema = z.strictObject({
   server: z
     .strictObject({
@@ -120,6 +138,23 @@ export const configSchema = z.strictObject({
     })
     .optional(),
   admin: z.strictObject({ token: z.string().min(1).optional() }).optional(),
+  // Shared state for quotas and leases; absent = in-memory (one router).
+  state: z
+    .strictObject({
+      redis: z.string().refine(isRedisUrl, 'must be a redis:// or rediss:// URL'),
+      keyPrefix: z.string().min(1).default('llmlb:{quota}:'),
+    })
+    .optional(),
+  quotas: z.strictObject({ models: z.record(z.string().min(1), quotaLimitsSchema).default({}) }).optional(),
+  admission: z
+    .strictObject({
+      leaseTtlMs: positiveInt.default(30_000),
+      // How often the reclaimer looks for expired leases.
+      reclaimIntervalMs: positiveInt.default(1_000),
+      // Rolling-window tick: capacity returns, and wait hints align, on these boundaries.
+      tickMs: z.number().int().min(10).max(10_000).default(100),
+    })
+    .prefault({}),
   log: z
     .strictObject({
       level: z.enum(LOG_LEVELS).default('info'),
@@ -169,6 +204,18 @@ export interface RouterConfig {
   /** Where the session key comes from (absent: `x-session-token`, then the body's `user`). */
   readonly sessionKey?: { readonly header: string; readonly bodyPath: readonly string[] } | undefined;
   readonly log: { readonly level: LogLevel; readonly prompts: boolean };
+  // Optional so configurations built in code (benches, tests) need not spell them out.
+  readonly state?: { readonly redis: string; readonly keyPrefix: string } | undefined;
+  readonly quotas?: { readonly models: Readonly<Record<string, QuotaLimitsEntry>> } | undefined;
+  readonly admission?:
+    { readonly leaseTtlMs: number; readonly reclaimIntervalMs: number; readonly tickMs: number } | undefined;
+}
+
+export interface QuotaLimitsEntry {
+  readonly weight: number;
+  readonly maxConcurrent: number;
+  readonly tokensPerMinute: number;
+  readonly requestsPerMinute: number;
 }
 
 export function normalizeBackend(b: z.output<typeof backendSchema>): BackendEntry {
@@ -207,5 +254,8 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
       bodyPath: c.sessionKey.bodyField.split('.'),
     },
     log: c.log,
+    state: c.state,
+    quotas: c.quotas,
+    admission: c.admission,
   };
 }

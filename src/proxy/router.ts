@@ -18,6 +18,9 @@ import { Fleet, type BackendConfig, type BackendRuntime } from '../fleet/fleet.j
 import { Dashboard } from '../dashboard/handler.js';
 import { LiveStats } from '../dashboard/live-stats.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
+import { handleAdmission } from '../admission/http.js';
+import { estimateRequestTokens, passGate } from '../admission/proxy-gate.js';
+import { Admission } from '../admission/service.js';
 import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
 import { BodyTooLarge, readBody } from './body.js';
 import { errorBody, sendError, sendJson, streamErrorChunk, type ErrorFormat } from './errors.js';
@@ -106,6 +109,7 @@ export class Router implements AdminTarget {
   readonly metrics: RouterMetrics;
   readonly stats = new LiveStats();
   readonly dashboard: Dashboard;
+  readonly admission: Admission;
   private readonly server: Server;
   private readonly waiters = new Map<string, (d: Decision) => void>();
   private nextId = 0;
@@ -132,6 +136,7 @@ export class Router implements AdminTarget {
       maxQueueLength: settings.queue.maxLength,
     });
     this.metrics = new RouterMetrics(() => this.scheduler);
+    this.admission = new Admission(settings, log, this.metrics.registry);
     this.dashboard = new Dashboard(this.scheduler, this.stats, {
       backendErrors: (name) => this.fleet.get(name),
     });
@@ -162,6 +167,7 @@ export class Router implements AdminTarget {
   }
 
   async listen(host: string, port: number): Promise<string> {
+    await this.admission.start();
     await Promise.all(this.settings.backends.map((b) => this.fleet.add(b)));
     this.fleet.start();
     this.expireTimer = setInterval(() => {
@@ -182,6 +188,7 @@ export class Router implements AdminTarget {
     this.server.closeAllConnections();
     await new Promise<void>((r) => this.server.close(() => r()));
     await this.fleet.close();
+    await this.admission.close();
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
@@ -211,6 +218,7 @@ export class Router implements AdminTarget {
       case '/v1/models':
         return get(() => this.models(res));
       default:
+        if (handleAdmission(req, res, path, this.admission, this.settings.admin?.token)) return;
         if (this.dashboard.handle(req, res, path)) return;
         if (path.startsWith('/admin/')) {
           void handleAdmin(
@@ -402,6 +410,7 @@ export class Router implements AdminTarget {
     }
     this.scheduler.setMaxQueueLength(next.queue.maxLength);
     this.log.level = next.log.level;
+    changes.push(...(await this.admission.reconfigure(next)));
     return changes;
   }
 
@@ -560,6 +569,26 @@ export class Router implements AdminTarget {
         this.apply(this.scheduler.cancel(f.info.id, now()).decisions);
       }
     });
+
+    // Per-model quotas: over a target, wait here (not sent, not rejected); lease released on close.
+    // Checked first so requests for models without a quota pay nothing, not even an await.
+    if (this.admission.hasQuota(parsed.model)) {
+      const gate = await passGate(
+        this.admission,
+        parsed.model,
+        estimateRequestTokens(parsed.promptText, parsed.maxTokens),
+        res,
+        () => f.clientGone,
+        this.settings.queue.maxWaitMs,
+        this.log,
+      );
+      if (gate.kind === 'gone') return;
+      if (gate.kind === 'fail') {
+        const extra =
+          gate.retryAfterS !== undefined ? { 'retry-after': String(gate.retryAfterS) } : undefined;
+        return fail(gate.status, gate.message, gate.code, extra);
+      }
+    }
 
     const tried = new Set<string>();
     let last: { error: string; timeout: boolean } | undefined;

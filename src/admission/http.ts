@@ -1,0 +1,138 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
+import { LeaseNotFoundError, QuotaError, TooLargeError, UnknownModelError } from '../core/quota/index.js';
+import { BodyTooLarge, readBody } from '../proxy/body.js';
+import { sendError, sendJson, type ErrorFormat } from '../proxy/errors.js';
+import { describeIssues, quotaPatchBody, scheduleBody, taskBody } from './bodies.js';
+import type { Admission } from './service.js';
+
+const QUOTA_PATH = /^\/admin\/quotas\/([^/]+)$/;
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code: string,
+  ) {
+    super(message);
+  }
+}
+
+async function parse<T extends z.ZodType>(req: IncomingMessage, schema: T): Promise<z.output<T>> {
+  let raw: Buffer;
+  try {
+    raw = await readBody(req, 64 * 1024);
+  } catch (err) {
+    if (err instanceof BodyTooLarge) throw new HttpError(413, 'body over 64 KiB', 'body_too_large');
+    throw err;
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    throw new HttpError(400, `invalid JSON body: ${(err as Error).message}`, 'invalid_json');
+  }
+  const r = schema.safeParse(json);
+  if (!r.success) throw new HttpError(400, describeIssues(r.error), 'invalid_body');
+  return r.data;
+}
+
+function statusOf(err: QuotaError): number {
+  if (err instanceof LeaseNotFoundError || err instanceof UnknownModelError) return 404;
+  if (err instanceof TooLargeError) return 422;
+  return 400;
+}
+
+/**
+ * Admission API (seed 001): POST /schedule, /complete, /heartbeat, GET /advice, plus
+ * GET /admin/quotas and PATCH /admin/quotas/:model. Returns false for any other path. Errors
+ * are `{"error": "…"}` (seed 001's shape) on the client routes, the OpenAI shape on /admin like
+ * the other admin routes. Every rejection happens before the store is touched.
+ */
+export function handleAdmission(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  admission: Admission,
+  adminToken: string | undefined,
+): boolean {
+  let run: (() => Promise<void>) | undefined;
+  let format: ErrorFormat = 'ollama';
+  const method = req.method ?? 'GET';
+  const only = (m: string, fn: () => Promise<void>): (() => Promise<void>) =>
+    method === m
+      ? fn
+      : async () =>
+          void sendError(res, format, 405, `method not allowed; use ${m}`, 'method_not_allowed', {
+            allow: m,
+          });
+  switch (path) {
+    case '/schedule':
+      run = only('POST', () => schedule(req, res, admission));
+      break;
+    case '/complete':
+      run = only('POST', async () => {
+        const b = await parse(req, taskBody);
+        await admission.store.complete(b.task_id);
+        sendJson(res, 200, { ok: true });
+      });
+      break;
+    case '/heartbeat':
+      run = only('POST', () => heartbeat(req, res, admission));
+      break;
+    case '/advice':
+      run = only('GET', async () => sendJson(res, 200, await admission.store.advice()));
+      break;
+    default: {
+      const m = path === '/admin/quotas' ? null : QUOTA_PATH.exec(path);
+      if (path !== '/admin/quotas' && !m) return false;
+      format = 'openai';
+      if (adminToken !== undefined && req.headers.authorization !== `Bearer ${adminToken}`) {
+        sendError(res, format, 401, 'missing or wrong bearer token', 'unauthorized', {
+          'www-authenticate': 'Bearer',
+        });
+        return true;
+      }
+      run = m
+        ? only('PATCH', async () => {
+            const model = decodeURIComponent(m[1]!);
+            const b = await parse(req, quotaPatchBody);
+            const limits = await admission.store.setLimits(model, b);
+            admission.noteLimits(model, limits);
+            sendJson(res, 200, { model, limits });
+          })
+        : only('GET', async () => sendJson(res, 200, { models: await admission.store.snapshot() }));
+    }
+  }
+  run().catch((err: unknown) => {
+    if (err instanceof HttpError) return sendError(res, format, err.status, err.message, err.code);
+    if (err instanceof QuotaError) return sendError(res, format, statusOf(err), err.message, err.code);
+    admission.metrics.decisions.inc({ outcome: 'error' });
+    sendError(res, format, 503, `quota store unavailable: ${(err as Error).message}`, 'store_unavailable');
+  });
+  return true;
+}
+
+async function schedule(req: IncomingMessage, res: ServerResponse, admission: Admission): Promise<void> {
+  const b = await parse(req, scheduleBody);
+  const r = await admission.store.acquire({
+    tokens: b.estimated_tokens,
+    ...(b.model !== undefined ? { model: b.model } : {}),
+  });
+  admission.metrics.decisions.inc({ outcome: r.kind === 'admitted' ? 'admitted' : 'wait' });
+  if (r.kind === 'admitted') sendJson(res, 200, { model_backend_id: r.lease.model, task_id: r.lease.id });
+  else sendJson(res, 200, { wait_for_ms: r.waitForMs });
+}
+
+async function heartbeat(req: IncomingMessage, res: ServerResponse, admission: Admission): Promise<void> {
+  const b = await parse(req, taskBody);
+  try {
+    const l = await admission.store.heartbeat(b.task_id);
+    sendJson(res, 200, { ok: true, expires_at: new Date(l.expiresAt).toISOString() });
+  } catch (err) {
+    // Seed 001's not-found shape, with the usual error text alongside.
+    if (err instanceof LeaseNotFoundError)
+      return sendJson(res, 404, { ok: false, reason: 'not_found', error: err.message });
+    throw err;
+  }
+}
