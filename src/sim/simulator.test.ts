@@ -295,3 +295,31 @@ test('a policy that asks for faster engine metrics (SP-P) is probed at its inter
   simulateWith(sc, spy, 'spy', { seed: 1, probeEveryS: 0.5 });
   assert.ok(Math.abs(seen[1]! - 1900) < 1e-6, `latest probe at ${seen[1]}`);
 });
+
+test('selective pushing on pending requests keeps the queue in the router, not in the engines', () => {
+  // 12 requests at once on two one-slot engines, lengths alternating: blind round-robin sends 6 to
+  // each engine, where 5 wait while one runs; SP-P lets an engine hold at most the one it runs plus one pushed since the
+  // last probe, and the rest wait in the router queue until an engine reports room.
+  const reqs = Array.from({ length: 12 }, (_, i) => req(`r${i}`, 0, i % 2 === 0 ? 2 : 6));
+  const sc = scenario(reqs, [
+    { name: 'a', profile: unit(1) },
+    { name: 'b', profile: unit(1) },
+  ]);
+  const maxWaiting = (r: RunResult) => Math.max(...r.samples.map((s) => s.engineWaiting));
+  const maxQueued = (r: RunResult) => Math.max(...r.routerSamples.map((s) => s.queued));
+  const blind = simulate(sc, { name: 'round-robin' }, { seed: 1, sampleEveryS: 0.25 });
+  const spp = simulate(
+    sc,
+    { name: 'round-robin', params: { push: 'sp-p' } },
+    { seed: 1, sampleEveryS: 0.25 },
+  );
+  assert.equal(counts(blind).completed, 12);
+  assert.equal(counts(spp).completed, 12);
+  assert.ok(maxWaiting(blind) >= 5, `blind: engine waiting up to ${maxWaiting(blind)}`);
+  assert.equal(maxQueued(blind), 0);
+  assert.ok(maxWaiting(spp) <= 1, `engine waiting up to ${maxWaiting(spp)}`);
+  assert.ok(maxQueued(spp) >= 8, `router queue up to ${maxQueued(spp)}`);
+  // Work goes where capacity frees up: the engine with the short requests takes more of them.
+  const served = (r: RunResult, b: string) => r.records.filter((x) => x.backend === b).length;
+  assert.ok(served(spp, 'a') !== served(spp, 'b'), 'SP-P adapts to unequal request lengths');
+});

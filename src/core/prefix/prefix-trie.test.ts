@@ -76,6 +76,17 @@ test('a path longer than the bound keeps its leading chunks', () => {
   t.checkInvariants();
 });
 
+test('an insert after a match with the same keys, but after an eviction in between, does not reuse dead nodes', () => {
+  const t = trie(2);
+  const k1 = t.keys('aaaabbbb');
+  t.insert(k1, 'A');
+  t.match(k1, () => true); // walk remembered: [aaaa, aaaa/bbbb]
+  t.insert(t.keys('cccc'), 'B'); // evicts aaaa/bbbb
+  t.insert(k1, 'C');
+  t.checkInvariants();
+  assert.deepEqual(matchNames(t, 'aaaabbbb', ['C']), [8, ['C']]);
+});
+
 test('removing a backend forgets it everywhere and drops nodes nobody else holds', () => {
   const t = trie();
   t.insert(t.keys('aaaabbbbcccc'), 'A');
@@ -136,6 +147,8 @@ test('property: without eviction, match equals the brute-force longest prefix am
       for (const o of ops) {
         if (o.k === 'insert') {
           const keys = Array.from(t.keys(o.text));
+          // Pick then dispatch with the same keys, as the picker does (insert reuses the walk).
+          t.match(keys, (id) => id % 2 === 0);
           t.insert(keys, `b${o.b}`);
           sent.push({ keys, b: `b${o.b}` });
         } else if (o.k === 'remove') {
@@ -174,6 +187,7 @@ test('property: with eviction the bound and invariants hold, and the latest inse
       for (const o of ops) {
         if (o.k === 'insert') {
           const keys = t.keys(o.text);
+          t.match(keys, () => true);
           t.insert(keys, `b${o.b}`);
           const m = t.match(keys, (id) => t.nameOf(id) === `b${o.b}`);
           assert.equal(m.chunks, Math.min(keys.length, max));

@@ -61,6 +61,18 @@ export class PrefixTrie {
   private readonly ids = new Map<string, number>();
   private readonly names: (string | undefined)[] = [];
   private readonly freeIds: number[] = [];
+  private idChanges = 0;
+  /** Bumped by every change of the node set; guards `walked`. */
+  private mutations = 0;
+  /**
+   * Nodes the last match found for its keys: an insert of the same keys right after (pick, then
+   * dispatch) starts from them instead of looking each chunk up again.
+   */
+  private walked: { keys: ArrayLike<number> | undefined; nodes: Node[]; at: number } = {
+    keys: undefined,
+    nodes: [],
+    at: -1,
+  };
   constructor(opts: PrefixTrieOptions) {
     for (const k of ['chunkChars', 'maxEntries', 'maxPrefixChars'] as const) {
       const v = opts[k];
@@ -88,6 +100,11 @@ export class PrefixTrie {
 
   nameOf(id: number): string | undefined {
     return this.names[id];
+  }
+
+  /** Changes whenever a backend gets or loses an id: callers caching idOf answers check it. */
+  get idVersion(): number {
+    return this.idChanges;
   }
 
   /** Upper bound (exclusive) on ids handed out so far: size arrays indexed by id with it. */
@@ -141,9 +158,12 @@ export class PrefixTrie {
     const id = this.idFor(backend);
     let node: Node | undefined;
     let absent = false;
+    const w = this.walked;
+    const hint = w.keys === keys && w.at === this.mutations ? w.nodes : undefined;
+    this.mutations++;
     for (let i = 0; i < n; i++) {
       const k = keys[i]!;
-      const found = this.nodes.get(k);
+      const found = hint !== undefined && i < hint.length ? hint[i] : this.nodes.get(k);
       if (!found) {
         // A literal one-element array: most nodes only ever have one owner (no spare capacity).
         node = { key: k, parent: node, owners: [id], prev: undefined, next: undefined };
@@ -171,9 +191,15 @@ export class PrefixTrie {
     let best: number[] | undefined;
     let depth = 0;
     let parentOwners = -1;
+    const w = this.walked;
+    w.keys = keys;
+    w.at = this.mutations;
+    const seen = w.nodes;
+    seen.length = 0;
     for (let i = 0; i < keys.length; i++) {
       const node = this.nodes.get(keys[i]!);
       if (!node) break;
+      seen.push(node);
       const o = node.owners;
       // Same owner count as the parent means the same owners (subset invariant): reuse the answer.
       // Down a shared system prompt held by every backend this keeps the walk O(1) per chunk.
@@ -205,6 +231,7 @@ export class PrefixTrie {
     // Ownerless nodes form whole subtrees (subset invariant): removing them all leaves no orphan.
     for (const n of dead) this.remove(n);
     this.ids.delete(name);
+    this.idChanges++;
     this.names[id] = undefined;
     this.freeIds.push(id);
   }
@@ -241,6 +268,7 @@ export class PrefixTrie {
     let id = this.ids.get(name);
     if (id === undefined) {
       id = this.freeIds.pop() ?? this.names.length;
+      this.idChanges++;
       this.ids.set(name, id);
       this.names[id] = name;
     }
@@ -267,6 +295,7 @@ export class PrefixTrie {
 
   /** Drop one node (a leaf by the invariants, or part of a subtree being dropped whole). */
   private remove(n: Node): void {
+    this.mutations++;
     this.nodes.delete(n.key);
     this.detach(n);
   }
