@@ -48,7 +48,7 @@ type PushMode = keyof typeof PUSH_PARAMS;
  */
 function withPush(name: string, ctx: PolicyContext): { filters: Filter[]; rest: PolicyParams } {
   const { push = 'blind', ...others } = ctx.params;
-  if (typeof push !== 'string' || !(push in PUSH_PARAMS))
+  if (typeof push !== 'string' || !Object.hasOwn(PUSH_PARAMS, push))
     throw new Error(`policy '${name}' parameters: push: must be one of blind, sp-o, sp-p`);
   const mode = push as PushMode;
   const own: Record<string, unknown> = {};

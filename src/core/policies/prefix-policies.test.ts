@@ -54,6 +54,7 @@ test('bad push parameters are reported with the policy name', () => {
   const bad = (name: string, params: Record<string, unknown>, re: RegExp) =>
     assert.throws(() => createPolicy({ name, params }, createRng(1)), re);
   bad('prefix-trie', { push: 'sp-x' }, /policy 'prefix-trie'.*push/);
+  bad('prefix-trie', { push: 'constructor' }, /push: must be one of/);
   bad('prefix-trie', { push: 'sp-p', maxOutstanding: 3 }, /maxOutstanding: applies to another push mode/);
   bad('consistent-hash', { maxWaiting: 1 }, /maxWaiting: applies to another push mode, not 'blind'/);
   bad('round-robin', { push: 'sp-o', chunkChars: 3 }, /round-robin.*chunkChars/);

@@ -23,7 +23,7 @@ interface Node {
   readonly key: number;
   /** undefined for a first chunk. */
   readonly parent: Node | undefined;
-  /** Backend ids that were sent this prefix, most recent first. */
+  /** Backend ids that were sent this prefix, in the order they were first sent it. */
   owners: number[];
   /** LRU list links (least recent at `head`). */
   prev: Node | undefined;
@@ -45,7 +45,7 @@ export interface PrefixMatch {
   readonly chunks: number;
   /** Characters matched: chunks × chunkChars. */
   readonly chars: number;
-  /** Available backend ids holding the longest match, most recently sent first. */
+  /** Available backend ids holding the longest match, in the order they were first sent it. */
   readonly owners: readonly number[];
 }
 
@@ -61,6 +61,18 @@ export class PrefixTrie {
   private readonly ids = new Map<string, number>();
   private readonly names: (string | undefined)[] = [];
   private readonly freeIds: number[] = [];
+  private idChanges = 0;
+  /** Bumped by every change of the node set; guards `walked`. */
+  private mutations = 0;
+  /**
+   * Nodes the last match found for its keys: an insert of the same keys right after (pick, then
+   * dispatch) starts from them instead of looking each chunk up again.
+   */
+  private walked: { keys: ArrayLike<number> | undefined; nodes: Node[]; at: number } = {
+    keys: undefined,
+    nodes: [],
+    at: -1,
+  };
   constructor(opts: PrefixTrieOptions) {
     for (const k of ['chunkChars', 'maxEntries', 'maxPrefixChars'] as const) {
       const v = opts[k];
@@ -90,6 +102,11 @@ export class PrefixTrie {
     return this.names[id];
   }
 
+  /** Changes whenever a backend gets or loses an id: callers caching idOf answers check it. */
+  get idVersion(): number {
+    return this.idChanges;
+  }
+
   /** Upper bound (exclusive) on ids handed out so far: size arrays indexed by id with it. */
   get idLimit(): number {
     return this.names.length;
@@ -108,29 +125,45 @@ export class PrefixTrie {
     let h1 = 0x811c9dc5;
     let h2 = 0x01000193;
     for (let b = 0; b < n; b++) {
-      for (let i = b * size, end = i + size; i < end; i++) {
+      // Two characters per step (one 32-bit word): half the multiplies of a per-character loop.
+      let i = b * size;
+      const end = i + size;
+      for (; i + 1 < end; i += 2) {
+        const c = text.charCodeAt(i) | (text.charCodeAt(i + 1) << 16);
+        h1 = Math.imul(h1 ^ c, 0x01000193);
+        h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
+      }
+      if (i < end) {
         const c = text.charCodeAt(i);
         h1 = Math.imul(h1 ^ c, 0x01000193);
         h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
       }
-      out[b] = (h1 >>> 0) * 0x200000 + ((h2 >>> 0) & 0x1fffff);
+      // FNV-1a on whole words mixes high bits poorly: finalise each key (chain state untouched).
+      let f = h1 ^ (h1 >>> 16);
+      f = Math.imul(f, 0x85ebca6b);
+      f ^= f >>> 13;
+      out[b] = (f >>> 0) * 0x200000 + ((h2 ^ (h2 >>> 11)) & 0x1fffff);
     }
     return out;
   }
 
   /**
    * Record that a request with these chunk keys was pushed to `backend`: every node of its path
-   * gets the backend (first in recency) and becomes most recently used; then the oldest leaves are
-   * evicted until the size bound holds.
+   * gets the backend and becomes most recently used; then the oldest leaves are evicted until the
+   * size bound holds.
    */
   insert(keys: ArrayLike<number>, backend: string): void {
     const n = Math.min(keys.length, this.maxEntries);
     if (n === 0) return;
     const id = this.idFor(backend);
     let node: Node | undefined;
+    let absent = false;
+    const w = this.walked;
+    const hint = w.keys === keys && w.at === this.mutations ? w.nodes : undefined;
+    this.mutations++;
     for (let i = 0; i < n; i++) {
       const k = keys[i]!;
-      const found = this.nodes.get(k);
+      const found = hint !== undefined && i < hint.length ? hint[i] : this.nodes.get(k);
       if (!found) {
         // A literal one-element array: most nodes only ever have one owner (no spare capacity).
         node = { key: k, parent: node, owners: [id], prev: undefined, next: undefined };
@@ -139,10 +172,11 @@ export class PrefixTrie {
       }
       node = found;
       const o = found.owners;
-      if (o[0] === id) continue;
-      const at = o.indexOf(id);
-      if (at > 0) o.splice(at, 1);
-      o.unshift(id);
+      // A node without the backend has no descendant with it (subset invariant): below it, push
+      // without looking. Otherwise the common repeat (same backend as last time) is the last entry.
+      if (!absent && (o[o.length - 1] === id || o.includes(id))) continue;
+      absent = true;
+      o.push(id);
     }
     // Touch leaf first, root-most last (through parent links): parents end up more recent.
     for (let x = node; x; x = x.parent) this.moveToTail(x);
@@ -157,9 +191,15 @@ export class PrefixTrie {
     let best: number[] | undefined;
     let depth = 0;
     let parentOwners = -1;
+    const w = this.walked;
+    w.keys = keys;
+    w.at = this.mutations;
+    const seen = w.nodes;
+    seen.length = 0;
     for (let i = 0; i < keys.length; i++) {
       const node = this.nodes.get(keys[i]!);
       if (!node) break;
+      seen.push(node);
       const o = node.owners;
       // Same owner count as the parent means the same owners (subset invariant): reuse the answer.
       // Down a shared system prompt held by every backend this keeps the walk O(1) per chunk.
@@ -191,6 +231,7 @@ export class PrefixTrie {
     // Ownerless nodes form whole subtrees (subset invariant): removing them all leaves no orphan.
     for (const n of dead) this.remove(n);
     this.ids.delete(name);
+    this.idChanges++;
     this.names[id] = undefined;
     this.freeIds.push(id);
   }
@@ -227,6 +268,7 @@ export class PrefixTrie {
     let id = this.ids.get(name);
     if (id === undefined) {
       id = this.freeIds.pop() ?? this.names.length;
+      this.idChanges++;
       this.ids.set(name, id);
       this.names[id] = name;
     }
@@ -253,6 +295,7 @@ export class PrefixTrie {
 
   /** Drop one node (a leaf by the invariants, or part of a subtree being dropped whole). */
   private remove(n: Node): void {
+    this.mutations++;
     this.nodes.delete(n.key);
     this.detach(n);
   }

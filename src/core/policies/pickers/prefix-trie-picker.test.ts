@@ -130,3 +130,29 @@ test('waitForMatchMs holds a request for a busy backend with a longer match, for
   route(q, text, [backendView('a', 0)]);
   assert.equal(q.pick(r, others, none, 600).length, 1);
 });
+
+test('trie ids reused after a removal are not mistaken for the old backend', () => {
+  const p = make();
+  const t1 = 'first prefix text '.repeat(4);
+  const t2 = 'second prefix text '.repeat(4);
+  route(p, t1, [backendView('a', 0), backendView('c', 2)]);
+  p.onBackendRemoved!('a');
+  route(p, t2, [backendView('b', 1)]); // b takes the freed id
+  // a is back (same registration index): it holds nothing, b is not a candidate.
+  const got = p.pick(
+    requestInfo('x', t2),
+    [backendView('a', 0, { inFlight: 1 }), backendView('c', 2)],
+    none,
+    0,
+  );
+  assert.equal(p.lastDecision()!.reason, 'short-match');
+  assert.equal(got[0]!.name, 'c');
+  const back = p.pick(
+    requestInfo('y', t2),
+    [backendView('a', 0), backendView('b', 1, { inFlight: 1 })],
+    none,
+    0,
+  );
+  assert.equal(back[0]!.name, 'b');
+  assert.equal(p.lastDecision()!.reason, 'prefix');
+});

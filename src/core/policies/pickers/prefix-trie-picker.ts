@@ -56,7 +56,7 @@ const MAX_CACHED = 4096;
 /**
  * SkyLB's prefix-tree routing (seed 003 §3.2): the candidate holding the longest prefix of the
  * prompt in an approximate trie of what this router pushed where; among several with that match,
- * the least loaded (then the most recent). Candidates are the available backends after the
+ * the least loaded. Candidates are the available backends after the
  * profile's filters (SP-O / SP-P), so the walk stops as soon as no available backend remains down
  * the path. A short match or an overloaded match routes by least outstanding requests instead.
  */
@@ -80,10 +80,13 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
     }
     return k;
   };
-  // Candidates by trie id for this pick: stamp[id] === epoch marks availability in O(1).
+  // This pick's candidates by trie id: stamp[id] === epoch marks one available, pos[id] is its
+  // position in `candidates` (typed arrays: the loop over 1000 candidates is the pick's main cost).
   let stamp = new Int32Array(64);
-  let idByIndex = new Int32Array(64).fill(-1);
-  const byId: (BackendView | undefined)[] = [];
+  let pos = new Int32Array(64);
+  // Trie id by registration index (-1: none, -2: not looked up since the trie's ids last changed).
+  let idByIndex = new Int32Array(64).fill(-2);
+  let idVersion = -1;
   let epoch = 0;
   let cursor = 0;
   let last: PrefixTrieDecision | undefined;
@@ -110,31 +113,35 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
       if (n === 0) return [];
       const keys = keysOf(req);
       if (keys.length === 0) return byLoad(candidates, 0, 'short-match');
-      if (stamp.length < trie.idLimit) stamp = new Int32Array(trie.idLimit * 2);
+      if (stamp.length < trie.idLimit) {
+        stamp = new Int32Array(trie.idLimit * 2);
+        pos = new Int32Array(trie.idLimit * 2);
+      }
       if (++epoch === 0x7fffffff) {
         stamp.fill(0);
         epoch = 1;
+      }
+      if (idVersion !== trie.idVersion) {
+        idByIndex.fill(-2);
+        idVersion = trie.idVersion;
       }
       let sum = 0;
       let min = Infinity;
       for (let i = 0; i < n; i++) {
         const b = candidates[i]!;
-        sum += b.inFlight;
-        if (b.inFlight < min) min = b.inFlight;
-        // Trie ids by registration index, checked by name (ids are reused after a removal).
-        let id = b.index < idByIndex.length ? idByIndex[b.index]! : -1;
-        if (id < 0 || trie.nameOf(id) !== b.name) {
-          id = trie.idOf(b.name) ?? -1;
-          if (b.index >= idByIndex.length) {
-            const grown = new Int32Array(Math.max(b.index + 1, idByIndex.length * 2)).fill(-1);
-            grown.set(idByIndex);
-            idByIndex = grown;
-          }
-          idByIndex[b.index] = id;
-          if (id < 0) continue;
+        const load = b.inFlight;
+        sum += load;
+        if (load < min) min = load;
+        if (b.index >= idByIndex.length) {
+          const grown = new Int32Array(Math.max(b.index + 1, idByIndex.length * 2)).fill(-2);
+          grown.set(idByIndex);
+          idByIndex = grown;
         }
+        let id = idByIndex[b.index]!;
+        if (id === -2) idByIndex[b.index] = id = trie.idOf(b.name) ?? -1;
+        if (id < 0) continue;
         stamp[id] = epoch;
-        byId[id] = b;
+        pos[id] = i;
       }
       const m = trie.match(keys, (id) => stamp[id] === epoch);
       const indexed = Math.min(req.promptText.length, p.maxPrefixChars);
@@ -149,10 +156,10 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
         }
       }
       if (short(m.chars)) return byLoad(candidates, m.chars, 'short-match');
-      // Longest match held by several: least loaded, then most recently sent this prefix.
-      let chosen = byId[m.owners[0]!]!;
+      // Longest match held by several: the least loaded (ties: the first that was sent it).
+      let chosen = candidates[pos[m.owners[0]!]!]!;
       for (let j = 1; j < m.owners.length; j++) {
-        const b = byId[m.owners[j]!]!;
+        const b = candidates[pos[m.owners[j]!]!]!;
         if (b.inFlight < chosen.inFlight) chosen = b;
       }
       const out = chosen.inFlight;
@@ -166,8 +173,6 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
       keyCache.delete(req.id);
     },
     onBackendRemoved(name) {
-      const id = trie.idOf(name);
-      if (id !== undefined) byId[id] = undefined;
       trie.removeBackend(name);
     },
   };
