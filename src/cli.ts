@@ -158,6 +158,10 @@ db(tasks.command('status').description('count tasks by status')).action(
 db(tasks.command('run').description('solve tasks: claim, admit (/schedule), call the model, write answers'))
   .requiredOption('--router <url>', 'llmlb router (model calls and, by default, the admission API)')
   .option('--admission <url>', 'admission API base URL (default: --router)')
+  .option(
+    '--models-url <url>',
+    "where model calls go (default: --router; a models backend for seed 001's flow)",
+  )
   .option('--no-admission', 'skip the admission API (no quotas); needs --model')
   .option('--model <name>', 'model for unpinned tasks when --no-admission')
   .option('--admin-token <token>', 'bearer token for the admission API')

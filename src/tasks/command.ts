@@ -87,6 +87,8 @@ export async function tasksStatus(o: DbOptions): Promise<void> {
 export interface RunOptions extends DbOptions {
   router: string;
   admission?: string;
+  /** Model calls go here (default: the router). */
+  modelsUrl?: string;
   noAdmission?: boolean;
   model?: string;
   adminToken?: string;
@@ -112,7 +114,7 @@ export async function tasksRun(o: RunOptions): Promise<void> {
   const admission: Admission = o.noAdmission
     ? new OpenAdmission(o.model!, o.maxWorkers)
     : new HttpAdmission(o.admission ?? o.router, o.adminToken);
-  const caller = new OpenAiCaller(o.router, o.maxTokens);
+  const caller = new OpenAiCaller(o.modelsUrl ?? o.router, o.maxTokens);
   const ac = new AbortController();
   const onSignal = (): void => ac.abort();
   process.once('SIGINT', onSignal);
