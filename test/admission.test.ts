@@ -229,6 +229,38 @@ describe('admission API', () => {
     assert.equal(await inFlightSettles('m2'), 0);
   });
 
+  test('a call under its /schedule lease (x-llmlb-task-id) is not admitted twice; a stale id is gated', async () => {
+    const a = await json(await post(`${url}/schedule`, { estimated_tokens: 50, model: 'm2' }));
+    const before = (await row('m2')).windowRequests;
+    // m2's one slot is held by the lease: only the call made under it may go now.
+    const call = await post(
+      `${url}/api/generate`,
+      { model: 'm2', prompt: 'x', stream: false },
+      { 'x-llmlb-output-tokens': '5', 'x-llmlb-task-id': String(a.task_id) },
+    );
+    assert.equal(call.status, 200);
+    await call.arrayBuffer();
+    assert.equal((await row('m2')).windowRequests, before, 'the call was not charged a second time');
+    assert.equal((await row('m2')).inFlight, 1, 'the lease still holds its slot until /complete');
+    const ac = new AbortController();
+    let pushed = false;
+    const stale = fetch(`${url}/api/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-llmlb-task-id': 'tsk_nope' },
+      body: JSON.stringify({ model: 'm2', prompt: 'y', stream: false }),
+      signal: ac.signal,
+    })
+      .then(() => (pushed = true))
+      .catch(() => 'aborted');
+    await new Promise((res) => setTimeout(res, 150));
+    assert.equal(pushed, false, 'an unknown task id waits in the gate like any request');
+    assert.equal(r.scheduler.backend('a')?.inFlight ?? 0, 0);
+    ac.abort();
+    await stale;
+    assert.equal((await post(`${url}/complete`, { task_id: a.task_id })).status, 200);
+    assert.equal(await inFlightSettles('m2'), 0);
+  });
+
   test('models without a quota pass straight through', async () => {
     const res = await post(`${url}/api/generate`, { model: 'm3', prompt: 'x', stream: false });
     assert.equal(res.status, 200);

@@ -14,6 +14,23 @@ export function estimateRequestTokens(promptText: string, maxTokens: number | un
   return Math.max(1, Math.ceil(promptText.length / 4) + (maxTokens ?? DEFAULT_OUTPUT_TOKENS));
 }
 
+/** Header naming the /schedule lease a model call runs under (what `llmlb tasks run` sends). */
+export const TASK_ID_HEADER = 'x-llmlb-task-id';
+
+/**
+ * A call made under a live /schedule lease for the same model was admitted already: gating it again
+ * would count it twice. The lease is heartbeated (so it also proves it is live); an unknown,
+ * finished or other-model id gets no pass and goes through the gate like any request.
+ */
+export async function leaseCovers(admission: Admission, taskId: string, model: string): Promise<boolean> {
+  try {
+    const lease = await admission.store.heartbeat(taskId);
+    return lease.model === model;
+  } catch {
+    return false;
+  }
+}
+
 export type GateOutcome =
   | { kind: 'go' }
   | { kind: 'gone' }

@@ -19,7 +19,7 @@ import { Dashboard } from '../dashboard/handler.js';
 import { LiveStats } from '../dashboard/live-stats.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
 import { handleAdmission } from '../admission/http.js';
-import { estimateRequestTokens, passGate } from '../admission/proxy-gate.js';
+import { TASK_ID_HEADER, estimateRequestTokens, leaseCovers, passGate } from '../admission/proxy-gate.js';
 import { Admission } from '../admission/service.js';
 import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
 import { BodyTooLarge, readBody } from './body.js';
@@ -572,7 +572,11 @@ export class Router implements AdminTarget {
 
     // Per-model quotas: over a target, wait here (not sent, not rejected); lease released on close.
     // Checked first so requests for models without a quota pay nothing, not even an await.
-    if (this.admission.hasQuota(parsed.model)) {
+    const taskId = req.headers[TASK_ID_HEADER];
+    if (
+      this.admission.hasQuota(parsed.model) &&
+      !(typeof taskId === 'string' && (await leaseCovers(this.admission, taskId, parsed.model)))
+    ) {
       const gate = await passGate(
         this.admission,
         parsed.model,
