@@ -207,8 +207,13 @@ describe('admission API', () => {
       signal: waiting.signal,
     }).catch(() => 'aborted');
     await new Promise((res) => setTimeout(res, 100));
+    const gauge = async (): Promise<string | undefined> =>
+      /llmlb_quota_gate_waiting\{model="m2"\} (\d+)/.exec(await (await fetch(`${url}/metrics`)).text())?.[1];
+    assert.equal(await gauge(), '1', 'the waiter shows in /metrics');
     waiting.abort(); // p1 is waiting in the gate (m2 is full): it must never be sent nor counted
     assert.equal(await p1, 'aborted');
+    for (let i = 0; i < 200 && (await gauge()) !== '0'; i++) await new Promise((res) => setTimeout(res, 10));
+    assert.equal(await gauge(), '0', 'the gauge returns to 0 when the waiter leaves');
     const done = await first;
     assert.equal(done.status, 200);
     await done.arrayBuffer();

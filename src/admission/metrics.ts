@@ -6,6 +6,8 @@ export interface QuotaMetrics {
   /** /schedule and proxy-gate outcomes. */
   decisions: Counter<'outcome'>;
   reclaimed: Counter;
+  /** Proxied requests waiting in the quota gate (they are not in the scheduler's queue yet). */
+  gateWaiting: Gauge<'model'>;
 }
 
 const PER_MODEL: [string, string, (m: QuotaSnapshot) => number][] = [
@@ -53,6 +55,12 @@ export function registerQuotaMetrics(registry: Registry, store: () => QuotaStore
     },
   });
   return {
+    gateWaiting: new Gauge({
+      name: 'llmlb_quota_gate_waiting',
+      help: 'Proxied requests waiting in the router for their model to come under its quota',
+      labelNames: ['model'],
+      registers,
+    }),
     decisions: new Counter({
       name: 'llmlb_admission_decisions_total',
       help: 'Admission decisions (schedule and proxy gate) by outcome',

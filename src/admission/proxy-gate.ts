@@ -52,8 +52,30 @@ export async function passGate(
   log: Logger,
 ): Promise<GateOutcome> {
   if (!admission.hasQuota(model)) return { kind: 'go' };
-  const store = admission.store;
   const started = Date.now();
+  let waiting = false;
+  try {
+    return await gateLoop(admission, model, tokens, res, clientGone, maxWaitMs, log, started, () => {
+      if (!waiting) admission.metrics.gateWaiting.inc({ model });
+      waiting = true;
+    });
+  } finally {
+    if (waiting) admission.metrics.gateWaiting.dec({ model });
+  }
+}
+
+async function gateLoop(
+  admission: Admission,
+  model: string,
+  tokens: number,
+  res: ServerResponse,
+  clientGone: () => boolean,
+  maxWaitMs: number,
+  log: Logger,
+  started: number,
+  onWait: () => void,
+): Promise<GateOutcome> {
+  const store = admission.store;
   for (;;) {
     let r;
     try {
@@ -94,6 +116,7 @@ export async function passGate(
       return { kind: 'go' };
     }
     admission.metrics.decisions.inc({ outcome: 'gate_wait' });
+    onWait();
     if (Date.now() - started + r.waitForMs > maxWaitMs) {
       return {
         kind: 'fail',
