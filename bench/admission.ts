@@ -6,7 +6,8 @@
  * or unpinned, in turn; see admission-run.ts), then reports what was admitted against each cap
  * and the /schedule latency seen by the clients. Setups: one replica on the memory store, one on
  * Redis, three on one Redis. A second phase runs a closed loop (64 clients, /schedule then
- * /complete, pinned to the concurrency-bound model) for a few seconds: decisions per second.
+ * /complete, pinned to the concurrency-bound model, each lease held 5–15 ms) for a few seconds:
+ * calls per second, and the most leases clients held at once (must stay within the cap).
  *
  * Clients and replicas share this process and the machine's cores: absolute figures move with
  * the host; the setups run in the same process one after another. Redis at REDIS_URL
@@ -65,11 +66,23 @@ async function withReplicas<T>(s: Setup, fn: (reps: Replicas) => Promise<T>): Pr
   }
 }
 
-async function closedLoop(urls: string[], seconds: number): Promise<{ ops: number; latencies: number[] }> {
+/**
+ * Each client holds an admitted lease 5–15 ms (its "model call"). Clients see a lease from its
+ * admission until they send /complete, a sub-interval of the
+ * router's own count: the most they ever hold at once is a lower bound of the router's peak and
+ * must stay within the cap too.
+ */
+async function closedLoop(
+  urls: string[],
+  seconds: number,
+): Promise<{ ops: number; latencies: number[]; admitted: number; maxHeld: number }> {
   const dispatcher = new Agent({ connections: 64 });
   const end = performance.now() + seconds * 1000;
   const latencies: number[] = [];
   let ops = 0;
+  let held = 0;
+  let maxHeld = 0;
+  let admitted = 0;
   const post = async (url: string, body: unknown): Promise<unknown> => {
     const res = await request(url, {
       method: 'POST',
@@ -91,6 +104,10 @@ async function closedLoop(urls: string[], seconds: number): Promise<{ ops: numbe
         latencies.push(performance.now() - t0);
         ops++;
         if (r.task_id) {
+          admitted++;
+          maxHeld = Math.max(maxHeld, ++held);
+          await new Promise((res) => setTimeout(res, 5 + Math.random() * 10)); // "calls the model"
+          held--;
           await post(`${url}/complete`, { task_id: r.task_id });
           ops++;
         } else await new Promise((res) => setTimeout(res, Math.min(r.wait_for_ms ?? 50, 50)));
@@ -98,7 +115,7 @@ async function closedLoop(urls: string[], seconds: number): Promise<{ ops: numbe
     }),
   );
   await dispatcher.close();
-  return { ops, latencies };
+  return { ops, latencies, admitted, maxHeld };
 }
 
 const fmt = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '-');
@@ -134,6 +151,11 @@ async function main(): Promise<void> {
     const loop = await withReplicas(s, (reps) => closedLoop(reps.urls, LOOP_S));
     const lat = all.map((c) => c.latencyMs);
     const violations = perRound.flatMap((t) => t.violations);
+    if (loop.maxHeld > CAPS.conc!.maxConcurrent) {
+      violations.push(
+        `closed loop: clients held ${loop.maxHeld} conc leases at once > ${CAPS.conc!.maxConcurrent}`,
+      );
+    }
     const first = perRound[0]!;
     const row = {
       setup: s.name,
@@ -157,6 +179,8 @@ async function main(): Promise<void> {
       closedLoop: {
         seconds: LOOP_S,
         callsPerS: loop.ops / LOOP_S,
+        admitted: loop.admitted,
+        maxHeldByClients: loop.maxHeld,
         scheduleP50Ms: percentile(loop.latencies, 50),
         scheduleP99Ms: percentile(loop.latencies, 99),
       },
@@ -178,7 +202,7 @@ async function main(): Promise<void> {
       `  /schedule latency under the burst: p50 ${fmt(row.scheduleLatencyMs.p50)} ms, p99 ${fmt(row.scheduleLatencyMs.p99)} ms, max ${fmt(row.scheduleLatencyMs.max)} ms; burst wall ${fmt(row.burstWallMs.median)} ms; lost CAS races ${lost}`,
     );
     console.log(
-      `  closed loop (64 clients, schedule+complete): ${row.closedLoop.callsPerS.toFixed(0)} calls/s, /schedule p50 ${fmt(row.closedLoop.scheduleP50Ms)} ms, p99 ${fmt(row.closedLoop.scheduleP99Ms)} ms`,
+      `  closed loop (64 clients, schedule+complete): ${row.closedLoop.callsPerS.toFixed(0)} calls/s, /schedule p50 ${fmt(row.closedLoop.scheduleP50Ms)} ms, p99 ${fmt(row.closedLoop.scheduleP99Ms)} ms; ${loop.admitted} admitted, at most ${loop.maxHeld} held at once (cap ${CAPS.conc!.maxConcurrent})`,
     );
   }
   console.log(

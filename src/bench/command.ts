@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { writeCharts } from '../report/charts.js';
 import { policyResult, resultsJson, type Results } from '../report/results.js';
-import { backendTable, comparisonTable } from '../report/table.js';
+import { backendTable, comparisonTable, localityTable } from '../report/table.js';
 import { choosePolicies, loadScenarioOrUsage } from '../sim/command.js';
 import { policyLabel } from '../sim/simulator.js';
 import { runLive, type LiveRun } from './live.js';
@@ -71,6 +71,7 @@ export async function runBenchCommand(opts: {
           queries: 0,
           hits: 0,
         }),
+        r.samples,
       ),
     ),
   };
@@ -80,6 +81,8 @@ export async function runBenchCommand(opts: {
     `scenario ${scenario.name} (seed ${seed}), live at ${timeScale}× time scale; times in model seconds`,
     '',
     comparisonTable(results),
+    '',
+    localityTable(results),
     '',
     backendTable(results),
     '',
@@ -91,6 +94,8 @@ export async function runBenchCommand(opts: {
       runs.map((r) => ({
         policy: r.policy,
         records: r.records.map((x) => ({ ...x, ok: x.finishS !== undefined ? true : undefined })),
+        samples: r.samples,
+        routerSamples: r.routerSamples,
       })),
     );
     lines.push(`wrote ${join(out, 'results.json')} and ${files.length} charts in ${out}/`);

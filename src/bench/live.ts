@@ -1,8 +1,10 @@
+import { performance } from 'node:perf_hooks';
 import { deriveSeed } from '../core/rng.js';
 import type { PolicySpec } from '../core/policies/index.js';
 import { startEngine, type EngineServer } from '../engine/server.js';
 import { silentLogger } from '../log.js';
 import { Router, type RouterSettings } from '../proxy/router.js';
+import type { OutstandingSample } from '../report/results.js';
 import type { Scenario } from '../scenario/types.js';
 import { replay, type ClientRecord } from './replay.js';
 
@@ -11,6 +13,13 @@ export interface LiveRun {
   readonly records: readonly ClientRecord[];
   /** Per engine: prefix-cache blocks looked up and hit, as the engine counted them. */
   readonly engines: readonly { name: string; prefixQueries: number; prefixHits: number; requests: number }[];
+  /**
+   * Each engine's outstanding requests (running + waiting, as it reports them) sampled at a fixed
+   * period, in model seconds from the start of the replay: the live twin of the simulator's samples.
+   */
+  readonly samples: readonly OutstandingSample[];
+  /** Requests held in the router's own queue, sampled with `samples`. */
+  readonly routerSamples: readonly { t: number; queued: number }[];
   readonly wallS: number;
 }
 
@@ -53,6 +62,9 @@ export async function runLive(
   opts: { seed: number; timeScale: number; onProgress?: (done: number, sent: number) => void },
 ): Promise<LiveRun> {
   const engines: EngineServer[] = [];
+  const samples: OutstandingSample[] = [];
+  const routerSamples: { t: number; queued: number }[] = [];
+  let sampler: NodeJS.Timeout | undefined;
   let router: Router | undefined;
   const started = Date.now();
   try {
@@ -71,6 +83,24 @@ export async function runLive(
     }
     router = new Router(benchSettings(scenario, engines, policy), silentLogger());
     const url = await router.listen('127.0.0.1', 0);
+    // The simulator's sampling period (run length / 400), in real time, at least 50 ms.
+    const periodMs = Math.max(50, (((scenario.durationS + scenario.graceS) / 400) * 1000) / opts.timeScale);
+    const t0 = performance.now();
+    const running = engines;
+    const live = router;
+    sampler = setInterval(() => {
+      const t = ((performance.now() - t0) / 1000) * opts.timeScale;
+      routerSamples.push({ t, queued: live.scheduler.queueLength });
+      running.forEach((e, i) => {
+        const s = e.stats();
+        samples.push({
+          t,
+          backend: scenario.fleet[i]!.name,
+          outstanding: s.running + s.waiting,
+          engineWaiting: s.waiting,
+        });
+      });
+    }, periodMs);
     const records = await replay(scenario.createDriver(opts.seed), {
       baseUrl: url,
       timeScale: opts.timeScale,
@@ -78,6 +108,7 @@ export async function runLive(
       graceS: scenario.graceS,
       ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
     });
+    clearInterval(sampler);
     return {
       policy: policy.name,
       records,
@@ -90,9 +121,12 @@ export async function runLive(
           requests: s.requests,
         };
       }),
+      samples,
+      routerSamples,
       wallS: (Date.now() - started) / 1000,
     };
   } finally {
+    clearInterval(sampler);
     await router?.close();
     await Promise.all(engines.map((e) => e.close()));
   }

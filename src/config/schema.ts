@@ -123,6 +123,20 @@ export const configSchema = z.strictObject({
       maxWaitMs: positiveInt.default(600_000),
     })
     .prefault({}),
+  // Affinity key for consistent-hash / session-affinity: this header, else this JSON body field
+  // (dotted path, e.g. metadata.session_id). Defaults: x-session-token, then OpenAI's `user`.
+  sessionKey: z
+    .strictObject({
+      header: z
+        .string()
+        .regex(/^[A-Za-z0-9-]+$/, 'a header name')
+        .default('x-session-token'),
+      bodyField: z
+        .string()
+        .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'a field name or dotted path')
+        .default('user'),
+    })
+    .optional(),
   admin: z.strictObject({ token: z.string().min(1).optional() }).optional(),
   // Shared state for quotas and leases; absent = in-memory (one router).
   state: z
@@ -187,6 +201,8 @@ export interface RouterConfig {
   readonly discovery: { readonly refreshMs: number };
   readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };
   readonly admin?: { readonly token?: string | undefined } | undefined;
+  /** Where the session key comes from (absent: `x-session-token`, then the body's `user`). */
+  readonly sessionKey?: { readonly header: string; readonly bodyPath: readonly string[] } | undefined;
   readonly log: { readonly level: LogLevel; readonly prompts: boolean };
   // Optional so configurations built in code (benches, tests) need not spell them out.
   readonly state?: { readonly redis: string; readonly keyPrefix: string } | undefined;
@@ -233,6 +249,10 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     discovery: c.discovery,
     queue: c.queue,
     admin: c.admin,
+    sessionKey: c.sessionKey && {
+      header: c.sessionKey.header.toLowerCase(),
+      bodyPath: c.sessionKey.bodyField.split('.'),
+    },
     log: c.log,
     state: c.state,
     quotas: c.quotas,

@@ -78,6 +78,11 @@ export class Scheduler {
     return this.policy.name;
   }
 
+  /** How often the policy wants engine metrics (ms), if it says (hosts scrape/probe that fast). */
+  get metricsIntervalMs(): number | undefined {
+    return this.policy.metricsIntervalMs;
+  }
+
   /** Swap the policy at run time; in-flight accounting is untouched. */
   setPolicy(policy: Policy, now: number): Decision[] {
     this.policy = policy;

@@ -96,6 +96,11 @@ export interface CompletionReport {
  */
 export interface Policy {
   readonly name: string;
+  /**
+   * Engine metrics wanted at least this often (ms), e.g. selective pushing on pending requests:
+   * the live fleet scrapes and the simulator probes that fast while this policy is in use.
+   */
+  readonly metricsIntervalMs?: number | undefined;
   pick(req: RequestInfo, candidates: readonly BackendView[], now: number): BackendView | undefined;
   /** The request was pushed to `backend` (inFlight already counts it). */
   onDispatch?(req: RequestInfo, backend: BackendView, now: number): void;

@@ -347,3 +347,81 @@ test('fast: thousands of sequences x hundreds of iterations', () => {
   assert.ok(iterations > 30000);
   assert.ok(performance.now() - started < 5000, 'well under a few seconds');
 });
+
+test('pagedKv: running sequences hold one copy of a shared prefix, so more of them fit', () => {
+  // 100-token prompts sharing their first 96 tokens (24 blocks of 4); KV room for 150 tokens.
+  const common = 'p'.repeat(384);
+  const mk = (id: string) => seq(id, 100, 5, promptBlockHashes(common + id.repeat(16), 4));
+  const base = { ...P, slots: 8, kvCapacityTokens: 150 };
+  const admittedAt0 = (profile: EngineProfile): number => {
+    const m = new EngineModel(profile);
+    for (const id of ['a', 'b', 'c']) m.submit(mk(id), 0);
+    m.nextEventTime();
+    return m.stats().running;
+  };
+  // Without sharing each needs 101 tokens: one at a time. With it the second and third need only
+  // their own block + 1 (5 + 1 tokens each) beside the 96 shared ones.
+  assert.equal(admittedAt0(base), 1);
+  assert.equal(admittedAt0({ ...base, pagedKv: true }), 3);
+  const m = new EngineModel({ ...base, pagedKv: true });
+  for (const id of ['a', 'b', 'c']) m.submit(mk(id), 0);
+  m.nextEventTime();
+  // 24 shared blocks (96) + 3 own blocks (12) + 3 reserved next tokens = 111 of 150.
+  close(m.stats().kvUsage, 111 / 150, 'kv usage counts shared blocks once');
+  const done = finished(drain(m));
+  assert.equal(done.length, 3);
+  // The siblings found the first one's blocks in use: hits without any cache entry yet.
+  assert.deepEqual(
+    done.map((f) => f.cachedTokens),
+    [0, 96, 96],
+  );
+  assert.equal(m.stats().kvUsage, 0, 'everything released at the end');
+});
+
+test('pagedKv: the cache lives in the room the batch leaves (a busy engine forgets)', () => {
+  const profile: EngineProfile = { ...P, slots: 8, kvCapacityTokens: 200, pagedKv: true };
+  const hot = promptBlockHashes('h'.repeat(160), 4); // 40 tokens, 10 blocks
+  const m = new EngineModel(profile);
+  m.submit(seq('first', 40, 1, hot), 0);
+  drain(m);
+  // Idle engine: the finished prompt's blocks stay cached.
+  m.submit(seq('again', 40, 1, hot), 1);
+  assert.equal(finished(drain(m))[0]!.cachedTokens, 39);
+  // A long sequence of 180 unrelated tokens leaves room for 4 cached blocks: the 10 hot ones go.
+  m.submit(seq('big', 180, 50, promptBlockHashes('z'.repeat(720), 4)), 2);
+  m.submit(seq('late', 40, 1, hot), 2.5);
+  const evs = drain(m);
+  const late = finished(evs).find((f) => f.id === 'late')!;
+  assert.equal(late.cachedTokens, 0, 'evicted while the batch was full');
+  // …and the same request on an engine with a separate cache would still hit.
+  const sep = new EngineModel({ ...profile, pagedKv: false, kvCapacityTokens: 400 });
+  sep.submit(seq('first', 40, 1, hot), 0);
+  drain(sep);
+  sep.submit(seq('big', 180, 50, promptBlockHashes('z'.repeat(720), 4)), 2);
+  sep.submit(seq('late', 40, 1, hot), 2.5);
+  assert.equal(finished(drain(sep)).find((f) => f.id === 'late')!.cachedTokens, 39);
+});
+
+test('pagedKv: a batch that outgrows the pool preempts its newest sequence, which recomputes later', () => {
+  const profile: EngineProfile = { ...P, slots: 8, kvCapacityTokens: 100, pagedKv: true };
+  const m = new EngineModel(profile);
+  m.submit(seq('a', 30, 50), 0);
+  m.submit(seq('b', 30, 50), 0);
+  m.nextEventTime();
+  assert.equal(m.stats().running, 2, 'both fit at admission (31 + 31 of 100)');
+  const evs = drain(m);
+  const [a, b] = ['a', 'b'].map((id) => finished(evs).find((f) => f.id === id)!);
+  // Growing by 2 tokens a step, the pair overflows 100 after ~19 tokens each: b (newest) is preempted.
+  assert.equal(m.stats().preemptions, 1);
+  assert.equal(a!.outputTokens, 50);
+  assert.equal(b!.outputTokens, 50, 'b generates on from where it was, no token twice');
+  assert.equal(m.stats().generatedTokens, 100);
+  assert.ok(b!.t > a!.t, 'b finishes after a: it waited and recomputed');
+  // Without pagedKv the same pair overflows unpunished and finishes together.
+  const loose = new EngineModel({ ...profile, pagedKv: false });
+  loose.submit(seq('a', 30, 50), 0);
+  loose.submit(seq('b', 30, 50), 0);
+  const le = finished(drain(loose));
+  assert.equal(le[0]!.t, le[1]!.t);
+  assert.equal(loose.stats().preemptions, 0);
+});

@@ -22,6 +22,19 @@
  * (prefixCacheQueries += blockHashes.length) and hits the longest cached prefix of them
  * (prefixCacheHits += matched). cachedTokens = matched·blockSize, capped at promptTokens − 1 so at
  * least one token is prefilled. The blocks are inserted (touched) right after admission.
+ *
+ * With `pagedKv` (vLLM / SGLang paged KV): a running sequence's full prompt blocks are
+ * shared — referenced, one physical copy however many sequences use them — and only its partial
+ * last block and generated tokens are its own. Admission needs room for the blocks nobody holds
+ * yet plus its own tokens. The prefix cache then holds only unreferenced blocks (a block joins it
+ * when its last user finishes) and only in the room the batch leaves, at most prefixCacheBlocks:
+ * a busy engine keeps little cache, so a request that waits long may find its prefix evicted.
+ * Hits count blocks found referenced or cached. Step cost is unchanged: attention still reads every
+ * sequence's whole context. And when decoding outgrows the pool, the most recently admitted
+ * sequences are preempted (vLLM's recompute): their KV is freed, they go back to the head of the
+ * waiting queue, and on readmission prefill their prompt and what they had generated again (the
+ * prompt's blocks may still be cached) before generating on. Without pagedKv a batch may outgrow
+ * the pool unpunished (see KV accounting above).
  */
 import { PrefixCache } from './prefix-cache.js';
 import type { EngineEvent, EngineProfile, EngineSequence, EngineStats } from './types.js';
@@ -49,6 +62,10 @@ interface Seq {
   state: number;
   admitT: number;
   firstTokenT: number;
+  /** pagedKv: KV tokens that are the sequence's own (partial block, generated, +1). */
+  own: number;
+  /** pagedKv: it was preempted; set while it waits to be readmitted. */
+  preempted: boolean;
   cachedTokens: number;
   generated: number;
 }
@@ -78,6 +95,12 @@ export class EngineModel {
   private readonly running: Seq[] = [];
   /** Sum over running of promptTokens + generated + 1. */
   private kvUsed = 0;
+  private readonly sharing: boolean;
+  /** pagedKv: running sequences using each shared prompt block. */
+  private readonly refs = new Map<string, number>();
+  /** pagedKv: sum over running of their own tokens (see Seq.own). */
+  private ownTokens = 0;
+  private preemptions = 0;
   /** End time of the iteration in progress. */
   private iterEnd: number | undefined;
   /** When idle: when the next iteration may start (the earliest waiting submit). */
@@ -95,6 +118,77 @@ export class EngineModel {
     this.p = profile;
     this.tokenEvents = options.tokenEvents ?? true;
     this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
+    this.sharing = profile.pagedKv === true;
+  }
+
+  /** KV tokens physically in use: the batch's reservations, shared blocks counted once. */
+  private physicalKv(): number {
+    return this.sharing ? this.refs.size * this.p.blockSize + this.ownTokens : this.kvUsed;
+  }
+
+  /** KV tokens admitting `s` now would add. */
+  private kvNeed(s: Seq): number {
+    if (!this.sharing) return s.promptTokens + 1;
+    let fresh = 0;
+    for (const h of s.blockHashes) if (!this.refs.has(h)) fresh++;
+    return fresh * this.p.blockSize + this.ownAtAdmission(s);
+  }
+
+  private ownAtAdmission(s: Seq): number {
+    return Math.max(0, s.promptTokens - s.blockHashes.length * this.p.blockSize) + s.generated + 1;
+  }
+
+  /**
+   * pagedKv: while the batch overflows the pool, preempt its most recently admitted sequence (never
+   * the last one left) back to the head of the waiting queue, to be recomputed.
+   */
+  private preemptOverflow(): void {
+    const run = this.running;
+    while (run.length > 1 && this.physicalKv() > this.p.kvCapacityTokens) {
+      const s = run.pop()!;
+      this.kvUsed -= s.promptTokens + s.generated + 1;
+      this.release(s);
+      s.state = WAITING;
+      s.preempted = true;
+      this.preemptions++;
+      if (this.waitHead > 0) this.waitQ[--this.waitHead] = s;
+      else this.waitQ.unshift(s);
+      this.waitingCount++;
+    }
+  }
+
+  /** pagedKv: a sequence starts using its prompt's blocks (cached ones stop being evictable). */
+  private hold(hashes: readonly string[]): void {
+    for (const h of hashes) {
+      const n = this.refs.get(h);
+      if (n !== undefined) this.refs.set(h, n + 1);
+      else {
+        this.cache.delete(h);
+        this.refs.set(h, 1);
+      }
+    }
+  }
+
+  /** pagedKv: the sequence stops using its shared blocks; unused ones become cache. */
+  private release(s: Seq): void {
+    this.ownTokens -= s.own;
+    const freed: string[] = [];
+    for (const h of s.blockHashes) {
+      const n = this.refs.get(h)!;
+      if (n > 1) this.refs.set(h, n - 1);
+      else {
+        this.refs.delete(h);
+        freed.push(h);
+      }
+    }
+    this.cache.insert(freed);
+    this.trimCache();
+  }
+
+  /** pagedKv: the cache keeps only what fits beside the batch. */
+  private trimCache(): void {
+    const room = Math.floor((this.p.kvCapacityTokens - this.physicalKv()) / this.p.blockSize);
+    this.cache.evictTo(Math.max(0, room));
   }
 
   get profile(): EngineProfile {
@@ -113,6 +207,8 @@ export class EngineModel {
       state: WAITING,
       admitT: 0,
       firstTokenT: 0,
+      own: 0,
+      preempted: false,
       cachedTokens: 0,
       generated: 0,
     };
@@ -139,6 +235,7 @@ export class EngineModel {
       const i = this.running.indexOf(s);
       if (i >= 0) this.running.splice(i, 1);
       this.kvUsed -= s.promptTokens + s.generated + 1;
+      if (this.sharing) this.release(s);
     }
     s.state = GONE;
     return true;
@@ -172,10 +269,11 @@ export class EngineModel {
     return {
       running: this.running.length,
       waiting: this.waitingCount,
-      kvUsage: Math.min(1, this.kvUsed / this.p.kvCapacityTokens),
+      kvUsage: Math.min(1, this.physicalKv() / this.p.kvCapacityTokens),
       prefixCacheQueries: this.queries,
       prefixCacheHits: this.hits,
       completed: this.completed,
+      preemptions: this.preemptions,
       generatedTokens: this.generatedTotal,
       promptTokens: this.promptTotal,
     };
@@ -202,8 +300,7 @@ export class EngineModel {
     while (this.waitingCount > 0 && this.running.length < p.slots) {
       const s = this.head();
       if (!s || s.submitT > t) break;
-      const need = s.promptTokens + 1;
-      if (this.running.length > 0 && this.kvUsed + need > p.kvCapacityTokens) break;
+      if (this.running.length > 0 && this.physicalKv() + this.kvNeed(s) > p.kvCapacityTokens) break;
       this.waitHead++;
       this.waitingCount--;
       uncached += this.admit(s, t, out);
@@ -225,7 +322,37 @@ export class EngineModel {
   private admit(s: Seq, t: number, out: EngineEvent[]): number {
     const hashes = s.blockHashes;
     let cached = 0;
-    if (hashes.length > 0) {
+    if (s.preempted) {
+      // Readmitted after preemption: recompute prompt and generated tokens, less what is still in
+      // the pool; not a new prefix lookup for the hit rate (routing did not cause it).
+      let matched = 0;
+      while (matched < hashes.length && (this.refs.has(hashes[matched]!) || this.cache.has(hashes[matched]!)))
+        matched++;
+      this.hold(hashes);
+      s.own = this.ownAtAdmission(s);
+      this.ownTokens += s.own;
+      this.trimCache();
+      s.preempted = false;
+      s.state = RUNNING;
+      this.running.push(s);
+      this.kvUsed += s.promptTokens + s.generated + 1;
+      return (
+        s.promptTokens - Math.min(matched * this.p.blockSize, Math.max(0, s.promptTokens - 1)) + s.generated
+      );
+    }
+    if (this.sharing) {
+      // Hit: the chain of blocks some running sequence holds or the cache still keeps.
+      let matched = 0;
+      while (matched < hashes.length && (this.refs.has(hashes[matched]!) || this.cache.has(hashes[matched]!)))
+        matched++;
+      this.queries += hashes.length;
+      this.hits += matched;
+      cached = Math.min(matched * this.p.blockSize, Math.max(0, s.promptTokens - 1));
+      this.hold(hashes);
+      s.own = this.ownAtAdmission(s);
+      this.ownTokens += s.own;
+      this.trimCache();
+    } else if (hashes.length > 0) {
       const matched = this.cache.match(hashes);
       this.queries += hashes.length;
       this.hits += matched;
@@ -259,6 +386,7 @@ export class EngineModel {
         s.state = GONE;
         this.byId.delete(s.id);
         this.completed++;
+        if (this.sharing) this.release(s);
         out.push({
           type: 'finished',
           id: s.id,
@@ -272,10 +400,18 @@ export class EngineModel {
         });
       } else {
         this.kvUsed++;
+        if (this.sharing) {
+          s.own++;
+          this.ownTokens++;
+        }
         run[keep++] = s;
       }
     }
     run.length = keep;
+    if (this.sharing) {
+      this.preemptOverflow();
+      this.trimCache();
+    }
     if (keep > 0 || this.waitingCount > 0) this.startIteration(t, out);
   }
 }

@@ -23,6 +23,27 @@ export class PrefixCache {
     return this.blocks.size;
   }
 
+  has(hash: string): boolean {
+    return this.blocks.has(hash);
+  }
+
+  /** Take a block out (it is in use elsewhere: not evictable, not counted here). */
+  delete(hash: string): void {
+    const node = this.blocks.get(hash);
+    if (!node) return;
+    this.unlink(node);
+    this.blocks.delete(hash);
+  }
+
+  /** Evict least recently used blocks until at most `n` remain. */
+  evictTo(n: number): void {
+    while (this.blocks.size > n && this.head) {
+      const oldest = this.head;
+      this.unlink(oldest);
+      this.blocks.delete(oldest.key);
+    }
+  }
+
   /** Blocks in the longest prefix of `hashes` that is cached (a chain: stop at the first miss). */
   match(hashes: readonly string[]): number {
     if (this.capacity <= 0) return 0;

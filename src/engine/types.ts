@@ -23,6 +23,16 @@ export interface EngineProfile {
   readonly blockSize: number;
   /** Prefix-cache capacity in blocks (LRU); 0 disables the cache. */
   readonly prefixCacheBlocks: number;
+  /**
+   * Paged KV with prefix sharing, as vLLM and SGLang do it (default false: the simpler model). Running
+   * sequences whose prompts start with the same full blocks hold ONE copy of those blocks, so they
+   * use KV only for what is their own; and the prefix cache lives in the KV pool: it keeps only
+   * blocks nobody is using, in whatever room the running batch leaves (least recently used
+   * go first), at most prefixCacheBlocks. Without it every running sequence holds its whole prompt
+   * and the cache is a separate store of prefixCacheBlocks. With it a batch that outgrows the pool
+   * while decoding is preempted (vLLM's recompute), newest first.
+   */
+  readonly pagedKv?: boolean | undefined;
 }
 
 /** One sequence submitted to the engine. */
@@ -71,6 +81,8 @@ export interface EngineStats {
   readonly prefixCacheQueries: number;
   readonly prefixCacheHits: number;
   readonly completed: number;
+  /** pagedKv: sequences preempted (freed and requeued for recompute) because the batch outgrew the KV pool. */
+  readonly preemptions: number;
   readonly generatedTokens: number;
   readonly promptTokens: number;
 }

@@ -51,6 +51,7 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 export class Fleet {
   private readonly backends = new Map<string, BackendRuntime>();
   private timers: NodeJS.Timeout[] = [];
+  private scrapeTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly scheduler: Scheduler,
@@ -127,7 +128,15 @@ export class Fleet {
       for (const rt of this.backends.values())
         if ((rt.hasMetrics !== false || rt.hasPs !== false) && !rt.scraping) void this.scrape(rt);
     };
-    this.timers.push(setInterval(scrapeAll, this.opts.scrapeIntervalMs).unref());
+    // Rescheduled each time: a policy swapped in at run time may want metrics faster (SP-P: 50 ms).
+    const next = (): void => {
+      const ms = Math.min(this.opts.scrapeIntervalMs, this.scheduler.metricsIntervalMs ?? Infinity);
+      this.scrapeTimer = setTimeout(() => {
+        scrapeAll();
+        next();
+      }, ms).unref();
+    };
+    next();
   }
 
   /**
@@ -159,6 +168,8 @@ export class Fleet {
           if (!rt.hasMetrics && ps.metrics) this.scheduler.setMetrics(rt.config.name, ps.metrics);
         }
       }
+      // Metric-driven policies (selective pushing on pending requests) may now release held requests.
+      if (rt.hasMetrics || rt.hasPs) this.apply(this.scheduler.pump(this.now()));
     } catch {
       // Unreachable: health probes deal with that; try again next time.
     } finally {
@@ -181,6 +192,8 @@ export class Fleet {
   async close(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
+    clearTimeout(this.scrapeTimer);
+    this.scrapeTimer = undefined;
     await Promise.all([...this.backends.values()].map((rt) => rt.pool.destroy().catch(() => undefined)));
   }
 

@@ -518,7 +518,8 @@ export class Router implements AdminTarget {
       );
     }
 
-    const session = req.headers['x-session-token'];
+    const sk = this.settings.sessionKey;
+    const session = req.headers[sk?.header ?? 'x-session-token'];
     // Forward the client's headers as a flat raw list (no object rebuild), minus hop-by-hop ones.
     const rh = req.rawHeaders;
     const headers: string[] = [];
@@ -536,7 +537,12 @@ export class Router implements AdminTarget {
         arrivedAt: t0,
         promptText: parsed.promptText,
         maxTokens: parsed.maxTokens,
-        sessionKey: typeof session === 'string' ? session : parsed.user,
+        sessionKey:
+          typeof session === 'string' && session !== ''
+            ? session
+            : sk && !(sk.bodyPath.length === 1 && sk.bodyPath[0] === 'user')
+              ? bodyString(body, sk.bodyPath)
+              : parsed.user,
       },
       route,
       parsed,
@@ -565,19 +571,23 @@ export class Router implements AdminTarget {
     });
 
     // Per-model quotas: over a target, wait here (not sent, not rejected); lease released on close.
-    const gate = await passGate(
-      this.admission,
-      parsed.model,
-      estimateRequestTokens(parsed.promptText, parsed.maxTokens),
-      res,
-      () => f.clientGone,
-      this.settings.queue.maxWaitMs,
-      this.log,
-    );
-    if (gate.kind === 'gone') return;
-    if (gate.kind === 'fail') {
-      const extra = gate.retryAfterS !== undefined ? { 'retry-after': String(gate.retryAfterS) } : undefined;
-      return fail(gate.status, gate.message, gate.code, extra);
+    // Checked first so requests for models without a quota pay nothing, not even an await.
+    if (this.admission.hasQuota(parsed.model)) {
+      const gate = await passGate(
+        this.admission,
+        parsed.model,
+        estimateRequestTokens(parsed.promptText, parsed.maxTokens),
+        res,
+        () => f.clientGone,
+        this.settings.queue.maxWaitMs,
+        this.log,
+      );
+      if (gate.kind === 'gone') return;
+      if (gate.kind === 'fail') {
+        const extra =
+          gate.retryAfterS !== undefined ? { 'retry-after': String(gate.retryAfterS) } : undefined;
+        return fail(gate.status, gate.message, gate.code, extra);
+      }
     }
 
     const tried = new Set<string>();
@@ -893,3 +903,14 @@ function ollamaErrorFromOpenAI(text: string): string {
 }
 
 export type { BackendRuntime };
+
+/** A string (or number) at a dotted path of a JSON body, for a configured session key field. */
+function bodyString(body: Record<string, unknown>, path: readonly string[]): string | undefined {
+  let v: unknown = body;
+  for (const k of path) {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
+    v = (v as Record<string, unknown>)[k];
+  }
+  if (typeof v === 'string') return v === '' ? undefined : v;
+  return typeof v === 'number' && Number.isFinite(v) ? String(v) : undefined;
+}

@@ -1,6 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { oracleSummary, percentile, policyResult, resultsJson, summarize, type Results } from './results.js';
+import {
+  oracleSummary,
+  outstandingSpread,
+  percentile,
+  policyResult,
+  resultsJson,
+  summarize,
+  type Results,
+} from './results.js';
 
 test('percentile is nearest-rank; summarize covers min…max', () => {
   const xs = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
@@ -74,7 +82,51 @@ test('resultsJson is stable: design §2 keys in a fixed order, same input → sa
     'latencyS',
     'ttftS',
     'prefixHitRate',
+    'outstandingSpread',
     'perBackend',
   ]);
   assert.equal(parsed.oracle?.bestMeanLatencyS, 0.333333);
+});
+
+test('outstandingSpread: per-instant gap, CV and peak/mean averaged over busy instants', () => {
+  const at = (t: number, a: number, b: number, c?: number) => [
+    { t, backend: 'a', outstanding: a },
+    { t, backend: 'b', outstanding: b },
+    ...(c === undefined ? [] : [{ t, backend: 'c', outstanding: c }]),
+  ];
+  // t=0: 6/2 (gap 4, mean 4, std 2, cv .5, peak 1.5); t=1: 3/3 (even); t=2: idle (skipped).
+  const s = outstandingSpread([...at(0, 6, 2), ...at(1, 3, 3), ...at(2, 0, 0)], ['a', 'b']);
+  assert.deepEqual(s, { samples: 2, mean: 3.5, maxMinusMin: 2, cv: 0.25, maxOverMean: 1.25, pending: null });
+  // A backend absent from an instant counts as 0: all on one of three → peak/mean 3.
+  const one = outstandingSpread([{ t: 0, backend: 'c', outstanding: 9 }], ['a', 'b', 'c']);
+  assert.equal(one?.maxOverMean, 3);
+  assert.equal(one?.maxMinusMin, 9);
+  assert.equal(outstandingSpread(at(0, 0, 0), ['a', 'b']), null);
+  assert.equal(outstandingSpread([{ t: 0, backend: 'a', outstanding: 3 }], ['a']), null);
+  // Unknown backends are ignored, not counted as extra replicas.
+  assert.deepEqual(
+    outstandingSpread([...at(0, 2, 2), { t: 0, backend: 'zz', outstanding: 50 }], ['a', 'b']),
+    {
+      samples: 1,
+      mean: 2,
+      maxMinusMin: 0,
+      cv: 0,
+      maxOverMean: 1,
+      pending: null,
+    },
+  );
+  // Engine-waiting counts: mean per backend over the busy instants.
+  const w = outstandingSpread(
+    [
+      { t: 0, backend: 'a', outstanding: 5, engineWaiting: 3 },
+      { t: 0, backend: 'b', outstanding: 1, engineWaiting: 0 },
+      { t: 1, backend: 'a', outstanding: 2, engineWaiting: 1 },
+      { t: 1, backend: 'b', outstanding: 2, engineWaiting: 0 },
+    ],
+    ['a', 'b'],
+  );
+  assert.equal(w?.pending, 1);
+  const r = policyResult('p', [], ['a', 'b'], undefined, at(0, 6, 2));
+  assert.equal(r.outstandingSpread?.maxMinusMin, 4);
+  assert.equal(policyResult('p', [], ['a', 'b'], undefined).outstandingSpread, null);
 });

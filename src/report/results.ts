@@ -48,7 +48,100 @@ export interface PolicyResult {
   readonly latencyS: Summary;
   readonly ttftS: Summary;
   readonly prefixHitRate: number | null;
+  /** How unevenly requests sat on the backends over time (null: no samples, e.g. one backend). */
+  readonly outstandingSpread: OutstandingSpread | null;
   readonly perBackend: readonly { name: string; requests: number; busyS: number; lastFinishS: number }[];
+}
+
+/**
+ * Spread of outstanding requests (pushed, not finished) across backends, averaged over sample
+ * instants taken at a fixed period while anything was outstanding (seed 003 §5.1 reports the
+ * variance of outstanding requests across replicas: a prefix-affine policy piles work on a few).
+ */
+export interface OutstandingSpread {
+  /** Instants averaged (those with at least one request outstanding somewhere). */
+  readonly samples: number;
+  /** Mean outstanding requests per backend. */
+  readonly mean: number;
+  /** Mean over instants of (most loaded − least loaded backend), requests. */
+  readonly maxMinusMin: number;
+  /** Mean over instants of the coefficient of variation (population std / mean) across backends. */
+  readonly cv: number;
+  /** Mean over instants of (most loaded backend / mean): 1 = even, n = all on one of n backends. */
+  readonly maxOverMean: number;
+  /**
+   * Mean requests per backend waiting inside the engine (not admitted: no KV room or slot) — the
+   * "pending" requests SP-P keeps at zero; null when the samples do not say.
+   */
+  readonly pending: number | null;
+}
+
+/** One backend's outstanding requests at one instant. */
+export interface OutstandingSample {
+  readonly t: number;
+  readonly backend: string;
+  readonly outstanding: number;
+  /** Of those, waiting inside the engine (pending), when known. */
+  readonly engineWaiting?: number | undefined;
+}
+
+/**
+ * Spread statistics from samples grouped by instant (`t`); every backend of `backendNames` counts,
+ * one missing at an instant counts as 0. Null when fewer than two backends or no busy instant.
+ */
+export function outstandingSpread(
+  samples: readonly OutstandingSample[],
+  backendNames: readonly string[],
+): OutstandingSpread | null {
+  const n = backendNames.length;
+  if (n < 2) return null;
+  const index = new Map(backendNames.map((b, i) => [b, i]));
+  const byT = new Map<number, { out: number[]; waiting: number }>();
+  let waitingKnown = samples.length > 0;
+  for (const s of samples) {
+    const i = index.get(s.backend);
+    if (i === undefined) continue;
+    let row = byT.get(s.t);
+    if (!row) byT.set(s.t, (row = { out: new Array<number>(n).fill(0), waiting: 0 }));
+    row.out[i] = s.outstanding;
+    if (s.engineWaiting === undefined) waitingKnown = false;
+    else row.waiting += s.engineWaiting;
+  }
+  let count = 0;
+  let sumMean = 0;
+  let sumGap = 0;
+  let sumCv = 0;
+  let sumPeak = 0;
+  let sumWaiting = 0;
+  for (const { out: row, waiting } of byT.values()) {
+    let total = 0;
+    let max = -Infinity;
+    let min = Infinity;
+    for (const v of row) {
+      total += v;
+      if (v > max) max = v;
+      if (v < min) min = v;
+    }
+    if (total <= 0) continue; // idle instants say nothing about balance
+    const mean = total / n;
+    let sq = 0;
+    for (const v of row) sq += (v - mean) ** 2;
+    count++;
+    sumMean += mean;
+    sumGap += max - min;
+    sumCv += Math.sqrt(sq / n) / mean;
+    sumPeak += max / mean;
+    sumWaiting += waiting / n;
+  }
+  if (count === 0) return null;
+  return {
+    samples: count,
+    mean: r6(sumMean / count),
+    maxMinusMin: r6(sumGap / count),
+    cv: r6(sumCv / count),
+    maxOverMean: r6(sumPeak / count),
+    pending: waitingKnown ? r6(sumWaiting / count) : null,
+  };
 }
 
 /** The exhaustive oracle's bounds (small simulated scenarios only). */
@@ -115,6 +208,8 @@ export function policyResult(
   records: readonly (RecordLike & { dispatchS?: number | undefined })[],
   backendNames: readonly string[],
   prefix: { queries: number; hits: number } | undefined,
+  /** Outstanding requests per backend sampled over time (simulator samples, live engine probes). */
+  samples?: readonly OutstandingSample[],
 ): PolicyResult {
   const done = records.filter((r) => r.ok === true && r.finishS !== undefined);
   const failed = records.filter((r) => r.ok === false).length;
@@ -144,6 +239,7 @@ export function policyResult(
     latencyS: summarize(done.map((r) => r.finishS! - r.arrivalS)),
     ttftS: summarize(done.filter((r) => r.firstTokenS !== undefined).map((r) => r.firstTokenS! - r.arrivalS)),
     prefixHitRate: prefix && prefix.queries > 0 ? r6(prefix.hits / prefix.queries) : null,
+    outstandingSpread: samples ? outstandingSpread(samples, backendNames) : null,
     perBackend: [...per.entries()].map(([n, b]) => ({
       name: n,
       requests: b.requests,

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { oracleSummary, policyResult, type Results } from './results.js';
-import { backendTable, comparisonTable, formatTable, oracleTable } from './table.js';
+import { backendTable, comparisonTable, formatTable, localityTable, oracleTable } from './table.js';
 
 const rec = (
   id: string,
@@ -61,4 +61,37 @@ test('oracle table places each policy between best (0%) and worst (100%)', () =>
   assert.match(t, /all-done +2\.500 +\+25\.0% +25\.0%/);
   assert.match(t, /half +N\/A/);
   assert.equal(oracleTable({ ...results(), oracle: undefined }), '');
+});
+
+test('locality table: throughput, TTFT and e2e p50/p90/mean, prefix hits, outstanding spread', () => {
+  const samples = [
+    { t: 0, backend: 'x', outstanding: 3 },
+    { t: 0, backend: 'y', outstanding: 1 },
+  ];
+  const r: Results = {
+    scenario: 's',
+    seed: 1,
+    mode: 'bench',
+    policies: [
+      policyResult(
+        'spread',
+        [rec('a', 0, 2, true), rec('b', 1, 4, true, 'y')],
+        ['x', 'y'],
+        undefined,
+        samples,
+      ),
+      policyResult('no-samples', [rec('a', 0, 3, true)], ['x', 'y'], { queries: 4, hits: 1 }),
+    ],
+  };
+  const [head, , first, second] = localityTable(r).split('\n');
+  assert.match(
+    head!,
+    /^policy +done +req\/s +ttft p50 +p90 +mean +e2e p50 +p90 +mean +prefix hit +out\/backend +max-min +cv +max\/mean +pending$/,
+  );
+  // ttft = e2e here (firstTokenS = finishS): p50 2, p90 3, mean 2.5; spread 3 vs 1: mean 2, gap 2, cv .5, peak 1.5.
+  assert.match(
+    first!,
+    /^spread +2\/2 +0\.5000 +2\.00 +3\.00 +2\.50 +2\.00 +3\.00 +2\.50 +- +2\.0 +2\.0 +0\.50 +1\.50 +-$/,
+  );
+  assert.match(second!, /^no-samples +1\/1 .* 0\.250 +- +- +- +- +-$/);
 });

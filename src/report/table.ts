@@ -54,6 +54,54 @@ export function comparisonTable(results: Results): string {
   );
 }
 
+/**
+ * Seed 003's view (§5.1): throughput, TTFT and end-to-end latency (p50/p90/mean), prefix-cache hit
+ * rate, and how unevenly requests sat on the backends (time-averaged outstanding: mean per backend,
+ * most − least loaded, coefficient of variation, most loaded / mean; and pending inside engines).
+ */
+export function localityTable(results: Results): string {
+  const rows = results.policies.map((p: PolicyResult) => {
+    const s = p.outstandingSpread;
+    return [
+      p.name,
+      `${p.completed}/${p.sent}`,
+      p.throughputRps.toPrecision(4),
+      f(p.ttftS.p50),
+      f(p.ttftS.p90),
+      f(p.ttftS.mean),
+      f(p.latencyS.p50),
+      f(p.latencyS.p90),
+      f(p.latencyS.mean),
+      p.prefixHitRate === null ? '-' : f(p.prefixHitRate, 3),
+      s ? f(s.mean, 1) : '-',
+      s ? f(s.maxMinusMin, 1) : '-',
+      s ? f(s.cv) : '-',
+      s ? f(s.maxOverMean) : '-',
+      s?.pending != null ? f(s.pending, 1) : '-',
+    ];
+  });
+  return formatTable(
+    [
+      'policy',
+      'done',
+      'req/s',
+      'ttft p50',
+      'p90',
+      'mean',
+      'e2e p50',
+      'p90',
+      'mean',
+      'prefix hit',
+      'out/backend',
+      'max-min',
+      'cv',
+      'max/mean',
+      'pending',
+    ],
+    rows,
+  );
+}
+
 /** Each backend's share of requests and when it finished its last one. */
 export function backendTable(results: Results): string {
   const rows: string[][] = [];

@@ -12,6 +12,7 @@
  * timeScale: 20                     # suggested speed-up for live `bench` (model s per real s); default 1
  * defaults:                         # optional; merged under every fleet entry
  *   profile: { slots: 1 }           # EngineProfile fields (src/engine/types.ts), over defaultProfile()
+ *                                   #   (pagedKv: true = vLLM/SGLang-style shared prefix KV)
  *   models: [llama3]                # default [llama3]
  *   region: us-east                 # also maxConcurrency, weight
  * fleet:                            # one entry per kind of backend
@@ -88,6 +89,7 @@ const ProfilePatch = z
     prefillPerTokenS: z.number().finite().nonnegative(),
     blockSize: z.number().int().positive(),
     prefixCacheBlocks: z.number().int().nonnegative(),
+    pagedKv: z.boolean(),
   } satisfies Record<keyof EngineProfile, z.ZodType>)
   .partial();
 

@@ -4,7 +4,8 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Results } from '../report/results.js';
-import { runSimulateCommand, UsageError } from './command.js';
+import { choosePolicies, loadScenarioOrUsage, runSimulateCommand, UsageError } from './command.js';
+import { policyLabel } from './simulator.js';
 
 const SMALL = 'scenarios/small-exhaustive.yaml';
 
@@ -100,4 +101,29 @@ test('bad arguments are UsageErrors naming the problem', async () => {
     runSimulateCommand({ scenarioPath: 'scenarios/does-not-exist.yaml', outDir: dir }),
     UsageError,
   );
+});
+
+test('policy labels: a push mode reads as name+mode; --policies picks entries by label', () => {
+  assert.equal(policyLabel({ name: 'prefix-trie', params: { push: 'sp-p' } }), 'prefix-trie+sp-p');
+  assert.equal(
+    policyLabel({ name: 'least-connections', params: { push: 'sp-o', maxOutstanding: 8 } }),
+    'least-connections+sp-o(maxOutstanding=8)',
+  );
+  assert.equal(policyLabel({ name: 'pinned', params: { backend: 'fast' } }), 'pinned(backend="fast")');
+  assert.equal(policyLabel({ name: 'x', params: { push: 3 } }), 'x(push=3)');
+  const scenario = loadScenarioOrUsage(SMALL);
+  const two = {
+    ...scenario,
+    policies: [
+      { name: 'pinned', params: { backend: 'inst-0' } },
+      { name: 'pinned', params: { backend: 'inst-1' } },
+    ],
+  };
+  assert.deepEqual(choosePolicies(two, ['pinned(backend="inst-1")']), [
+    { name: 'pinned', params: { backend: 'inst-1' } },
+  ]);
+  // A bare name keeps the first entry of that name (and its parameters).
+  assert.deepEqual(choosePolicies(two, ['pinned']), [{ name: 'pinned', params: { backend: 'inst-0' } }]);
+  // name+mode not listed → that policy with push: mode; an unknown policy is a usage error.
+  assert.throws(() => choosePolicies(two, ['nope+sp-p']), UsageError);
 });

@@ -5,11 +5,11 @@ import { UsageError } from '../commands/usage-error.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import { writeCharts } from '../report/charts.js';
 import { oracleSummary, policyResult, resultsJson, type Results } from '../report/results.js';
-import { backendTable, comparisonTable, oracleTable } from '../report/table.js';
+import { backendTable, comparisonTable, localityTable, oracleTable } from '../report/table.js';
 import { loadScenario } from '../scenario/load.js';
 import type { Scenario } from '../scenario/types.js';
 import { assignmentCount, exhaustiveOracle } from './oracle.js';
-import { simulate, type RunResult } from './simulator.js';
+import { policyLabel, simulate, type RunResult } from './simulator.js';
 
 // The CLI maps this class to exit code 2; re-exported so callers of the simulate command need one import.
 export { UsageError };
@@ -19,12 +19,24 @@ export const AUTO_ORACLE_REQUESTS = 12;
 
 /**
  * The policies to run: `--policies a,b` or the scenario's list. A name the scenario also lists keeps
- * the scenario's parameters for it. Unknown names or bad parameters → UsageError (listing known ones).
+ * the scenario's parameters for it; a report label (`prefix-trie+sp-p`) picks that entry exactly.
+ * Unknown names or bad parameters → UsageError (listing known ones).
  */
+/** `name+mode` not listed by the scenario → that policy with `push: mode`. */
+function labelSpec(label: string): PolicySpec {
+  const plus = label.indexOf('+');
+  return plus > 0 ? { name: label.slice(0, plus), params: { push: label.slice(plus + 1) } } : { name: label };
+}
+
 export function choosePolicies(scenario: Scenario, names: readonly string[] | undefined): PolicySpec[] {
   const specs =
     names && names.length > 0
-      ? names.map((name) => scenario.policies.find((p) => p.name === name) ?? { name })
+      ? names.map(
+          (name) =>
+            scenario.policies.find((p) => policyLabel(p) === name) ??
+            scenario.policies.find((p) => p.name === name) ??
+            labelSpec(name),
+        )
       : [...scenario.policies];
   if (specs.length === 0)
     throw new UsageError(`scenario '${scenario.name}' lists no policies; pass --policies`);
@@ -64,6 +76,7 @@ export function simResults(scenario: Scenario, seed: number, runs: readonly RunR
         r.records,
         scenario.fleet.map((b) => b.name),
         { queries, hits },
+        r.samples,
       );
     }),
   };
@@ -128,6 +141,8 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
     `scenario ${scenario.name} (seed ${seed}), simulated: ${scenario.fleet.length} backends, ${requests} requests`,
     '',
     comparisonTable(results),
+    '',
+    localityTable(results),
     '',
     backendTable(results),
     '',

@@ -278,3 +278,20 @@ test('charts render as SVG with the policies named', async () => {
     assert.match(svg, /least-connections/);
   }
 });
+
+test('a policy that asks for faster engine metrics (SP-P) is probed at its interval', () => {
+  const seen: number[] = [];
+  const spy: Policy = {
+    name: 'spy',
+    metricsIntervalMs: 100,
+    pick(_req, candidates) {
+      seen.push(candidates[0]!.metrics?.at ?? -1);
+      return candidates[0];
+    },
+  };
+  const profile = unit(1, { prefillPerTokenS: 0.01, slots: 2 });
+  const sc = scenario([req('a', 0, 3), req('b', 2, 1)], [{ name: 'e', profile }]);
+  // Asked for 0.5 s probes, but the policy wants 100 ms: at 2 s the latest probe is the one of 1.9 s.
+  simulateWith(sc, spy, 'spy', { seed: 1, probeEveryS: 0.5 });
+  assert.ok(Math.abs(seen[1]! - 1900) < 1e-6, `latest probe at ${seen[1]}`);
+});

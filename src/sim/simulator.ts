@@ -338,7 +338,10 @@ export function simulateWith(
   const active = (): boolean =>
     pendingSends > 0 || liveWakes > 0 || scheduler.inFlightTotal > 0 || scheduler.queueLength > 0;
 
-  const probeEvery = opts.probeEveryS ?? 0.05;
+  // A policy that needs fresh engine state (SP-P) gets probed at least as often as it asks.
+  const probeBase = opts.probeEveryS ?? 0.05;
+  const wanted = policy.metricsIntervalMs;
+  const probeEvery = wanted === undefined ? probeBase : Math.min(probeBase, wanted / 1000);
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
   const onProbe = (): void => {
     for (let i = 0; i < engines.length; i++) {
@@ -483,11 +486,16 @@ function checkConservation(
   }
 }
 
-/** A policy's name as reports show it: parameters appended when given. */
+/**
+ * A policy's name as reports show it: a `push` mode as a suffix (`prefix-trie+sp-p`, seed 003's
+ * naming of blind / SP-O / SP-P variants), other parameters appended in parentheses.
+ */
 export function policyLabel(spec: PolicySpec): string {
-  const params = spec.params ?? {};
-  const keys = Object.keys(params);
+  const { push, ...params } = spec.params ?? {};
+  const base = typeof push === 'string' ? `${spec.name}+${push}` : spec.name;
+  const rest = push === undefined || typeof push === 'string' ? params : (spec.params ?? {});
+  const keys = Object.keys(rest);
   return keys.length === 0
-    ? spec.name
-    : `${spec.name}(${keys.map((k) => `${k}=${JSON.stringify(params[k])}`).join(',')})`;
+    ? base
+    : `${base}(${keys.map((k) => `${k}=${JSON.stringify(rest[k])}`).join(',')})`;
 }

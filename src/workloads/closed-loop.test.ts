@@ -125,6 +125,37 @@ describe('multi-turn', () => {
     assert.ok(sent.every((s) => s.request.outputTokens === 100));
   });
 
+  it('sessionKeyBy client: one key per user; a per-user preamble opens all of their conversations', () => {
+    const byUser = { ...params, sessionKeyBy: 'client' as const, userPrefixTokens: 50 };
+    const sent = drive(multiTurnWorkload(byUser, 1));
+    assert.equal(sent.length, 3 * 2 * 4);
+    assert.deepEqual([...new Set(sent.map((s) => s.request.sessionKey))].sort(), ['c0', 'c1', 'c2']);
+    for (const user of ['c0', 'c1', 'c2']) {
+      const mine = sent.filter((s) => s.request.sessionKey === user).map((s) => s.request);
+      assert.equal(mine.length, 8);
+      // Ids still name the conversation and turn, in turn order within each conversation.
+      assert.deepEqual(
+        mine.filter((r) => r.id.startsWith(`${user}-2-`)).map((r) => r.id),
+        [`${user}-2-1`, `${user}-2-2`, `${user}-2-3`, `${user}-2-4`],
+      );
+      const pre = mine[0]!.messages![1]!;
+      assert.equal(pre.role, 'system');
+      assert.ok(pre.content.startsWith(`[user ${user}] `));
+      assert.equal(pre.content.length, 50 * 4);
+      assert.ok(mine.every((r) => r.messages![1]!.content === pre.content));
+    }
+    // Users' preambles differ (so they share only the common system prompt).
+    const pres = new Set(sent.map((s) => s.request.messages![1]!.content));
+    assert.equal(pres.size, 3);
+    // Without a preamble the conversations are exactly what they were (its draws are a separate stream).
+    const plain = drive(multiTurnWorkload(params, 1));
+    const noPre = drive(multiTurnWorkload({ ...params, sessionKeyBy: 'client' }, 1));
+    assert.deepEqual(
+      noPre.map((s) => [s.at, s.request.id, s.request.messages]),
+      plain.map((s) => [s.at, s.request.id, s.request.messages]),
+    );
+  });
+
   it('same seed → identical output; different seed → different', () => {
     assert.deepEqual(drive(multiTurnWorkload(params, 7)), drive(multiTurnWorkload(params, 7)));
     assert.notDeepEqual(drive(multiTurnWorkload(params, 7)), drive(multiTurnWorkload(params, 8)));

@@ -34,6 +34,14 @@ const SPECS: ({ type: string } & Record<string, unknown>)[] = [
   { type: 'tree-of-thought', clients: 2, durationS: 60 },
   { type: 'task-mix', count: 50 },
   { type: 'trace', path: trace },
+  {
+    type: 'mix',
+    durationS: 60,
+    parts: [
+      { type: 'tree-of-thought', clients: 1, branching: 4, idPrefix: 'big' },
+      { type: 'multi-turn', clients: 2 },
+    ],
+  },
 ];
 
 describe('workload registry', () => {

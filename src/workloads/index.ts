@@ -3,10 +3,11 @@
  * its zod params schema and a factory `(params, seed) => ClientDriver`; both `llmlb simulate` and
  * `llmlb bench` build drivers through here, so the same seed gives the same requests in both.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { burstsParamsSchema, burstsWorkload } from './bursts.js';
 import { constantParamsSchema, constantWorkload } from './constant.js';
 import { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
+import { checkMixParams, mixParamsSchema, mixWorkload, type PartBinder } from './mix.js';
 import { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
 import { poissonParamsSchema, poissonWorkload } from './poisson.js';
 import { taskMixParamsSchema, taskMixWorkload } from './task-mix.js';
@@ -67,6 +68,40 @@ const registry = new Map<string, WorkloadType>(
   ].map((w) => [w.type, w]),
 );
 
+/** A part of a `mix` workload, bound through the registry (a nested mix is allowed). */
+const bindPart: PartBinder = (spec) => {
+  const { type, ...params } = spec;
+  const w = typeof type === 'string' ? registry.get(type) : undefined;
+  if (!w) {
+    return {
+      success: false,
+      error: new z.ZodError([
+        {
+          code: 'custom',
+          path: ['type'],
+          message: `unknown workload type '${String(type)}' (known: ${workloadTypeNames().join(', ')})`,
+          input: type,
+        },
+      ]),
+    };
+  }
+  return w.bind(params);
+};
+
+// Several populations side by side; each part is checked against its own type's schema.
+registry.set('mix', {
+  type: 'mix',
+  schema: mixParamsSchema,
+  takesDuration: true,
+  pathParams: [],
+  bind(params: unknown): BindResult {
+    const error = checkMixParams(params, bindPart);
+    if (error) return { success: false, error };
+    const data = mixParamsSchema.parse(params);
+    return { success: true, create: (seed) => mixWorkload(data, seed, bindPart) };
+  },
+});
+
 export function workloadTypeNames(): string[] {
   return [...registry.keys()];
 }
@@ -94,6 +129,7 @@ export function createWorkload(
 export { burstsParamsSchema, burstsWorkload } from './bursts.js';
 export { constantParamsSchema, constantWorkload } from './constant.js';
 export { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
+export { mixParamsSchema, mixWorkload } from './mix.js';
 export { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
 export { poissonParamsSchema, poissonWorkload } from './poisson.js';
 export { SEED_004_TASKS, taskMixParamsSchema, taskMixWorkload } from './task-mix.js';

@@ -5,8 +5,12 @@
  * engine gave (the `outputText` passed to onFinish) — so consecutive turns share a growing prefix,
  * which is what prefix-aware routing exploits. The next turn goes out `thinkTimeS` after the answer.
  *
- * sessionKey = `${idPrefix}${client}-${conversation}` (the affinity key a session router hashes);
- * request ids are `${sessionKey}-${turn}`. Each client draws from its own seeded streams, so what a
+ * sessionKey = `${idPrefix}${client}-${conversation}` (the affinity key a session router hashes), or
+ * with `sessionKeyBy: client` the user's own key `${idPrefix}${client}` for all their conversations
+ * (seed 003 hashes on the user id). `userPrefixTokens` gives each user a fixed preamble of their own
+ * (custom instructions, a document they keep asking about) that starts every conversation of theirs:
+ * the within-user prefix similarity seed 003 §3.2 measures across a user's requests.
+ * Request ids are `${idPrefix}${client}-${conversation}-${turn}`. Each client draws from its own seeded streams, so what a
  * client sends does not depend on the order in which other clients' requests finish.
  * A failed turn ends its conversation (the user gives up); the next one starts after a gap.
  */
@@ -37,6 +41,10 @@ export const multiTurnParamsSchema = z
     thinkTimeS: DistSchema.default({ dist: 'exponential', mean: 5 }),
     /** Seconds between a conversation's end and the client's next one (default: thinkTimeS). */
     conversationGapS: DistSchema.optional(),
+    /** The affinity key: one per conversation, or one per user (client) across their conversations. */
+    sessionKeyBy: z.enum(['conversation', 'client']).default('conversation'),
+    /** Tokens of each user's own preamble (drawn once per user; 0 = none). */
+    userPrefixTokens: DistSchema.default({ dist: 'fixed', value: 0 }),
     /** The system prompt every conversation starts with (shared across clients). */
     systemPrompt: SystemPromptSchema.default({ tokens: 200, variants: 1 }),
     /** Tokens of each new user message. */
@@ -67,6 +75,8 @@ interface Client {
   turn: number;
   turns: number;
   messages: ChatMessage[];
+  /** The user's own preamble ('' = none). */
+  readonly preamble: string;
   /** Output tokens of the turn in flight (to synthesize an answer when none is given). */
   pendingOutput: number;
 }
@@ -84,10 +94,11 @@ export function multiTurnWorkload(params: MultiTurnParams, seed: number): Client
   const sendTurn = (c: Client, at: number): ScheduledRequest[] => {
     if (at >= end) return [];
     c.turn++;
-    const key = `${p.idPrefix}${c.index}-${c.conversation}`;
-    const head = `[${key} turn ${c.turn}] `;
+    const conv = `${p.idPrefix}${c.index}-${c.conversation}`;
+    const key = p.sessionKeyBy === 'client' ? `${p.idPrefix}${c.index}` : conv;
+    const head = `[${conv} turn ${c.turn}] `;
     c.messages.push({ role: 'user', content: text.fill(c.textRng, sampleInt(p.userTokens, c.rng), head) });
-    const id = `${key}-${c.turn}`;
+    const id = `${conv}-${c.turn}`;
     c.pendingOutput = Math.max(1, sampleInt(p.outputTokens, c.rng));
     inFlight.set(id, c);
     const request = requestFromMessages(
@@ -111,6 +122,7 @@ export function multiTurnWorkload(params: MultiTurnParams, seed: number): Client
     c.turns = Math.max(1, sampleInt(p.turns, c.rng));
     const sys = systems.length > 1 ? systems[Math.floor(c.rng() * systems.length)]! : systems[0];
     c.messages = sys ? [{ role: 'system', content: sys }] : [];
+    if (c.preamble !== '') c.messages.push({ role: 'system', content: c.preamble });
     return sendTurn(c, at);
   };
 
@@ -119,6 +131,9 @@ export function multiTurnWorkload(params: MultiTurnParams, seed: number): Client
       inFlight.clear();
       const out: ScheduledRequest[] = [];
       for (let i = 0; i < p.clients; i++) {
+        // Its own stream, so a preamble (or none) leaves every other draw of the client unchanged.
+        const userRng = createRng(deriveSeed(seed, `client-user:${i}`));
+        const preambleTokens = sampleInt(p.userPrefixTokens, userRng);
         const c: Client = {
           index: i,
           rng: createRng(deriveSeed(seed, `client:${i}`)),
@@ -127,6 +142,7 @@ export function multiTurnWorkload(params: MultiTurnParams, seed: number): Client
           turn: 0,
           turns: 0,
           messages: [],
+          preamble: preambleTokens > 0 ? text.fill(userRng, preambleTokens, `[user ${p.idPrefix}${i}] `) : '',
           pendingOutput: 0,
         };
         out.push(...startConversation(c, c.rng() * p.startSpreadS));

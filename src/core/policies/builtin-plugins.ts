@@ -1,4 +1,8 @@
 import { registerPlugin } from './plugins.js';
+import { outstandingFilter } from './filters/outstanding-filter.js';
+import { pendingFilter } from './filters/pending-filter.js';
+import { consistentHashPicker } from './pickers/consistent-hash-picker.js';
+import { prefixTriePicker } from './pickers/prefix-trie-picker.js';
 import { maxScorePicker } from './pickers/max-score-picker.js';
 import { randomPicker } from './pickers/random-picker.js';
 import { roundRobinPicker } from './pickers/round-robin-picker.js';
@@ -29,3 +33,7 @@ registerPlugin('random-picker', randomPicker);
 registerPlugin('weighted-random-picker', weightedRandomPicker);
 registerPlugin('round-robin-picker', roundRobinPicker);
 registerPlugin('weighted-round-robin-picker', weightedRoundRobinPicker);
+registerPlugin('outstanding-filter', outstandingFilter);
+registerPlugin('pending-filter', pendingFilter);
+registerPlugin('prefix-trie-picker', prefixTriePicker);
+registerPlugin('consistent-hash-picker', consistentHashPicker);

@@ -4,7 +4,7 @@ import { buildProfile, profileNames, type EndpointPickerConfig } from './endpoin
 import { estimatedWait } from './estimated-wait.js';
 import { ollamaRouter } from './ollama-router.js';
 import { parseParams } from './params.js';
-import type { PluginContext } from './plugin.js';
+import type { Filter, PluginContext } from './plugin.js';
 import { pluginFactory } from './plugins.js';
 import { policyPicker } from './pickers/policy-picker.js';
 import { pinned } from './pinned.js';
@@ -16,12 +16,13 @@ export type { EndpointPickerConfig } from './endpoint-picker-config.js';
 /** A built-in policy: a profile assembled in code from the same plugins a config can name. */
 type BuiltinProfile = (ctx: PolicyContext) => Omit<ProfileDefinition, 'name'>;
 
-const plugin = <K extends 'picker' | 'scorer'>(
+const plugin = <K extends 'picker' | 'scorer' | 'filter'>(
   type: string,
   ctx: PolicyContext,
   params: PolicyParams = {},
+  name = type,
 ): Extract<ReturnType<NonNullable<ReturnType<typeof pluginFactory>>>, { kind: K }> => {
-  const pctx: PluginContext = { name: type, params, random: ctx.random, lookup: () => undefined };
+  const pctx: PluginContext = { name, params, random: ctx.random, lookup: () => undefined };
   return pluginFactory(type)!(pctx) as Extract<
     ReturnType<NonNullable<ReturnType<typeof pluginFactory>>>,
     { kind: K }
@@ -32,21 +33,65 @@ const plugin = <K extends 'picker' | 'scorer'>(
 const noParams = (name: string, ctx: PolicyContext): void =>
   void parseParams(z.strictObject({}), ctx.params, name);
 
+/** Selective-pushing parameters of a built-in, by push mode (seed 003 §3.3). */
+const PUSH_PARAMS = {
+  blind: [],
+  'sp-o': ['maxOutstanding'],
+  'sp-p': ['maxWaiting', 'probeIntervalMs', 'withoutMetricsMaxOutstanding'],
+} as const;
+type PushMode = keyof typeof PUSH_PARAMS;
+
+/**
+ * Splits a built-in's params into its push mode's filter (none for blind pushing; SP-O:
+ * outstanding-filter; SP-P: pending-filter) and the rest, which go to the picker. A push
+ * parameter given for another mode is an error, so `maxOutstanding` with `push: sp-p` is reported.
+ */
+function withPush(name: string, ctx: PolicyContext): { filters: Filter[]; rest: PolicyParams } {
+  const { push = 'blind', ...others } = ctx.params;
+  if (typeof push !== 'string' || !Object.hasOwn(PUSH_PARAMS, push))
+    throw new Error(`policy '${name}' parameters: push: must be one of blind, sp-o, sp-p`);
+  const mode = push as PushMode;
+  const own: Record<string, unknown> = {};
+  const rest: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(others)) {
+    if ((PUSH_PARAMS[mode] as readonly string[]).includes(k)) own[k] = v;
+    else if (Object.values(PUSH_PARAMS).some((ks) => (ks as readonly string[]).includes(k)))
+      throw new Error(`policy '${name}' parameters: ${k}: applies to another push mode, not '${mode}'`);
+    else rest[k] = v;
+  }
+  const pctx: PluginContext = { name, params: own, random: ctx.random, lookup: () => undefined };
+  const filters: Filter[] =
+    mode === 'sp-o'
+      ? [pluginFactory('outstanding-filter')!(pctx) as Filter]
+      : mode === 'sp-p'
+        ? [pluginFactory('pending-filter')!(pctx) as Filter]
+        : [];
+  return { filters, rest };
+}
+
+/** Built-ins whose only parameters are the push mode's. */
+const pushOnly = (name: string, ctx: PolicyContext): Filter[] => {
+  const { filters, rest } = withPush(name, ctx);
+  noParams(name, { ...ctx, params: rest });
+  return filters;
+};
+
 const builtins = new Map<string, BuiltinProfile>([
   [
     'round-robin',
-    (ctx) => (
-      noParams('round-robin', ctx),
-      { filters: [], scorers: [], picker: plugin<'picker'>('round-robin-picker', ctx) }
-    ),
+    (ctx) => ({
+      filters: pushOnly('round-robin', ctx),
+      scorers: [],
+      picker: plugin<'picker'>('round-robin-picker', ctx),
+    }),
   ],
   [
     'least-connections',
     (ctx) => {
-      noParams('least-connections', ctx);
+      const filters = pushOnly('least-connections', ctx);
       // Fewest in flight (never expiring: the router sees every completion), ties round-robin.
       return {
-        filters: [],
+        filters,
         scorers: [
           { scorer: plugin<'scorer'>('active-request-scorer', ctx, { requestTimeout: 0 }), weight: 1 },
         ],
@@ -71,6 +116,29 @@ const builtins = new Map<string, BuiltinProfile>([
   ['ollama-router', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(ollamaRouter(ctx)) })],
   ['estimated-wait', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(estimatedWait(ctx)) })],
   ['pinned', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(pinned(ctx)) })],
+  // Seed 003: prefix locality, each with blind pushing or selective pushing (push: sp-o / sp-p).
+  [
+    'prefix-trie',
+    (ctx) => {
+      const { filters, rest } = withPush('prefix-trie', ctx);
+      return {
+        filters,
+        scorers: [],
+        picker: plugin<'picker'>('prefix-trie-picker', ctx, rest, 'prefix-trie'),
+      };
+    },
+  ],
+  [
+    'consistent-hash',
+    (ctx) => {
+      const { filters, rest } = withPush('consistent-hash', ctx);
+      return {
+        filters,
+        scorers: [],
+        picker: plugin<'picker'>('consistent-hash-picker', ctx, rest, 'consistent-hash'),
+      };
+    },
+  ],
 ]);
 
 /** Built-in policy names (a config's scheduling profiles add theirs). */

@@ -19,6 +19,8 @@ export interface PluginHooks {
   onBackendRemoved?(name: string): void;
   /** Numbers worth showing per backend (estimates), merged into /admin/backends. */
   describe?(backend: string): Readonly<Record<string, number>>;
+  /** Engine metrics wanted at least this often (ms) while in use: hosts probe/scrape that fast. */
+  readonly metricsIntervalMs?: number;
   /** Plugins this one reads: the profile runs their hooks too, even when they are not in it. */
   readonly uses?: readonly Plugin[];
 }

@@ -64,6 +64,7 @@ interface RuleState {
  */
 export class ProfilePolicy implements Policy {
   readonly name: string;
+  readonly metricsIntervalMs: number | undefined;
   /** Set by the host to receive each decision's scores (debug log, /admin/decisions). */
   explain: ((e: ScoreExplanation, req: RequestInfo) => void) | undefined;
   private readonly filters: readonly Filter[];
@@ -96,6 +97,15 @@ export class ProfilePolicy implements Policy {
     // One instance may sit in several roles (a scorer another plugin reads): call its hooks once.
     const own: Plugin[] = [...def.filters, ...def.scorers.map((s) => s.scorer), def.picker];
     this.plugins = [...new Set<Plugin>([...own.flatMap((p) => p.uses ?? []), ...own])];
+    const wanted = this.plugins.flatMap((p) =>
+      p.metricsIntervalMs === undefined ? [] : [p.metricsIntervalMs],
+    );
+    this.metricsIntervalMs = wanted.length > 0 ? Math.min(...wanted) : undefined;
+  }
+
+  /** Every plugin the profile runs hooks for (benches and tests inspect their state). */
+  get allPlugins(): readonly Plugin[] {
+    return this.plugins;
   }
 
   /** The weights in force now, by scorer name (after dynamic rules). */

@@ -60,7 +60,10 @@ test('bad input, unknown model and impossible sizes throw before changing anythi
   }
   assert.throws(() => tryAdmit(s, { tokens: 1, model: 'zz' }, id(), 0, O, half), UnknownModelError);
   assert.throws(() => tryAdmit(s, { tokens: 1001, model: 'm' }, id(), 0, O, half), TooLargeError);
-  assert.throws(() => tryAdmit(createQuotaState(), { tokens: 1 }, id(), 0, O, half), UnknownModelError);
+  assert.throws(
+    () => tryAdmit(createQuotaState(), { tokens: 1 }, id(), 0, O, half),
+    /no model quotas are configured/,
+  );
   assert.equal(JSON.stringify(s), before);
   assert.ok(!(new LeaseNotFoundError('x') instanceof QuotaInputError));
 });
@@ -128,4 +131,14 @@ test('without the holder retrying, the reservation lapses and small requests pro
   assert.equal(tryAdmit(s, { tokens: 50, model: 'm' }, id(), 3000, O, half).kind, 'wait');
   // …until the holder is gone
   assert.equal(tryAdmit(s, { tokens: 50, model: 'm' }, id(), expires, O, half).kind, 'admitted');
+});
+
+test('a hold made larger than the target by a lowered limit reserves nothing, and hints stay finite', () => {
+  const s = createQuotaState({ m: L({ tokensPerMinute: 1000 }) });
+  tryAdmit(s, { tokens: 900, model: 'm' }, id(), 0, O, half);
+  waitOf(tryAdmit(s, { tokens: 800, model: 'm' }, id(), 100, O, half)); // opens a hold of 800
+  s.models.m!.limits = { ...s.models.m!.limits, tokensPerMinute: 500 };
+  const w = waitOf(tryAdmit(s, { tokens: 50, model: 'm' }, id(), 3000, O, half));
+  assert.ok(Number.isInteger(w.waitForMs) && w.waitForMs >= 50);
+  assert.equal(w.rawWaitMs, 60_100 - 3000, 'waits for the 900 to leave, not for the impossible hold');
 });

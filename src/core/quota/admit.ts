@@ -54,7 +54,9 @@ function blockage(m: ModelQuota, tokens: number, now: number, o: QuotaOptions): 
         ? o.slotRetryMs
         : slotReleaseMs(m.meanHoldMs, m.inFlight, o.slotRetryMs);
   const reqs = msUntilFits(m.slots, 'requests', 1, l.requestsPerMinute, now, o.tickMs);
-  const reserve = reservedFor(m.hold, tokens, now, o.ageBonusMs);
+  // A hold larger than the (lowered) target can never be met: it reserves nothing.
+  const held = reservedFor(m.hold, tokens, now, o.ageBonusMs);
+  const reserve = held > l.tokensPerMinute ? 0 : held;
   let tok = msUntilFits(m.slots, 'tokens', tokens + reserve, l.tokensPerMinute, now, o.tickMs);
   if (tok === Infinity) {
     // Only the reservation makes it impossible: the holder goes first, then this one.
@@ -90,7 +92,7 @@ export function tryAdmit(
     cands = [[req.model, m]];
   } else {
     cands = liveModels(state);
-    if (cands.length === 0) throw new UnknownModelError('(any)');
+    if (cands.length === 0) throw new UnknownModelError(undefined);
   }
   const possible = cands.filter(([, m]) => tokens <= m.limits.tokensPerMinute);
   if (possible.length === 0) {
@@ -127,7 +129,9 @@ export function tryAdmit(
 
   let best = blocked[0]!;
   for (const b of blocked) if (b.wait < best.wait || (b.wait === best.wait && b.name < best.name)) best = b;
-  const waitForMs = shapeWait(best.wait, now, o.tickMs, o.minWaitMs, random);
+  // Every wait above is finite by construction; the guard keeps a hint a number regardless.
+  const base = Number.isFinite(best.wait) ? best.wait : o.slotRetryMs;
+  const waitForMs = shapeWait(base, now, o.tickMs, o.minWaitMs, random);
   if (best.tokenWait > 0) best.m.hold = noteTokenRefusal(best.m.hold, tokens, now, waitForMs, o.holdGraceMs);
-  return { kind: 'wait', waitForMs, rawWaitMs: best.wait, model: best.name, reason: best.reason };
+  return { kind: 'wait', waitForMs, rawWaitMs: base, model: best.name, reason: best.reason };
 }

@@ -24,8 +24,12 @@ export class QuotaInputError extends QuotaError {
 /** The pinned model has no quota configured (or it was removed by a reload). */
 export class UnknownModelError extends QuotaError {
   override readonly name = 'UnknownModelError';
-  constructor(readonly model: string) {
-    super(`no quota is configured for model "${model}"`, 'unknown_model');
+  /** `model` undefined: the caller let the router pick, and no model has a quota. */
+  constructor(readonly model: string | undefined) {
+    super(
+      model === undefined ? 'no model quotas are configured' : `no quota is configured for model "${model}"`,
+      'unknown_model',
+    );
   }
 }
 

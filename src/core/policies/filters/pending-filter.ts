@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { engineLoad } from '../../engine-load.js';
+import type { BackendView } from '../../types.js';
+import type { Filter, PluginContext } from '../plugin.js';
+import { parseParams } from '../params.js';
+
+const Params = z.strictObject({
+  /** Engine-waiting requests (after correction) a backend may have and still take one: 0 = none pending. */
+  maxWaiting: z.number().int().min(0).default(0),
+  /** How often engine metrics should be read while this filter is in use (live scrape, simulator probe). */
+  probeIntervalMs: z.number().int().positive().default(50),
+  /** A backend that has never reported metrics takes requests while the router has fewer outstanding there. */
+  withoutMetricsMaxOutstanding: z.number().int().positive().default(1),
+});
+
+/**
+ * Selective pushing on pending requests (seed 003 §3.3, SP-P): a backend takes a request only
+ * while its engine reports no requests waiting outside the running batch (vLLM
+ * `num_requests_waiting`, the emulated engine's queue). Between probes the last report is
+ * corrected by what the router itself did (engine-load.ts): each push counts as waiting until a
+ * completion or the next probe says otherwise, so a burst cannot pile onto a backend that looked
+ * free at the last probe. The correction is exact for the router's own pushes and completions, so
+ * old metrics stay usable; without any, the backend gets `withoutMetricsMaxOutstanding` at a time.
+ */
+export function pendingFilter(ctx: PluginContext): Filter {
+  const p = parseParams(Params, ctx.params, ctx.name);
+  const ok = (b: BackendView, now: number): boolean => {
+    const l = engineLoad(b, now, Infinity);
+    return l ? l.waiting <= p.maxWaiting : b.inFlight < p.withoutMetricsMaxOutstanding;
+  };
+  return {
+    kind: 'filter',
+    type: 'pending-filter',
+    name: ctx.name,
+    metricsIntervalMs: p.probeIntervalMs,
+    filter(_req, candidates, now) {
+      let i = 0;
+      while (i < candidates.length && ok(candidates[i]!, now)) i++;
+      if (i === candidates.length) return candidates;
+      const out = candidates.slice(0, i);
+      for (i++; i < candidates.length; i++) if (ok(candidates[i]!, now)) out.push(candidates[i]!);
+      return out;
+    },
+  };
+}

@@ -1,0 +1,174 @@
+import { z } from 'zod';
+import { PrefixTrie } from '../../prefix/prefix-trie.js';
+import type { BackendView, RequestInfo } from '../../types.js';
+import { leastOutstanding } from '../least-outstanding.js';
+import type { Picker, PluginContext } from '../plugin.js';
+import { parseParams } from '../params.js';
+
+const Params = z.strictObject({
+  /**
+   * Characters per trie chunk (the router has no tokenizer: it matches characters). 64 is about
+   * one 16-token KV block of vLLM, the granularity at which an engine can reuse a prefix anyway.
+   */
+  chunkChars: z.number().int().positive().max(4096).default(64),
+  /** Most trie nodes kept (each covers chunkChars characters); least recently used leaves go first. */
+  maxEntries: z.number().int().positive().default(100_000),
+  /** Characters of a prompt indexed; the rest is neither matched nor stored. */
+  maxPrefixChars: z.number().int().positive().default(32_768),
+  /**
+   * Hot-spot avoidance: a match shorter than this share of the (indexed) prompt routes by load
+   * instead — a shared system prompt alone must not pin all traffic to one backend.
+   */
+  minMatchRatio: z.number().min(0).max(1).default(0.5),
+  /** …or shorter than this many characters. */
+  minMatchChars: z.number().int().min(0).default(0),
+  /**
+   * The matched backend is overloaded, and load decides instead, when its outstanding requests
+   * exceed both the least loaded candidate's by more than `overloadMargin` and `overloadFactor`
+   * times the candidates' mean (both, as SGLang's cache-aware router does, so small counts do not
+   * flip it).
+   */
+  overloadMargin: z.number().min(0).default(4),
+  overloadFactor: z.number().min(1).default(1.5),
+  /**
+   * With selective pushing, a request whose longest match is on a backend that is not available
+   * now (filtered out: busy) may wait up to this long (ms since it reached the router) for it
+   * instead of going to an available backend with a shorter match; later requests pass it. 0: never.
+   */
+  waitForMatchMs: z.number().min(0).default(0),
+});
+
+export type PrefixTriePickerParams = z.input<typeof Params>;
+
+/** What the prefix-trie picker decided for the last request it saw (tests, bench, explain). */
+export interface PrefixTrieDecision {
+  readonly matchedChars: number;
+  /**
+   * 'prefix': longest match; 'short-match' / 'overloaded': load decided (hot-spot avoidance);
+   * 'wait-for-match': held for a busy backend with a longer match.
+   */
+  readonly reason: 'prefix' | 'short-match' | 'overloaded' | 'wait-for-match';
+}
+
+/** Request ids whose chunk keys are kept between pick and dispatch (held requests are re-picked). */
+const MAX_CACHED = 4096;
+
+/**
+ * SkyLB's prefix-tree routing (seed 003 §3.2): the candidate holding the longest prefix of the
+ * prompt in an approximate trie of what this router pushed where; among several with that match,
+ * the least loaded. Candidates are the available backends after the
+ * profile's filters (SP-O / SP-P), so the walk stops as soon as no available backend remains down
+ * the path. A short match or an overloaded match routes by least outstanding requests instead.
+ */
+export function prefixTriePicker(ctx: PluginContext): Picker & {
+  readonly trie: PrefixTrie;
+  lastDecision(): PrefixTrieDecision | undefined;
+} {
+  const p = parseParams(Params, ctx.params, ctx.name);
+  const trie = new PrefixTrie({
+    chunkChars: p.chunkChars,
+    maxEntries: p.maxEntries,
+    maxPrefixChars: p.maxPrefixChars,
+  });
+  const keyCache = new Map<string, Float64Array>();
+  const keysOf = (req: RequestInfo): Float64Array => {
+    let k = keyCache.get(req.id);
+    if (!k) {
+      k = trie.keys(req.promptText);
+      if (keyCache.size >= MAX_CACHED) keyCache.delete(keyCache.keys().next().value!);
+      keyCache.set(req.id, k);
+    }
+    return k;
+  };
+  // Candidates by trie id for this pick: stamp[id] === epoch marks availability in O(1).
+  let stamp = new Int32Array(64);
+  let idByIndex = new Int32Array(64).fill(-1);
+  const byId: (BackendView | undefined)[] = [];
+  let epoch = 0;
+  let cursor = 0;
+  let last: PrefixTrieDecision | undefined;
+
+  const byLoad = (
+    candidates: readonly BackendView[],
+    matchedChars: number,
+    reason: PrefixTrieDecision['reason'],
+  ) => {
+    const b = leastOutstanding(candidates, cursor)!;
+    cursor = b.index + 1;
+    last = { matchedChars, reason };
+    return [b];
+  };
+
+  return {
+    kind: 'picker',
+    type: 'prefix-trie-picker',
+    name: ctx.name,
+    trie,
+    lastDecision: () => last,
+    pick(req, candidates, _scores, now) {
+      const n = candidates.length;
+      if (n === 0) return [];
+      const keys = keysOf(req);
+      if (keys.length === 0) return byLoad(candidates, 0, 'short-match');
+      if (stamp.length < trie.idLimit) stamp = new Int32Array(trie.idLimit * 2);
+      if (++epoch === 0x7fffffff) {
+        stamp.fill(0);
+        epoch = 1;
+      }
+      let sum = 0;
+      let min = Infinity;
+      for (let i = 0; i < n; i++) {
+        const b = candidates[i]!;
+        sum += b.inFlight;
+        if (b.inFlight < min) min = b.inFlight;
+        // Trie ids by registration index, checked by name (ids are reused after a removal).
+        let id = b.index < idByIndex.length ? idByIndex[b.index]! : -1;
+        if (id < 0 || trie.nameOf(id) !== b.name) {
+          id = trie.idOf(b.name) ?? -1;
+          if (b.index >= idByIndex.length) {
+            const grown = new Int32Array(Math.max(b.index + 1, idByIndex.length * 2)).fill(-1);
+            grown.set(idByIndex);
+            idByIndex = grown;
+          }
+          idByIndex[b.index] = id;
+          if (id < 0) continue;
+        }
+        stamp[id] = epoch;
+        byId[id] = b;
+      }
+      const m = trie.match(keys, (id) => stamp[id] === epoch);
+      const indexed = Math.min(req.promptText.length, p.maxPrefixChars);
+      const short = (chars: number): boolean =>
+        chars === 0 || chars < p.minMatchChars || chars < p.minMatchRatio * indexed;
+      if (p.waitForMatchMs > 0 && now - req.arrivedAt < p.waitForMatchMs) {
+        // A longer match on a backend the filters left out: hold for it (bounded), if worth it.
+        const all = trie.match(keys, () => true);
+        if (all.chars > m.chars && !short(all.chars)) {
+          last = { matchedChars: m.chars, reason: 'wait-for-match' };
+          return [];
+        }
+      }
+      if (short(m.chars)) return byLoad(candidates, m.chars, 'short-match');
+      // Longest match held by several: the least loaded (ties: the first that was sent it).
+      let chosen = byId[m.owners[0]!]!;
+      for (let j = 1; j < m.owners.length; j++) {
+        const b = byId[m.owners[j]!]!;
+        if (b.inFlight < chosen.inFlight) chosen = b;
+      }
+      const out = chosen.inFlight;
+      if (out > min + p.overloadMargin && out > (p.overloadFactor * sum) / n)
+        return byLoad(candidates, m.chars, 'overloaded');
+      last = { matchedChars: m.chars, reason: 'prefix' };
+      return [chosen];
+    },
+    onDispatch(req, backend) {
+      trie.insert(keysOf(req), backend.name);
+      keyCache.delete(req.id);
+    },
+    onBackendRemoved(name) {
+      const id = trie.idOf(name);
+      if (id !== undefined) byId[id] = undefined;
+      trie.removeBackend(name);
+    },
+  };
+}

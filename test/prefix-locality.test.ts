@@ -1,0 +1,106 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { EngineServer } from '../src/engine/server.js';
+import type { Router } from '../src/proxy/router.js';
+import { configSchema, normalize } from '../src/config/schema.js';
+import { backend, engine, fastProfile, post, router, settings, waitFor } from './helpers.js';
+
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({
+  model: 'm1',
+  messages: [{ role: 'user', content }],
+  max_tokens: 2,
+  ...extra,
+});
+
+/**
+ * Seed 003's policies on the live router, against emulated engines over real HTTP: selective
+ * pushing on pending requests makes the fleet scrape /metrics at the policy's probe interval, and
+ * consistent hashing follows the configured session key.
+ */
+describe('prefix locality and selective pushing on the live router', () => {
+  let engines: EngineServer[];
+  let r: Router;
+  let url: string;
+
+  before(async () => {
+    engines = await Promise.all([0, 1, 2].map(() => engine({ profile: fastProfile({ slots: 2 }) })));
+    const cfg = normalize(
+      configSchema.parse({
+        backends: engines.map((e, i) => ({ name: `e${i}`, url: e.url, api: 'openai', models: ['m1'] })),
+        policy: { name: 'consistent-hash', push: 'sp-p', probeIntervalMs: 20 },
+        // Far slower than the policy asks: the policy's interval must win.
+        health: { scrapeIntervalMs: 60_000, probeIntervalMs: 60_000 },
+        sessionKey: { header: 'X-Conversation', bodyField: 'metadata.session_id' },
+        log: { level: 'silent' },
+      }),
+    );
+    ({ router: r, url } = await router(
+      settings(
+        cfg.backends.map((b) => backend(b.name, b.url, { api: 'openai' })),
+        cfg,
+      ),
+    ));
+  });
+
+  after(async () => {
+    await r.close();
+    await Promise.all(engines.map((e) => e.close()));
+  });
+
+  test('SP-P: the fleet scrapes engine metrics at the policy’s probe interval', async () => {
+    const seen = new Set<number>();
+    // With the configured 60 s scrape interval this could never see five scrapes.
+    await waitFor(
+      () => {
+        const at = r.scheduler.backend('e0')?.metrics?.at;
+        if (at !== undefined) seen.add(at);
+        return seen.size >= 5;
+      },
+      5000,
+      'five scrapes',
+    );
+  });
+
+  test('a burst is held in the router queue and pushed as engines report room; all complete', async () => {
+    const res = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => post(`${url}/v1/chat/completions`, chat(`burst ${i}`))),
+    );
+    for (const x of res) assert.equal(x.status, 200, await x.text());
+    await waitFor(() => r.scheduler.inFlightTotal === 0 && r.scheduler.queueLength === 0, 5000, 'drained');
+  });
+
+  test('the configured header and body field are the consistent-hash key', async () => {
+    const homeOf = async (init: { headers?: Record<string, string>; extra?: Record<string, unknown> }) => {
+      const names = new Set<string>();
+      for (let i = 0; i < 4; i++) {
+        const res = await post(`${url}/v1/chat/completions`, chat(`turn ${i}`, init.extra), init.headers);
+        assert.equal(res.status, 200);
+        await res.text();
+        names.add(res.headers.get('x-llmlb-backend')!);
+      }
+      return names;
+    };
+    for (let u = 0; u < 3; u++) {
+      assert.equal((await homeOf({ headers: { 'x-conversation': `conv-${u}` } })).size, 1);
+      assert.equal((await homeOf({ extra: { metadata: { session_id: `s-${u}` } } })).size, 1);
+    }
+    // Different keys reach more than one backend.
+    const homes = new Set<string>();
+    for (let u = 0; u < 12; u++) {
+      const res = await post(`${url}/v1/chat/completions`, chat('k'), { 'x-conversation': `user-${u}` });
+      await res.text();
+      homes.add(res.headers.get('x-llmlb-backend')!);
+    }
+    assert.ok(homes.size >= 2, `homes: ${[...homes].join(',')}`);
+  });
+});
+
+test('sessionKey config: defaults, validation', () => {
+  const base = { backends: [{ name: 'a', url: 'http://127.0.0.1:1' }] };
+  assert.equal(normalize(configSchema.parse(base)).sessionKey, undefined);
+  const d = normalize(configSchema.parse({ ...base, sessionKey: {} })).sessionKey!;
+  assert.deepEqual(d, { header: 'x-session-token', bodyPath: ['user'] });
+  assert.equal(configSchema.safeParse({ ...base, sessionKey: { header: 'bad header' } }).success, false);
+  assert.equal(configSchema.safeParse({ ...base, sessionKey: { bodyField: 'a..b' } }).success, false);
+  assert.equal(configSchema.safeParse({ ...base, sessionKey: { field: 'x' } }).success, false);
+});
