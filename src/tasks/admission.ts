@@ -19,7 +19,19 @@ export interface Admission {
   advice(): Promise<Advice>;
 }
 
-export class AdmissionError extends Error {}
+export class AdmissionError extends Error {
+  /**
+   * `rejected`: the router refused this request itself (a 4xx: unknown model, larger than any
+   * tokens-per-minute target, bad body) — retrying unchanged cannot help, so it counts as a
+   * failed attempt. Otherwise the router is unavailable and the task is not at fault.
+   */
+  constructor(
+    message: string,
+    readonly rejected = false,
+  ) {
+    super(message);
+  }
+}
 
 const isObj = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -89,7 +101,12 @@ export class HttpAdmission implements Admission {
       estimated_tokens: estimatedTokens,
       ...(model !== undefined ? { model } : {}),
     });
-    if (r.status !== 200) throw new AdmissionError(`/schedule: HTTP ${r.status} ${JSON.stringify(r.json)}`);
+    if (r.status !== 200) {
+      throw new AdmissionError(
+        `/schedule: HTTP ${r.status} ${JSON.stringify(r.json)}`,
+        r.status >= 400 && r.status < 500,
+      );
+    }
     return parseSchedule(r.json);
   }
 

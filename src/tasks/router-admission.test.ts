@@ -41,10 +41,12 @@ for (const backendKind of BACKENDS) {
     t.after(() => r.close());
     const caller = new OpenAiCaller(be.url); // seed 001: admission from the router, call to the backend
     t.after(() => caller.close());
-    const store = new TaskStore(sql);
+    const store = new TaskStore(sql, { maxAttempts: 2, baseBackoffMs: 10 });
     await store.add([
       ...Array.from({ length: 30 }, (_, i) => ({ prompt: `free ${i}` })),
       ...Array.from({ length: 10 }, (_, i) => ({ prompt: `pinned ${i}`, model: 'model-2' })),
+      // The router refuses this one outright (no quota for the model): dead after its attempts, not retried forever.
+      { prompt: 'nowhere', model: 'no-such-model' },
     ]);
     const solver = new Solver({
       store,
@@ -57,7 +59,10 @@ for (const backendKind of BACKENDS) {
       drain: true,
     });
     const stats = await solver.run();
-    assert.deepEqual(await store.counts(), { queued: 0, running: 0, done: 40, dead: 0 });
+    assert.deepEqual(await store.counts(), { queued: 0, running: 0, done: 40, dead: 1 });
+    const dead = (await store.all()).find((x) => x.status === 'dead');
+    assert.equal(dead?.attempts, 2);
+    assert.match(dead?.lastError ?? '', /HTTP 404/);
     assert.equal(stats.solved, 40);
     assert.ok(
       stats.peakWorkers <= 6,

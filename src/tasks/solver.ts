@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Admission } from './admission.js';
+import { AdmissionError, type Admission } from './admission.js';
 import type { ModelCaller } from './caller.js';
 import type { Claim, TaskStore } from './store.js';
 
@@ -162,10 +162,11 @@ export class Solver {
         try {
           r = await admission.schedule(est, task.model ?? undefined);
         } catch (err) {
+          // Refused for what the task is (unknown model, too large): a failed attempt, so it ends dead.
+          if (err instanceof AdmissionError && err.rejected) throw err;
           // The router, not the task, is at fault: give the claim back without spending an attempt.
           await store.release(claim).catch(() => {});
           await this.pause(this.o.pollMs ?? 500);
-          void err;
           return;
         }
         if ('task_id' in r) {
