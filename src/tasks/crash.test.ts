@@ -132,7 +132,10 @@ for (const backend of BACKENDS) {
       const retaken = rows.filter((r) => r.attempts === 2);
       assert.ok(retaken.length >= 1, 'some tasks were recovered from the dead worker');
       assert.ok(rows.every((r) => r.attempts <= 2));
-      assert.equal(solvedBefore + second.solved(), N, 'each task solved (written) once across both runs');
+      // The trigger above is the truth; progress lines can only under-count (a SIGKILL may land
+      // between an answer's write and its line reaching our pipe), never report a task twice.
+      assert.ok(solvedBefore + second.solved() <= N, 'no task reported solved twice across both runs');
+      assert.ok(solvedBefore + second.solved() >= N - 6, 'at most the killed workers’ lines are missing');
     } finally {
       await sql.close();
     }
