@@ -29,6 +29,11 @@ test('live bench over HTTP agrees with the simulation on the small scenario', as
     Math.abs(l.latencyS.mean - s.latencyS.mean) / s.latencyS.mean < 0.25,
     `${l.latencyS.mean} vs ${s.latencyS.mean}`,
   );
+  // Both sample outstanding requests per instance over time (live: the engines' running + waiting).
+  assert.ok(s.outstandingSpread !== null && s.outstandingSpread.samples > 0);
+  assert.ok(l.outstandingSpread !== null && l.outstandingSpread.samples > 0);
+  assert.notEqual(l.outstandingSpread.pending, null);
+  assert.ok(l.outstandingSpread.mean > 0 && l.outstandingSpread.mean <= 8);
 });
 
 test('a client timeout in the workload is counted failed live, as in the simulator', async () => {
