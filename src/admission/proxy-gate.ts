@@ -53,81 +53,66 @@ export async function passGate(
 ): Promise<GateOutcome> {
   if (!admission.hasQuota(model)) return { kind: 'go' };
   const started = Date.now();
+  // In llmlb_quota_gate_waiting from its first wait until it leaves the gate, whichever way.
   let waiting = false;
   try {
-    return await gateLoop(admission, model, tokens, res, clientGone, maxWaitMs, log, started, () => {
+    const store = admission.store;
+    for (;;) {
+      let r;
+      try {
+        r = await store.acquire({ tokens, model });
+      } catch (err) {
+        if (err instanceof TooLargeError)
+          return { kind: 'fail', status: 413, message: err.message, code: err.code };
+        // A reload removed the model's quota between hasQuota and acquire: nothing to enforce.
+        if (err instanceof QuotaError && err.code === 'unknown_model') return { kind: 'go' };
+        log.error({ err, model }, 'quota store unavailable');
+        return {
+          kind: 'fail',
+          status: 503,
+          message: 'quota store unavailable',
+          code: 'store_unavailable',
+          retryAfterS: 1,
+        };
+      }
+      if (r.kind === 'admitted') {
+        admission.metrics.decisions.inc({ outcome: 'gate_admitted' });
+        const id = r.lease.id;
+        let released = false;
+        const hb = setInterval(
+          () => void store.heartbeat(id).catch(() => undefined),
+          Math.max(100, admission.leaseTtlMs / 3),
+        ).unref();
+        const release = (): void => {
+          if (released) return;
+          released = true;
+          clearInterval(hb);
+          store.complete(id).catch((err: unknown) => log.warn({ err, id }, 'quota lease release failed'));
+        };
+        if (clientGone() || res.destroyed) {
+          release();
+          return { kind: 'gone' };
+        }
+        res.once('close', release);
+        return { kind: 'go' };
+      }
+      admission.metrics.decisions.inc({ outcome: 'gate_wait' });
       if (!waiting) admission.metrics.gateWaiting.inc({ model });
       waiting = true;
-    });
+      if (Date.now() - started + r.waitForMs > maxWaitMs) {
+        return {
+          kind: 'fail',
+          status: 503,
+          message: `model '${model}' is over its quota for longer than the queue wait limit`,
+          code: 'quota_wait_timeout',
+          retryAfterS: Math.ceil(r.waitForMs / 1000),
+        };
+      }
+      if (!(await sleepUnlessClosed(r.waitForMs, res))) return { kind: 'gone' };
+      if (clientGone()) return { kind: 'gone' };
+    }
   } finally {
     if (waiting) admission.metrics.gateWaiting.dec({ model });
-  }
-}
-
-async function gateLoop(
-  admission: Admission,
-  model: string,
-  tokens: number,
-  res: ServerResponse,
-  clientGone: () => boolean,
-  maxWaitMs: number,
-  log: Logger,
-  started: number,
-  onWait: () => void,
-): Promise<GateOutcome> {
-  const store = admission.store;
-  for (;;) {
-    let r;
-    try {
-      r = await store.acquire({ tokens, model });
-    } catch (err) {
-      if (err instanceof TooLargeError)
-        return { kind: 'fail', status: 413, message: err.message, code: err.code };
-      // A reload removed the model's quota between hasQuota and acquire: nothing to enforce.
-      if (err instanceof QuotaError && err.code === 'unknown_model') return { kind: 'go' };
-      log.error({ err, model }, 'quota store unavailable');
-      return {
-        kind: 'fail',
-        status: 503,
-        message: 'quota store unavailable',
-        code: 'store_unavailable',
-        retryAfterS: 1,
-      };
-    }
-    if (r.kind === 'admitted') {
-      admission.metrics.decisions.inc({ outcome: 'gate_admitted' });
-      const id = r.lease.id;
-      let released = false;
-      const hb = setInterval(
-        () => void store.heartbeat(id).catch(() => undefined),
-        Math.max(100, admission.leaseTtlMs / 3),
-      ).unref();
-      const release = (): void => {
-        if (released) return;
-        released = true;
-        clearInterval(hb);
-        store.complete(id).catch((err: unknown) => log.warn({ err, id }, 'quota lease release failed'));
-      };
-      if (clientGone() || res.destroyed) {
-        release();
-        return { kind: 'gone' };
-      }
-      res.once('close', release);
-      return { kind: 'go' };
-    }
-    admission.metrics.decisions.inc({ outcome: 'gate_wait' });
-    onWait();
-    if (Date.now() - started + r.waitForMs > maxWaitMs) {
-      return {
-        kind: 'fail',
-        status: 503,
-        message: `model '${model}' is over its quota for longer than the queue wait limit`,
-        code: 'quota_wait_timeout',
-        retryAfterS: Math.ceil(r.waitForMs / 1000),
-      };
-    }
-    if (!(await sleepUnlessClosed(r.waitForMs, res))) return { kind: 'gone' };
-    if (clientGone()) return { kind: 'gone' };
   }
 }
 
