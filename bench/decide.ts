@@ -17,6 +17,7 @@ import { endpointPickerConfigSchema } from '../src/core/policies/endpoint-picker
 import { ProfilePolicy } from '../src/core/policies/profile.js';
 import { PrefixTrie } from '../src/core/prefix/prefix-trie.js';
 import { createRng } from '../src/core/rng.js';
+import { backendView } from '../src/core/testing.js';
 import type { BackendView, Policy, RequestInfo } from '../src/core/types.js';
 import { formatTable } from '../src/report/table.js';
 
@@ -32,20 +33,7 @@ type MutableView = { -readonly [K in keyof BackendView]: BackendView[K] };
 
 function fleet(n: number): MutableView[] {
   return Array.from({ length: n }, (_, i) => ({
-    name: `b${i}`,
-    index: i,
-    api: 'openai' as const,
-    weight: 1,
-    maxConcurrency: Infinity,
-    region: undefined,
-    models: new Set(['m']),
-    healthy: true,
-    draining: false,
-    inFlight: 0,
-    metrics: { running: 8, waiting: 0, kvUsage: 0.5, at: 0 },
-    loadedModels: undefined,
-    dispatchedSinceMetrics: 0,
-    completedSinceMetrics: 0,
+    ...backendView(`b${i}`, i, { api: 'openai', metrics: { running: 8, waiting: 0, kvUsage: 0.5, at: 0 } }),
   }));
 }
 
