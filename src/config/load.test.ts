@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { configIssues } from './testing.js';
 import {
   ConfigError,
   applyOverrides,
@@ -18,15 +19,7 @@ const opts: ParseOptions = {
   source: 't.yaml',
 };
 
-function issues(text: string, o = opts): ConfigIssue[] {
-  try {
-    parseConfig(text, o);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError, String(err));
-    return [...err.issues];
-  }
-  assert.fail('expected a ConfigError');
-}
+const issues = (text: string, o = opts): ConfigIssue[] => configIssues(text, o);
 
 const minimal = 'backends:\n  - name: a\n    url: http://127.0.0.1:11434\n';
 

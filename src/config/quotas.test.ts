@@ -1,19 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ConfigError, parseConfig, type ConfigIssue, type ParseOptions } from './load.js';
+import { parseConfig, type ConfigIssue, type ParseOptions } from './load.js';
+import { configIssues } from './testing.js';
 
 const opts: ParseOptions = { knownPolicies: ['estimated-wait'], source: 't.yaml' };
 const base = 'backends:\n  - name: a\n    url: http://127.0.0.1:11434\n';
 
-function issues(text: string): ConfigIssue[] {
-  try {
-    parseConfig(text, opts);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError, String(err));
-    return [...err.issues];
-  }
-  assert.fail('expected a ConfigError');
-}
+const issues = (text: string): ConfigIssue[] => configIssues(text, opts);
 
 test('state, quotas and admission keys (design §2) parse with their defaults', () => {
   const c = parseConfig(

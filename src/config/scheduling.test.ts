@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPolicy, policyNames } from '../core/policies/index.js';
 import { ProfilePolicy } from '../core/policies/profile.js';
-import { ConfigError, loadConfigFile, parseConfig, type ParseOptions } from './load.js';
+import { loadConfigFile, parseConfig, type ConfigIssue, type ParseOptions } from './load.js';
+import { configIssues } from './testing.js';
 
 const opts: ParseOptions = {
   knownPolicies: policyNames(),
@@ -10,15 +11,7 @@ const opts: ParseOptions = {
   source: 't.yaml',
 };
 
-function issuesOf(text: string): { path: string; message: string; line?: number | undefined }[] {
-  try {
-    parseConfig(text, opts);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError, String(err));
-    return [...err.issues];
-  }
-  assert.fail('expected a ConfigError');
-}
+const issuesOf = (text: string): ConfigIssue[] => configIssues(text, opts);
 
 test("seed 002's Heimdall config loads as written and runs as the policy", () => {
   const c = loadConfigFile('examples/heimdall.yaml', opts);
