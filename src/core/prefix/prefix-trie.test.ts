@@ -106,6 +106,32 @@ test('removing a backend forgets it everywhere and drops nodes nobody else holds
   t.checkInvariants();
 });
 
+test('keys: a prefix of a text has a prefix of its keys, for odd and even chunks and any UTF-16 text', () => {
+  // Even chunks are read as 32-bit words from a copy of the text, odd ones character by character.
+  const unit = fc.constantFrom('a', 'b', 'é', '漢', '\u{1F600}', '\uD800');
+  fc.assert(
+    fc.property(
+      fc.string({ unit, maxLength: 40 }),
+      fc.string({ unit, maxLength: 40 }),
+      fc.integer({ min: 1, max: 6 }),
+      (a, b, size) => {
+        const t = trie(1000, size);
+        const whole = Array.from(t.keys(a + b));
+        const head = Array.from(t.keys(a));
+        assert.deepEqual(whole.slice(0, head.length), head);
+        assert.equal(whole.length, Math.floor((a + b).length / size));
+        // Texts that differ inside the indexed part get different keys from that chunk on.
+        const c = a + b;
+        if (c.length >= size) {
+          const other = (c[0] === 'a' ? 'b' : 'a') + c.slice(1);
+          assert.notEqual(Array.from(t.keys(other))[0], whole[0]);
+        }
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
+
 test('bad options are refused', () => {
   assert.throws(() => trie(0), /maxEntries/);
   assert.throws(() => trie(10, 1.5), /chunkChars/);

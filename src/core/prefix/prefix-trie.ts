@@ -4,9 +4,12 @@
  * records the backends a request with that prefix was pushed to. It remembers what the router sent
  * where, not what an engine really kept in its KV cache — decisions never wait for an engine.
  *
- * Nodes live in one map keyed by the chain hash of their prefix (chunk i's key covers chunks
- * 0..i), so a node needs no child table — the cheapest layout per entry — and a walk is one map
- * lookup per chunk.
+ * Layout: nodes are slots in typed arrays (key, parent, LRU links, first owner), found through an
+ * open-addressing hash table on the chain hash of their prefix (chunk i's key covers chunks 0..i),
+ * so a node needs no child table and a walk is one table probe per chunk. Nothing is allocated per
+ * node and the arrays live outside the JS heap: ~40 bytes per entry instead of a ~300-byte object
+ * with its own owner array and map slot, lookups never box a 53-bit key, and a 100k-entry trie
+ * churning through eviction gives the garbage collector nothing to trace or collect.
  *
  * Invariants:
  * - A child's owners are a subset of its parent's (an insert records the backend on every node of
@@ -16,19 +19,6 @@
  *   all its children (a path is touched leaf first, root last), so the list head is always a leaf
  *   and evicting from the head never orphans a subtree.
  */
-
-/** Trie node (one chunk of one prefix). */
-interface Node {
-  /** Chain hash of the prefix ending with this chunk (its key in the node map). */
-  readonly key: number;
-  /** undefined for a first chunk. */
-  readonly parent: Node | undefined;
-  /** Backend ids that were sent this prefix, in the order they were first sent it. */
-  owners: number[];
-  /** LRU list links (least recent at `head`). */
-  prev: Node | undefined;
-  next: Node | undefined;
-}
 
 export interface PrefixTrieOptions {
   /** Characters per chunk; a text's last partial chunk is not indexed. */
@@ -50,29 +40,65 @@ export interface PrefixMatch {
 }
 
 const NO_MATCH: PrefixMatch = { chunks: 0, chars: 0, owners: [] };
+/** "No slot" in the slot arrays. */
+const NONE = -1;
+/** Keys are 53-bit: a 32-bit well-mixed high part times 2^21 plus 21 low bits. */
+const LOW_BITS = 0x200000;
+const HIGH_PART = 1 / LOW_BITS;
+/** Table index of a key: its mixed high 32 bits (multiplying by 2^-21 is exact). */
+const home = (key: number, mask: number): number => ((key * HIGH_PART) >>> 0) & mask;
+
+/** Scratch for keys(): the text as UTF-16 code units, read two at a time. Grown on demand. */
+let scratch = new ArrayBuffer(0);
+let scratchBytes = Buffer.from(scratch);
+let scratchWords = new Int32Array(scratch);
 
 export class PrefixTrie {
   readonly chunkChars: number;
   readonly maxEntries: number;
   readonly maxPrefixChars: number;
-  private readonly nodes = new Map<number, Node>();
-  private head: Node | undefined;
-  private tail: Node | undefined;
+  /** Chunks of the longest indexed prefix (an insert uses at most this many keys). */
+  private readonly maxChunks: number;
+  /** Slots ever needed at once: the bound plus one insert's new path, evicted right after. */
+  private readonly slotLimit: number;
+  private capacity = 0;
+  private key = new Float64Array(0);
+  private parent = new Int32Array(0);
+  private prev = new Int32Array(0);
+  private next = new Int32Array(0);
+  /** First owner (trie id) of a live slot; NONE for a free one. */
+  private owner = new Int32Array(0);
+  /** Owners of a slot, the first included. */
+  private owners = new Int32Array(0);
+  /**
+   * Owners after the first, in the order they were first sent the prefix (most nodes have none;
+   * created as an exact-size literal, so a two-owner node holds a one-element array).
+   */
+  private more: (number[] | undefined)[] = [];
+  /** Open addressing, linear probing: slot + 1, 0 for empty; at most half full. */
+  private table = new Int32Array(0);
+  private mask = 0;
+  private freeSlots = new Int32Array(0);
+  private freeCount = 0;
+  private used = 0;
+  private count = 0;
+  private head = NONE;
+  private tail = NONE;
   private readonly ids = new Map<string, number>();
   private readonly names: (string | undefined)[] = [];
   private readonly freeIds: number[] = [];
   private idChanges = 0;
-  /** Bumped by every change of the node set; guards `walked`. */
+  /** Bumped by every change of the node set; guards the walk hint. */
   private mutations = 0;
   /**
-   * Nodes the last match found for its keys: an insert of the same keys right after (pick, then
+   * Slots the last match found for its keys: an insert of the same keys right after (pick, then
    * dispatch) starts from them instead of looking each chunk up again.
    */
-  private walked: { keys: ArrayLike<number> | undefined; nodes: Node[]; at: number } = {
-    keys: undefined,
-    nodes: [],
-    at: -1,
-  };
+  private walkedKeys: ArrayLike<number> | undefined;
+  private walkedAt = -1;
+  private walkedCount = 0;
+  private walked = new Int32Array(0);
+
   constructor(opts: PrefixTrieOptions) {
     for (const k of ['chunkChars', 'maxEntries', 'maxPrefixChars'] as const) {
       const v = opts[k];
@@ -81,11 +107,14 @@ export class PrefixTrie {
     this.chunkChars = opts.chunkChars;
     this.maxEntries = opts.maxEntries;
     this.maxPrefixChars = opts.maxPrefixChars;
+    this.maxChunks = Math.floor(opts.maxPrefixChars / opts.chunkChars);
+    this.slotLimit = opts.maxEntries + Math.min(opts.maxEntries, this.maxChunks);
+    this.walked = new Int32Array(Math.min(this.maxChunks, 1024));
   }
 
   /** Nodes held now (never more than maxEntries after an insert returns). */
   get size(): number {
-    return this.nodes.size;
+    return this.count;
   }
 
   /** Backends known to the trie (each holds at least one node). */
@@ -112,6 +141,12 @@ export class PrefixTrie {
     return this.names.length;
   }
 
+  /** Bytes of the slot arrays and hash table (outside the JS heap; for the bench and describe). */
+  get arrayBytes(): number {
+    // (The owner arrays of nodes with several owners are on the JS heap, not counted here.)
+    return this.capacity * (8 + 4 * 7) + this.table.byteLength;
+  }
+
   /**
    * Chain hashes of a text's indexed chunks: key i covers chunks 0..i, so equal keys mean (up to
    * collisions) an equal prefix. Two 32-bit FNV-1a variants give a 53-bit key: with 100k nodes a
@@ -119,21 +154,43 @@ export class PrefixTrie {
    * request and reuse.
    */
   keys(text: string): Float64Array {
-    const n = Math.floor(Math.min(text.length, this.maxPrefixChars) / this.chunkChars);
-    const out = new Float64Array(n);
     const size = this.chunkChars;
+    const n = Math.floor(Math.min(text.length, this.maxPrefixChars) / size);
+    const out = new Float64Array(n);
+    if (n === 0) return out;
     let h1 = 0x811c9dc5;
     let h2 = 0x01000193;
-    for (let b = 0; b < n; b++) {
-      // Two characters per step (one 32-bit word): half the multiplies of a per-character loop.
-      let i = b * size;
-      const end = i + size;
-      for (; i + 1 < end; i += 2) {
-        const c = text.charCodeAt(i) | (text.charCodeAt(i + 1) << 16);
-        h1 = Math.imul(h1 ^ c, 0x01000193);
-        h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
+    // Even chunks: the text is copied out as UTF-16 code units by native code, then hashed one
+    // 32-bit word (two characters) per step — the same words the charCodeAt loop below builds, so
+    // both give equal keys, but without two charCodeAt calls per word.
+    const even = size % 2 === 0;
+    let words = scratchWords;
+    if (even) {
+      const bytes = n * size * 2;
+      if (scratch.byteLength < bytes) {
+        scratch = new ArrayBuffer(Math.max(bytes, scratch.byteLength * 2));
+        scratchBytes = Buffer.from(scratch);
+        scratchWords = new Int32Array(scratch);
+        words = scratchWords;
       }
-      if (i < end) {
+      scratchBytes.write(text, 0, bytes, 'utf16le');
+    }
+    const half = size >> 1;
+    for (let b = 0; b < n; b++) {
+      if (even) {
+        for (let w = b * half, end = w + half; w < end; w++) {
+          const c = words[w]!;
+          h1 = Math.imul(h1 ^ c, 0x01000193);
+          h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
+        }
+      } else {
+        let i = b * size;
+        const end = i + size;
+        for (; i + 1 < end; i += 2) {
+          const c = text.charCodeAt(i) | (text.charCodeAt(i + 1) << 16);
+          h1 = Math.imul(h1 ^ c, 0x01000193);
+          h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
+        }
         const c = text.charCodeAt(i);
         h1 = Math.imul(h1 ^ c, 0x01000193);
         h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
@@ -142,7 +199,7 @@ export class PrefixTrie {
       let f = h1 ^ (h1 >>> 16);
       f = Math.imul(f, 0x85ebca6b);
       f ^= f >>> 13;
-      out[b] = (f >>> 0) * 0x200000 + ((h2 ^ (h2 >>> 11)) & 0x1fffff);
+      out[b] = (f >>> 0) * LOW_BITS + ((h2 ^ (h2 >>> 11)) & (LOW_BITS - 1));
     }
     return out;
   }
@@ -150,37 +207,51 @@ export class PrefixTrie {
   /**
    * Record that a request with these chunk keys was pushed to `backend`: every node of its path
    * gets the backend and becomes most recently used; then the oldest leaves are evicted until the
-   * size bound holds.
+   * size bound holds. At most `maxPrefixChars / chunkChars` keys are used.
    */
   insert(keys: ArrayLike<number>, backend: string): void {
-    const n = Math.min(keys.length, this.maxEntries);
+    const n = Math.min(keys.length, this.maxEntries, this.maxChunks);
     if (n === 0) return;
     const id = this.idFor(backend);
-    let node: Node | undefined;
-    let absent = false;
-    const w = this.walked;
-    const hint = w.keys === keys && w.at === this.mutations ? w.nodes : undefined;
-    this.mutations++;
-    for (let i = 0; i < n; i++) {
-      const k = keys[i]!;
-      const found = hint !== undefined && i < hint.length ? hint[i] : this.nodes.get(k);
-      if (!found) {
-        // A literal one-element array: most nodes only ever have one owner (no spare capacity).
-        node = { key: k, parent: node, owners: [id], prev: undefined, next: undefined };
-        this.nodes.set(k, node);
-        continue;
-      }
-      node = found;
-      const o = found.owners;
-      // A node without the backend has no descendant with it (subset invariant): below it, push
-      // without looking. Otherwise the common repeat (same backend as last time) is the last entry.
-      if (!absent && (o[o.length - 1] === id || o.includes(id))) continue;
-      absent = true;
-      o.push(id);
+    // The nodes that exist form a prefix of the path (a parent outlives its children); the match
+    // just before (pick, then dispatch) already found the first of them.
+    if (this.walked.length < n) this.walked = new Int32Array(n);
+    const path = this.walked;
+    let m = this.walkedKeys === keys && this.walkedAt === this.mutations ? Math.min(this.walkedCount, n) : 0;
+    for (; m < n; m++) {
+      const s = this.lookup(keys[m]!);
+      if (s === NONE) break;
+      path[m] = s;
     }
+    this.mutations++;
+    // Those holding the backend form a prefix of them too (subset invariant): find where it ends by
+    // bisection — nodes down a shared system prompt can hold hundreds of owners each.
+    let lo = 0;
+    if (m > 0 && this.holds(path[m - 1]!, id)) lo = m;
+    else
+      for (let hi = m - 1; lo < hi;) {
+        const mid = (lo + hi) >> 1;
+        if (this.holds(path[mid]!, id)) lo = mid + 1;
+        else hi = mid;
+      }
+    for (let i = lo; i < m; i++) this.addOwner(path[i]!, id);
+    let node = m > 0 ? path[m - 1]! : NONE;
+    for (let i = m; i < n; i++) node = this.create(keys[i]!, node, id);
     // Touch leaf first, root-most last (through parent links): parents end up more recent.
-    for (let x = node; x; x = x.parent) this.moveToTail(x);
-    while (this.nodes.size > this.maxEntries) this.remove(this.head!);
+    for (let x = node; x !== NONE; x = this.parent[x]!) this.moveToTail(x);
+    while (this.count > this.maxEntries) this.remove(this.head);
+  }
+
+  private holds(s: number, id: number): boolean {
+    return this.owner[s] === id || this.more[s]?.includes(id) === true;
+  }
+
+  /** Append an owner to a slot's list (the slot does not hold it yet). */
+  private addOwner(s: number, id: number): void {
+    const more = this.more[s];
+    if (more === undefined) this.more[s] = [id];
+    else more.push(id);
+    this.owners[s]!++;
   }
 
   /**
@@ -188,48 +259,67 @@ export class PrefixTrie {
    * no available owner (subset invariant). `isAvailable` gets trie ids (see idOf).
    */
   match(keys: ArrayLike<number>, isAvailable: (id: number) => boolean): PrefixMatch {
-    let best: number[] | undefined;
+    let best = NONE;
     let depth = 0;
     let parentOwners = -1;
-    const w = this.walked;
-    w.keys = keys;
-    w.at = this.mutations;
-    const seen = w.nodes;
-    seen.length = 0;
-    for (let i = 0; i < keys.length; i++) {
-      const node = this.nodes.get(keys[i]!);
-      if (!node) break;
-      seen.push(node);
-      const o = node.owners;
-      // Same owner count as the parent means the same owners (subset invariant): reuse the answer.
+    const limit = Math.min(keys.length, this.maxChunks);
+    if (this.walked.length < limit) this.walked = new Int32Array(limit);
+    const walked = this.walked;
+    this.walkedKeys = keys;
+    this.walkedAt = this.mutations;
+    let seen = 0;
+    for (let i = 0; i < limit; i++) {
+      const s = this.lookup(keys[i]!);
+      if (s === NONE) break;
+      walked[seen++] = s;
+      const owners = this.owners[s]!;
+      // Same owner count as the parent means the same owners (subset invariant): same answer.
       // Down a shared system prompt held by every backend this keeps the walk O(1) per chunk.
-      if (o.length !== parentOwners) {
-        let avail: number[] | undefined;
-        for (let j = 0; j < o.length; j++) {
-          const id = o[j]!;
-          if (isAvailable(id)) (avail ??= []).push(id);
-        }
-        if (!avail) break;
-        best = avail;
-        parentOwners = o.length;
+      // Otherwise one available owner is enough to go on; who they all are is read at the end.
+      if (owners !== parentOwners) {
+        if (!this.anyAvailable(s, isAvailable)) break;
+        parentOwners = owners;
       }
+      best = s;
       depth = i + 1;
     }
-    return best ? { chunks: depth, chars: depth * this.chunkChars, owners: best } : NO_MATCH;
+    this.walkedCount = seen;
+    if (best === NONE) return NO_MATCH;
+    const first = this.owner[best]!;
+    const owners = isAvailable(first) ? [first] : [];
+    const more = this.more[best];
+    if (more !== undefined)
+      for (let j = 0; j < more.length; j++) {
+        const o = more[j]!;
+        if (isAvailable(o)) owners.push(o);
+      }
+    return { chunks: depth, chars: depth * this.chunkChars, owners };
   }
 
   /** Forget a backend: it leaves every node; nodes left without owners go (with their subtrees). */
   removeBackend(name: string): void {
     const id = this.ids.get(name);
     if (id === undefined) return;
-    const dead: Node[] = [];
-    for (let n = this.head; n; n = n.next) {
-      const at = n.owners.indexOf(id);
-      if (at >= 0) n.owners.splice(at, 1);
-      if (n.owners.length === 0) dead.push(n);
+    const dead: number[] = [];
+    for (let s = this.head; s !== NONE; s = this.next[s]!) {
+      const more = this.more[s];
+      if (this.owner[s] === id) {
+        if (more === undefined) {
+          dead.push(s);
+          continue;
+        }
+        // The second owner becomes the first.
+        this.owner[s] = more.shift()!;
+      } else {
+        const at = more === undefined ? -1 : more.indexOf(id);
+        if (at < 0) continue;
+        more!.splice(at, 1);
+      }
+      this.owners[s]!--;
+      if (more!.length === 0) this.more[s] = undefined;
     }
     // Ownerless nodes form whole subtrees (subset invariant): removing them all leaves no orphan.
-    for (const n of dead) this.remove(n);
+    for (const s of dead) this.remove(s);
     this.ids.delete(name);
     this.idChanges++;
     this.names[id] = undefined;
@@ -241,27 +331,111 @@ export class PrefixTrie {
     const id = this.ids.get(name);
     if (id === undefined) return 0;
     let c = 0;
-    for (let n = this.head; n; n = n.next) if (n.owners.includes(id)) c++;
+    for (let s = this.head; s !== NONE; s = this.next[s]!) if (this.holds(s, id)) c++;
     return c;
   }
 
   /** Checks every invariant; throws on the first broken one (tests). O(size). */
   checkInvariants(): void {
-    const pos = new Map<Node, number>();
-    let count = 0;
-    for (let n = this.head; n; n = n.next) pos.set(n, count++);
-    for (const [n, i] of pos) {
-      if (this.nodes.get(n.key) !== n) throw new Error('listed node not in the map');
-      if (n.owners.length === 0) throw new Error('node without owners');
-      for (const id of n.owners) if (this.names[id] === undefined) throw new Error('owner id not live');
-      const p = n.parent;
-      if (!p) continue;
-      if (this.nodes.get(p.key) !== p) throw new Error('parent gone before its child');
-      if (!(pos.get(p)! > i)) throw new Error('parent before child in the LRU list');
-      for (const id of n.owners) if (!p.owners.includes(id)) throw new Error('owners not a subset');
+    const pos = new Map<number, number>();
+    let listed = 0;
+    for (let s = this.head; s !== NONE; s = this.next[s]!) {
+      if (pos.has(s)) throw new Error('LRU list has a cycle');
+      pos.set(s, listed++);
     }
-    if (count !== this.nodes.size) throw new Error(`size ${this.nodes.size} but ${count} nodes listed`);
-    if (this.nodes.size > this.maxEntries) throw new Error('over the bound');
+    for (const [s, i] of pos) {
+      if (this.lookup(this.key[s]!) !== s) throw new Error('listed node not in the table');
+      const owners = this.ownersOf(s);
+      if (owners.length === 0 || owners[0] === NONE) throw new Error('node without owners');
+      if (new Set(owners).size !== owners.length) throw new Error('owner listed twice');
+      for (const id of owners) if (this.names[id] === undefined) throw new Error('owner id not live');
+      const p = this.parent[s]!;
+      if (p === NONE) continue;
+      if (!pos.has(p)) throw new Error('parent gone before its child');
+      if (!(pos.get(p)! > i)) throw new Error('parent before child in the LRU list');
+      const parentOwners = this.ownersOf(p);
+      for (const id of owners) if (!parentOwners.includes(id)) throw new Error('owners not a subset');
+    }
+    if (listed !== this.count) throw new Error(`size ${this.count} but ${listed} nodes listed`);
+    let inTable = 0;
+    for (const t of this.table) if (t !== 0) inTable++;
+    if (inTable !== this.count) throw new Error(`${inTable} table entries for ${this.count} nodes`);
+    if (this.count > this.maxEntries) throw new Error('over the bound');
+  }
+
+  private ownersOf(s: number): number[] {
+    const out = [this.owner[s]!, ...(this.more[s] ?? [])];
+    if (out.length !== this.owners[s]) throw new Error('owner count out of step with the owner list');
+    return out;
+  }
+
+  private anyAvailable(s: number, isAvailable: (id: number) => boolean): boolean {
+    if (isAvailable(this.owner[s]!)) return true;
+    const more = this.more[s];
+    if (more !== undefined) for (let j = 0; j < more.length; j++) if (isAvailable(more[j]!)) return true;
+    return false;
+  }
+
+  private lookup(k: number): number {
+    const table = this.table;
+    const mask = this.mask;
+    if (table.length === 0) return NONE;
+    for (let i = home(k, mask); ; i = (i + 1) & mask) {
+      const t = table[i]!;
+      if (t === 0) return NONE;
+      if (this.key[t - 1] === k) return t - 1;
+    }
+  }
+
+  /** A new live slot for key `k` under `parent`, owned by `id` (not yet in the LRU list). */
+  private create(k: number, parent: number, id: number): number {
+    let s: number;
+    if (this.freeCount > 0) s = this.freeSlots[--this.freeCount]!;
+    else {
+      if (this.used === this.capacity) this.grow();
+      s = this.used++;
+    }
+    this.key[s] = k;
+    this.parent[s] = parent;
+    this.prev[s] = this.next[s] = NONE;
+    this.owner[s] = id;
+    this.owners[s] = 1;
+    this.more[s] = undefined;
+    const table = this.table;
+    const mask = this.mask;
+    let i = home(k, mask);
+    while (table[i] !== 0) i = (i + 1) & mask;
+    table[i] = s + 1;
+    this.count++;
+    return s;
+  }
+
+  /** Double the slot arrays (up to slotLimit) and rebuild the table at most half full. */
+  private grow(): void {
+    const cap = Math.min(this.slotLimit, Math.max(64, this.capacity * 2));
+    const widen = <T extends Float64Array | Int32Array>(a: T, make: (n: number) => T): T => {
+      const b = make(cap);
+      b.set(a);
+      return b;
+    };
+    this.key = widen(this.key, (n) => new Float64Array(n));
+    this.parent = widen(this.parent, (n) => new Int32Array(n));
+    this.prev = widen(this.prev, (n) => new Int32Array(n));
+    this.next = widen(this.next, (n) => new Int32Array(n));
+    this.owner = widen(this.owner, (n) => new Int32Array(n).fill(NONE));
+    this.owners = widen(this.owners, (n) => new Int32Array(n));
+    this.freeSlots = widen(this.freeSlots, (n) => new Int32Array(n));
+    this.capacity = cap;
+    let size = 1;
+    while (size < cap * 2) size *= 2;
+    this.table = new Int32Array(size);
+    this.mask = size - 1;
+    for (let s = 0; s < this.used; s++) {
+      if (this.owner[s] === NONE) continue;
+      let i = home(this.key[s]!, this.mask);
+      while (this.table[i] !== 0) i = (i + 1) & this.mask;
+      this.table[i] = s + 1;
+    }
   }
 
   private idFor(name: string): number {
@@ -275,28 +449,47 @@ export class PrefixTrie {
     return id;
   }
 
-  private moveToTail(n: Node): void {
-    if (this.tail === n) return;
-    if (n.prev || this.head === n) this.detach(n);
-    n.prev = this.tail;
-    n.next = undefined;
-    if (this.tail) this.tail.next = n;
-    else this.head = n;
-    this.tail = n;
+  private moveToTail(s: number): void {
+    if (this.tail === s) return;
+    if (this.prev[s] !== NONE || this.head === s) this.detach(s);
+    this.prev[s] = this.tail;
+    this.next[s] = NONE;
+    if (this.tail !== NONE) this.next[this.tail] = s;
+    else this.head = s;
+    this.tail = s;
   }
 
-  private detach(n: Node): void {
-    if (n.prev) n.prev.next = n.next;
-    else this.head = n.next;
-    if (n.next) n.next.prev = n.prev;
-    else this.tail = n.prev;
-    n.prev = n.next = undefined;
+  private detach(s: number): void {
+    const p = this.prev[s]!;
+    const n = this.next[s]!;
+    if (p !== NONE) this.next[p] = n;
+    else this.head = n;
+    if (n !== NONE) this.prev[n] = p;
+    else this.tail = p;
+    this.prev[s] = this.next[s] = NONE;
   }
 
   /** Drop one node (a leaf by the invariants, or part of a subtree being dropped whole). */
-  private remove(n: Node): void {
+  private remove(s: number): void {
     this.mutations++;
-    this.nodes.delete(n.key);
-    this.detach(n);
+    // Backward-shift deletion: later entries of the probe run move up, so no tombstones pile up.
+    const table = this.table;
+    const mask = this.mask;
+    let i = home(this.key[s]!, mask);
+    while (table[i] !== s + 1) i = (i + 1) & mask;
+    for (let j = (i + 1) & mask; table[j] !== 0; j = (j + 1) & mask) {
+      const h = home(this.key[table[j]! - 1]!, mask);
+      // The entry at j may fill the hole at i unless its home lies cyclically in (i, j].
+      const stays = i <= j ? h > i && h <= j : h > i || h <= j;
+      if (stays) continue;
+      table[i] = table[j]!;
+      i = j;
+    }
+    table[i] = 0;
+    this.detach(s);
+    this.owner[s] = NONE;
+    this.more[s] = undefined;
+    this.freeSlots[this.freeCount++] = s;
+    this.count--;
   }
 }
