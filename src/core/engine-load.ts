@@ -30,10 +30,20 @@ export function engineLoad(b: BackendView, now: number, staleAfterMs: number): E
 }
 
 /**
+ * engineLoad's `waiting` alone, without building the object (filters run it on every candidate of
+ * every decision): -1 without metrics or when they are older than `staleAfterMs`.
+ */
+export function engineWaiting(b: BackendView, now: number, staleAfterMs: number): number {
+  const m = b.metrics;
+  if (!m || !(now - m.at <= staleAfterMs)) return -1;
+  return Math.max(0, m.waiting + b.dispatchedSinceMetrics - b.completedSinceMetrics);
+}
+
+/**
  * Requests queued at a backend, for queue-based scorers: the engine's corrected waiting count when
  * metrics are fresh, else what the router has in flight there beyond nothing (it cannot know slots).
  */
 export function queuedAt(b: BackendView, now: number, staleAfterMs: number): number {
-  const l = engineLoad(b, now, staleAfterMs);
-  return l ? l.waiting : b.inFlight;
+  const w = engineWaiting(b, now, staleAfterMs);
+  return w >= 0 ? w : b.inFlight;
 }

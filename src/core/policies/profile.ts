@@ -74,8 +74,11 @@ export class ProfilePolicy implements Policy {
   private readonly rules: RuleState[];
   private readonly plugins: readonly Plugin[];
   private readonly fallbacks = new Map<string, readonly string[]>();
-  private scratch = new Float64Array(16);
-  private totals = new Float64Array(16);
+  /** Score buffers, and views of them sized to the last candidate count (subarray allocates). */
+  private scratchBuffer = new Float64Array(16);
+  private totalsBuffer = new Float64Array(16);
+  private scratch = new Float64Array(0);
+  private totals = new Float64Array(0);
 
   constructor(def: ProfileDefinition) {
     this.name = def.name;
@@ -135,12 +138,16 @@ export class ProfilePolicy implements Policy {
       }
     }
     const n = c.length;
-    if (this.totals.length < n) {
-      this.totals = new Float64Array(n * 2);
-      this.scratch = new Float64Array(n * 2);
+    if (this.totals.length !== n) {
+      if (this.totalsBuffer.length < n) {
+        this.totalsBuffer = new Float64Array(n * 2);
+        this.scratchBuffer = new Float64Array(n * 2);
+      }
+      this.totals = this.totalsBuffer.subarray(0, n);
+      this.scratch = this.scratchBuffer.subarray(0, n);
     }
-    const totals = this.totals.subarray(0, n).fill(0);
-    const scratch = this.scratch.subarray(0, n);
+    const totals = this.totals.fill(0);
+    const scratch = this.scratch;
     if (this.rules.length > 0) this.applyRules(c, now);
     const detail: { name: string; weight: number; scores: number[] }[] | undefined = this.explain
       ? []

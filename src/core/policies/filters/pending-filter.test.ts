@@ -51,3 +51,23 @@ test('pending-filter asks for probes at its interval (default 50 ms) and validat
   assert.throws(() => makePlugin('filter', 'pending-filter', { probeIntervalMs: 0 }), /probeIntervalMs/);
   assert.throws(() => makePlugin('filter', 'pending-filter', { maxWaiting: -1 }), /maxWaiting/);
 });
+
+test('the filter’s reused answer stays right when it is fed back to the same filter', () => {
+  const f = makePlugin('filter', 'pending-filter');
+  const bs = [
+    backendView('a', 0, { metrics: m(1) }),
+    backendView('b', 1, { metrics: m(0) }),
+    backendView('c', 2, { metrics: m(0) }),
+    backendView('d', 3, { metrics: m(3) }),
+  ];
+  const first = f.filter(requestInfo('r'), bs, 0);
+  assert.deepEqual(names(first), ['b', 'c']);
+  // The same filter twice in a chain: the input is its own buffer (b got a push in between).
+  const b = backendView('b', 1, { metrics: m(0) });
+  const inner = f.filter(requestInfo('r'), [b, backendView('x', 4, { metrics: m(2) }), bs[2]!], 0);
+  assert.deepEqual(names(inner), ['b', 'c']);
+  (b as { dispatchedSinceMetrics: number }).dispatchedSinceMetrics = 1;
+  assert.deepEqual(names(f.filter(requestInfo('r'), inner, 0)), ['c']);
+  // A later pick reuses the buffer; the answer is that pick's alone.
+  assert.deepEqual(names(f.filter(requestInfo('r'), [bs[0]!, bs[2]!], 0)), ['c']);
+});

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { engineLoad } from '../../engine-load.js';
+import { engineWaiting } from '../../engine-load.js';
 import type { BackendView } from '../../types.js';
 import type { Filter, PluginContext } from '../plugin.js';
 import { parseParams } from '../params.js';
@@ -25,9 +25,10 @@ const Params = z.strictObject({
 export function pendingFilter(ctx: PluginContext): Filter {
   const p = parseParams(Params, ctx.params, ctx.name);
   const ok = (b: BackendView, now: number): boolean => {
-    const l = engineLoad(b, now, Infinity);
-    return l ? l.waiting <= p.maxWaiting : b.inFlight < p.withoutMetricsMaxOutstanding;
+    const w = engineWaiting(b, now, Infinity);
+    return w >= 0 ? w <= p.maxWaiting : b.inFlight < p.withoutMetricsMaxOutstanding;
   };
+  const kept: BackendView[] = [];
   return {
     kind: 'filter',
     type: 'pending-filter',
@@ -37,7 +38,12 @@ export function pendingFilter(ctx: PluginContext): Filter {
       let i = 0;
       while (i < candidates.length && ok(candidates[i]!, now)) i++;
       if (i === candidates.length) return candidates;
-      const out = candidates.slice(0, i);
+      // One array reused from pick to pick (the profile reads a filter's answer before its next
+      // call; a fleet of 1000 would otherwise leave 8 KB of garbage per decision) — unless it is
+      // the input itself (the same filter twice in a chain).
+      const out = candidates === kept ? [] : kept;
+      out.length = 0;
+      for (let j = 0; j < i; j++) out.push(candidates[j]!);
       for (i++; i < candidates.length; i++) if (ok(candidates[i]!, now)) out.push(candidates[i]!);
       return out;
     },

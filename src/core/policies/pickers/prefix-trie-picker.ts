@@ -125,13 +125,8 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
         idByIndex.fill(-2);
         idVersion = trie.idVersion;
       }
-      let sum = 0;
-      let min = Infinity;
       for (let i = 0; i < n; i++) {
         const b = candidates[i]!;
-        const load = b.inFlight;
-        sum += load;
-        if (load < min) min = load;
         if (b.index >= idByIndex.length) {
           const grown = new Int32Array(Math.max(b.index + 1, idByIndex.length * 2)).fill(-2);
           grown.set(idByIndex);
@@ -162,9 +157,20 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
         const b = candidates[pos[m.owners[j]!]!]!;
         if (b.inFlight < chosen.inFlight) chosen = b;
       }
+      // Overloaded needs more than overloadMargin outstanding (the least loaded has ≥ 0): only then
+      // is the candidates' load read.
       const out = chosen.inFlight;
-      if (out > min + p.overloadMargin && out > (p.overloadFactor * sum) / n)
-        return byLoad(candidates, m.chars, 'overloaded');
+      if (out > p.overloadMargin) {
+        let sum = 0;
+        let min = Infinity;
+        for (let i = 0; i < n; i++) {
+          const load = candidates[i]!.inFlight;
+          sum += load;
+          if (load < min) min = load;
+        }
+        if (out > min + p.overloadMargin && out > (p.overloadFactor * sum) / n)
+          return byLoad(candidates, m.chars, 'overloaded');
+      }
       last = { matchedChars: m.chars, reason: 'prefix' };
       return [chosen];
     },
