@@ -5,7 +5,7 @@
  * trie learns the prefix). Loads and engine metrics change between decisions, and every prompt is
  * a shared system prompt plus a conversation of its own, so trie walks are as deep as in a chat
  * fleet. Goal: p99 ≤ 200 µs at 1000 backends. Then the trie's memory per entry (heap after N
- * inserts, with GC forced), and the bound holding over a long run.
+ * inserts, array buffers included, with GC forced), and the bound holding over a long run.
  *
  * Figures go to stdout as tables and to bench-out/decide.json.
  */
@@ -99,6 +99,9 @@ const POLICIES: (PolicySpec | string)[] = [
 ];
 const label = (s: PolicySpec | string): string =>
   typeof s === 'string' ? s : `${s.name}${s.params?.push ? ` (${String(s.params.push)})` : ''}`;
+/** DECIDE_POLICIES=prefix-trie runs only the policies whose label contains one of these words. */
+const ONLY = process.env.DECIDE_POLICIES?.split(',');
+const selected = POLICIES.filter((s) => !ONLY || ONLY.some((w) => label(s).includes(w)));
 
 function quantile(sorted: Float64Array, q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
@@ -205,7 +208,10 @@ function trieOf(policy: Policy): PrefixTrie | undefined {
   return undefined;
 }
 
-/** Heap bytes per trie entry: heap after filling a trie to `entries` nodes, minus before, over the size. */
+/**
+ * Bytes per trie entry: JS heap plus array buffers (the trie's slot arrays live outside the heap)
+ * after filling a trie to `entries` nodes, minus before, over the size.
+ */
 function memoryPerEntry(
   entries: number,
   chunkChars: number,
@@ -227,7 +233,7 @@ function memoryPerEntry(
   }
   gc?.();
   gc?.();
-  const before = process.memoryUsage().heapUsed;
+  const before = heapAndBuffers();
   // With eviction: 1.5× the bound goes in (steady state, the node map has churned); without: fill once.
   const trie = new PrefixTrie({
     chunkChars,
@@ -238,10 +244,15 @@ function memoryPerEntry(
     trie.insert(keysets[i]!, `b${i % backends}`);
   gc?.();
   gc?.();
-  const after = process.memoryUsage().heapUsed;
+  const after = heapAndBuffers();
   const bytes = (after - before) / trie.size;
   void texts;
   return { bytes, chars: bytes / chunkChars };
+}
+
+function heapAndBuffers(): number {
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
 }
 
 /** Machine speed: ns per character of a plain charCodeAt loop (well under 1 on an idle x86 core). */
@@ -264,7 +275,7 @@ console.log(
 );
 const rows: Row[] = [];
 for (const n of BACKENDS) {
-  for (const spec of POLICIES) {
+  for (const spec of selected) {
     const r = run(spec, n);
     rows.push(r);
     process.stdout.write(`  ${r.policy} @ ${n}: p99 ${r.p99us.toFixed(1)} µs\n`);
@@ -310,7 +321,7 @@ const mem = [
   { entries: 100_000, chunkChars: 64, backends: 1000, evict: true },
   { entries: 100_000, chunkChars: 32, backends: 100, evict: true },
 ].map((m) => ({ ...m, ...memoryPerEntry(m.entries, m.chunkChars, m.backends, m.evict) }));
-console.log('\nprefix trie memory (heap after filling, GC forced)\n');
+console.log('\nprefix trie memory (JS heap + array buffers after filling, GC forced)\n');
 console.log(
   formatTable(
     ['entries', 'chunk chars', 'backends', 'filled', 'bytes / entry', 'bytes / indexed char', 'MiB total'],
