@@ -19,7 +19,8 @@
  * Knobs (environment): BENCH_CONNECTIONS (32), BENCH_DURATION s (5), BENCH_WARMUP s (1),
  * BENCH_ROUNDS (5), BENCH_SEQ (2000 sequential requests per target), BENCH_TARGETS
  * (direct,llmlb,haproxy,node-min), HAPROXY_BIN (haproxy), BENCH_CPU_PROF=dir (run the llmlb
- * child under `node --cpu-prof`; summarize with bench/profile-summary.ts), BENCH_STRICT=1
+ * child under `node --cpu-prof`; summarize with bench/profile-summary.ts), BENCH_LLMLB_NODE_FLAGS
+ * (extra node flags for the llmlb child, e.g. `--max-semi-space-size=32`), BENCH_STRICT=1
  * (exit 1 when a target FAILs or requests failed).
  */
 import autocannon from 'autocannon';
@@ -58,6 +59,8 @@ const SEQ_WARMUP = 200;
 const SEQ_BLOCKS = 4;
 const HAPROXY_BIN = process.env.HAPROXY_BIN ?? 'haproxy';
 const PROF_DIR = process.env.BENCH_CPU_PROF;
+/** Extra node flags for the llmlb child only (e.g. --max-semi-space-size=32), to compare runtimes. */
+const LLMLB_NODE_FLAGS = (process.env.BENCH_LLMLB_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '');
 const STRICT = process.env.BENCH_STRICT === '1';
 
 /** Targets: llmlb ≥ 50% of HAProxy's req/s; llmlb adds ≤ 0.3 ms at p50 to sequential requests. */
@@ -467,6 +470,7 @@ async function main(): Promise<void> {
       if (t === 'direct') running.set(t, { url: u0, pid: undefined });
       else if (t === 'llmlb') {
         const prof = PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${resolve(PROF_DIR)}`] : [];
+        prof.push(...LLMLB_NODE_FLAGS);
         if (PROF_DIR) await mkdir(resolve(PROF_DIR), { recursive: true });
         running.set(t, await startProxyChild('router-child.js', ups, prof));
       } else if (t === 'haproxy') running.set(t, await startHaproxy(ups, tmp));
