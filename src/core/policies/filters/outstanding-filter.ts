@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import type { BackendView } from '../../types.js';
 import type { Filter, PluginContext } from '../plugin.js';
+import { keepWhere } from './keep-where.js';
 import { parseParams } from '../params.js';
 
 const Params = z.strictObject({
@@ -16,18 +18,12 @@ const Params = z.strictObject({
 export function outstandingFilter(ctx: PluginContext): Filter {
   const p = parseParams(Params, ctx.params, ctx.name);
   const max = p.maxOutstanding;
+  const ok = (b: BackendView): boolean => b.inFlight < max;
+  const kept: BackendView[] = [];
   return {
     kind: 'filter',
     type: 'outstanding-filter',
     name: ctx.name,
-    filter(_req, candidates) {
-      // Common case: every candidate passes, return the same array (no allocation).
-      let i = 0;
-      while (i < candidates.length && candidates[i]!.inFlight < max) i++;
-      if (i === candidates.length) return candidates;
-      const out = candidates.slice(0, i);
-      for (i++; i < candidates.length; i++) if (candidates[i]!.inFlight < max) out.push(candidates[i]!);
-      return out;
-    },
+    filter: (_req, candidates, now) => keepWhere(candidates, ok, now, kept),
   };
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { engineWaiting } from '../../engine-load.js';
 import type { BackendView } from '../../types.js';
 import type { Filter, PluginContext } from '../plugin.js';
+import { keepWhere } from './keep-where.js';
 import { parseParams } from '../params.js';
 
 const Params = z.strictObject({
@@ -34,18 +35,6 @@ export function pendingFilter(ctx: PluginContext): Filter {
     type: 'pending-filter',
     name: ctx.name,
     metricsIntervalMs: p.probeIntervalMs,
-    filter(_req, candidates, now) {
-      let i = 0;
-      while (i < candidates.length && ok(candidates[i]!, now)) i++;
-      if (i === candidates.length) return candidates;
-      // One array reused from pick to pick (the profile reads a filter's answer before its next
-      // call; a fleet of 1000 would otherwise leave 8 KB of garbage per decision) — unless it is
-      // the input itself (the same filter twice in a chain).
-      const out = candidates === kept ? [] : kept;
-      out.length = 0;
-      for (let j = 0; j < i; j++) out.push(candidates[j]!);
-      for (i++; i < candidates.length; i++) if (ok(candidates[i]!, now)) out.push(candidates[i]!);
-      return out;
-    },
+    filter: (_req, candidates, now) => keepWhere(candidates, ok, now, kept),
   };
 }
