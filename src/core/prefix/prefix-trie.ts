@@ -141,12 +141,6 @@ export class PrefixTrie {
     return this.names.length;
   }
 
-  /** Bytes of the slot arrays and hash table (outside the JS heap; for the bench and describe). */
-  get arrayBytes(): number {
-    // (The owner arrays of nodes with several owners are on the JS heap, not counted here.)
-    return this.capacity * (8 + 4 * 7) + this.table.byteLength;
-  }
-
   /**
    * Chain hashes of a text's indexed chunks: key i covers chunks 0..i, so equal keys mean (up to
    * collisions) an equal prefix. Two 32-bit FNV-1a variants give a 53-bit key: with 100k nodes a
