@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { Router } from '../src/proxy/router.js';
 import type { EngineServer } from '../src/engine/server.js';
-import { backend, engine, fastProfile, post, settings, waitFor } from './helpers.js';
+import { backend, engine, fastProfile, post, router as startRouter, settings, waitFor } from './helpers.js';
 
 /**
  * Scheduling profiles on a live router: the config's profile routes real requests, every
@@ -130,4 +130,42 @@ describe('scheduling profiles on the live router', () => {
     assert.equal(back.status, 200);
     assert.equal(router.scheduler.policyName, 'balanced');
   });
+});
+
+test('outside debug level, at most 200 decisions a second carry their scores', async () => {
+  const engines = await Promise.all([engine(), engine()]);
+  const { router: r, url } = await startRouter(
+    settings([backend('a', engines[0]!.url), backend('b', engines[1]!.url)]),
+  );
+  try {
+    const N = 1000;
+    const started = performance.now();
+    const rs = await Promise.all(
+      Array.from({ length: N }, (_, i) =>
+        post(
+          `${url}/api/generate`,
+          { model: 'm1', prompt: `q${i}`, stream: false },
+          {
+            'x-llmlb-output-tokens': '1',
+          },
+        ).then(async (res) => (await res.arrayBuffer(), res.status)),
+      ),
+    );
+    const elapsedS = (performance.now() - started) / 1000;
+    assert.deepEqual(new Set(rs), new Set([200]));
+    const { decisions } = (await (await fetch(`${url}/admin/decisions?limit=1000`)).json()) as {
+      decisions: { scores?: unknown }[];
+    };
+    assert.equal(decisions.length, N);
+    const explained = decisions.filter((d) => d.scores !== undefined).length;
+    // The budget starts full (200) and refills at 200 a second.
+    assert.ok(explained >= 200, `only ${explained} decisions explained`);
+    assert.ok(
+      explained <= 200 + Math.ceil(200 * elapsedS) + 1,
+      `${explained} decisions explained in ${elapsedS.toFixed(2)} s`,
+    );
+  } finally {
+    await r.close();
+    await Promise.all(engines.map((e) => e.close()));
+  }
 });

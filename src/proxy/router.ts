@@ -1,10 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { RouterConfig } from '../config/schema.js';
@@ -23,10 +21,11 @@ import { TASK_ID_HEADER, estimateRequestTokens, leaseCovers, passGate } from '..
 import { Admission } from '../admission/service.js';
 import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
 import { BodyTooLarge, readBody } from './body.js';
-import { errorBody, sendError, sendJson, streamErrorChunk, type ErrorFormat } from './errors.js';
+import { sendError, sendJson, type ErrorFormat } from './errors.js';
 import { BadRequest, PROXY_ROUTES, parseBody, type ParsedRequest, type ProxyRoute } from './routes.js';
-import { SseToNdjson, ollamaToOpenAI, openAIResponseToOllama } from './translate.js';
-import { TailBuffer, ollamaUsage, openaiUsage, type Usage } from './usage.js';
+import { ollamaToOpenAI } from './translate.js';
+import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
+import type { Usage } from './usage.js';
 
 /** The router runs on the config module's validated, normalized configuration. */
 export type RouterSettings = RouterConfig;
@@ -61,8 +60,8 @@ interface Flight {
   readonly rid: string;
   readonly format: ErrorFormat;
   readonly headers: string[];
-  /** Aborts the upstream request; undici takes an EventEmitter as `signal`, cheaper than an AbortController. */
-  readonly abort: EventEmitter;
+  /** The attempt under way, cancelled when the client leaves. */
+  exchange: UpstreamExchange | undefined;
   clientGone: boolean;
   queued: boolean;
   status: number;
@@ -93,6 +92,8 @@ export interface DecisionRecord {
 }
 
 const DECISIONS_KEPT = 1000;
+/** Decisions a second that carry their scores (outside debug level, where all do). */
+const EXPLAINED_PER_S = 200;
 
 type StoredDecision = Omit<DecisionRecord, 'at'> & { readonly atMs: number };
 
@@ -117,6 +118,10 @@ export class Router implements AdminTarget {
   private readonly startedAt = Date.now();
   private readonly decisionLog: StoredDecision[] = [];
   private readonly explanations = new Map<string, ScoreExplanation>();
+  /** The current policy when it is a profile (its decisions can be explained). */
+  private profile: ProfilePolicy | undefined;
+  private explainTokens = EXPLAINED_PER_S;
+  private explainRefilledAt = 0;
   private decisionNext = 0;
 
   constructor(
@@ -426,15 +431,36 @@ export class Router implements AdminTarget {
     return { decisions: out };
   }
 
-  /** Profiles report each decision's scores: kept for /admin/decisions and logged at debug. */
+  /**
+   * Profiles report each decision's scores: kept for /admin/decisions and logged at debug. An
+   * explanation costs a few µs per pick (arrays of every scorer's scores), so outside debug level
+   * at most EXPLAINED_PER_S decisions a second carry one: all of them at ordinary rates, a sample
+   * when the router runs flat out.
+   */
   private explained(policy: Policy): Policy {
-    if (policy instanceof ProfilePolicy) {
-      policy.explain = (e, req) => {
-        // Only for requests waiting on a decision (a held one is explained again when it goes).
-        if (this.waiters.has(req.id)) this.explanations.set(req.id, e);
-      };
-    }
+    this.profile = policy instanceof ProfilePolicy ? policy : undefined;
+    if (this.profile) this.profile.explain = this.explainHook;
     return policy;
+  }
+
+  private readonly explainHook = (e: ScoreExplanation, req: RequestInfo): void => {
+    // Only for requests waiting on a decision (a held one is explained again when it goes).
+    if (!this.waiters.has(req.id)) return;
+    this.explanations.set(req.id, e);
+    if (--this.explainTokens < 1 && this.profile && !this.log.isLevelEnabled('debug'))
+      this.profile.explain = undefined;
+  };
+
+  /** Turns explanations back on once the budget has refilled. */
+  private rearmExplain(t: number): void {
+    const p = this.profile;
+    if (!p || p.explain) return;
+    this.explainTokens = Math.min(
+      EXPLAINED_PER_S,
+      this.explainTokens + ((t - this.explainRefilledAt) * EXPLAINED_PER_S) / 1000,
+    );
+    this.explainRefilledAt = t;
+    if (this.explainTokens >= 1) p.explain = this.explainHook;
   }
 
   private recordDecision(rec: StoredDecision): void {
@@ -551,7 +577,7 @@ export class Router implements AdminTarget {
       rid,
       format,
       headers,
-      abort: new EventEmitter(),
+      exchange: undefined,
       clientGone: false,
       queued: false,
       status: 0,
@@ -561,7 +587,7 @@ export class Router implements AdminTarget {
     res.on('close', () => {
       if (res.writableFinished) return;
       f.clientGone = true;
-      f.abort.emit('abort');
+      f.exchange?.cancel();
       if (f.queued) {
         f.queued = false;
         this.waiters.delete(f.info.id);
@@ -667,16 +693,17 @@ export class Router implements AdminTarget {
         f.queued = false;
         resolve(d);
       });
-      this.apply(this.scheduler.submit(f.info, now(), tried));
+      const t = now();
+      this.rearmExplain(t);
+      this.apply(this.scheduler.submit(f.info, t, tried));
     });
   }
 
   /** One try on one backend. Calls scheduler.complete exactly once. */
-  private async attempt(f: Flight, res: ServerResponse, backend: string): Promise<AttemptResult> {
+  private attempt(f: Flight, res: ServerResponse, backend: string): Promise<AttemptResult> {
     const rt = this.fleet.get(backend);
     const dispatchedAt = now();
-    let firstByteAt: number | undefined;
-    const settle = (ok: boolean, usage: Usage): void => {
+    const settle = (ok: boolean, usage: Usage, firstByteAt: number | undefined): void => {
       const t = now();
       const report: CompletionReport = { ok, dispatchedAt, firstByteAt, finishedAt: t, ...usage };
       if (ok) {
@@ -691,133 +718,59 @@ export class Router implements AdminTarget {
       }
     };
     if (!rt) {
-      settle(false, {});
-      return { kind: 'retry', error: `backend '${backend}' was removed`, timeout: false };
+      settle(false, {}, undefined);
+      return Promise.resolve({ kind: 'retry', error: `backend '${backend}' was removed`, timeout: false });
     }
     const translate = f.route.ollamaKind !== undefined && rt.config.api === 'openai';
     const tr = translate ? ollamaToOpenAI(f.route.ollamaKind!, f.body, f.parsed.stream) : undefined;
-    const headers = tr ? withJsonContentType(f.headers) : f.headers;
-
-    let up: Dispatcher.ResponseData;
-    try {
-      up = await rt.pool.request({
-        path: tr?.path ?? f.route.upstreamPath,
-        method: 'POST',
-        headers,
-        body: tr?.body ?? f.raw,
-        signal: f.abort,
-        headersTimeout: this.settings.timeouts.firstByteMs,
-        bodyTimeout: this.settings.timeouts.idleMs,
-      });
-    } catch (err) {
-      settle(false, {});
-      if (f.clientGone) return { kind: 'over' };
-      const e = err as Error & { code?: string };
-      this.fleet.recordFailure(backend, e.message);
-      return { kind: 'retry', error: `${backend}: ${e.message}`, timeout: isTimeout(e) };
-    }
-    if (up.statusCode >= 500 || up.statusCode === 429) {
-      up.body.dump().catch(() => undefined);
-      settle(false, {});
-      if (up.statusCode !== 429) this.fleet.recordFailure(backend, `status ${up.statusCode}`);
-      return { kind: 'retry', error: `${backend}: status ${up.statusCode}`, timeout: false };
-    }
-    f.status = up.statusCode;
-
     return new Promise<AttemptResult>((resolve) => {
-      const body = up.body;
-      const tail = new TailBuffer(f.parsed.stream ? 4096 : 1 << 20);
-      // Translated answers: SSE converted as it flows; whole bodies (and error bodies) converted at the end.
-      const failed = up.statusCode >= 400;
-      const sse =
-        tr && f.parsed.stream && !failed ? new SseToNdjson(f.route.ollamaKind!, f.parsed.model) : undefined;
-      const whole: Buffer[] | undefined = tr && (!f.parsed.stream || failed) ? [] : undefined;
-      let done = false;
-      const writeHead = (): void => {
-        const h: Record<string, string | number> = { 'x-llmlb-backend': backend, 'x-request-id': f.rid };
-        if (tr) h['content-type'] = sse ? 'application/x-ndjson' : 'application/json; charset=utf-8';
-        else {
-          const ct = up.headers['content-type'];
-          if (typeof ct === 'string') h['content-type'] = ct;
-          const cl = up.headers['content-length'];
-          if (typeof cl === 'string') h['content-length'] = cl;
-        }
-        res.writeHead(up.statusCode, h);
-      };
-      const send = (chunk: Buffer | string): void => {
-        if (!res.headersSent) writeHead();
-        if (!res.write(chunk)) {
-          body.pause();
-          res.once('drain', () => body.resume());
-        }
-      };
-      body.on('data', (chunk: Buffer) => {
-        if (firstByteAt === undefined) firstByteAt = now();
-        if (whole) return void whole.push(chunk);
-        if (sse) {
-          const out = sse.push(chunk);
-          if (out !== '') send(out);
-          return;
-        }
-        tail.push(chunk);
-        send(chunk);
-      });
-      body.on('end', () => {
-        if (done) return;
-        done = true;
-        let usage: Usage;
-        if (whole) {
-          const text = Buffer.concat(whole).toString('utf8');
-          const conv =
-            up.statusCode < 400
-              ? openAIResponseToOllama(
-                  f.route.ollamaKind!,
-                  f.parsed.model,
-                  text,
-                  now() - f.info.arrivedAt,
-                  new Date(),
-                )
-              : undefined;
-          const out = conv?.body ?? ollamaErrorFromOpenAI(text);
-          usage = conv?.counts ?? {};
-          if (!res.headersSent) writeHead();
-          res.end(out);
-        } else if (sse) {
-          usage = sse.counts ?? {};
-          if (sse.error !== undefined) send(streamErrorChunk('ollama', sse.error));
-          else send(sse.end(now() - f.info.arrivedAt));
-          res.end();
-        } else {
-          const text = tail.text();
-          usage = f.route.api === 'ollama' && !tr ? ollamaUsage(text) : openaiUsage(text, f.parsed.stream);
-          if (!res.headersSent) writeHead();
-          res.end();
-        }
-        const ok = up.statusCode < 400;
-        if (ok) this.fleet.recordSuccess(backend);
-        settle(ok, usage);
-        resolve({ kind: 'done' });
-      });
-      body.on('error', (err: Error & { code?: string }) => {
-        if (done) return;
-        done = true;
-        settle(false, {});
-        if (f.clientGone) {
-          f.status = 499;
-          return resolve({ kind: 'over' });
-        }
-        this.fleet.recordFailure(backend, err.message);
-        if (!res.headersSent) {
-          // Nothing reached the client yet: safe to try elsewhere.
-          return resolve({ kind: 'retry', error: `${backend}: ${err.message}`, timeout: isTimeout(err) });
-        }
-        // Bytes went out: never retry; end the stream with an error in its own format.
-        f.status = 502;
-        if (f.parsed.stream)
-          res.end(streamErrorChunk(f.format, `upstream ${backend} failed mid-stream: ${err.message}`));
-        else res.destroy();
-        resolve({ kind: 'over' });
-      });
+      const ex = new UpstreamExchange(
+        res,
+        {
+          backend,
+          requestId: f.rid,
+          format: f.format,
+          stream: f.parsed.stream,
+          model: f.parsed.model,
+          translateFrom: tr ? f.route.ollamaKind : undefined,
+          arrivedAt: f.info.arrivedAt,
+        },
+        now,
+        (end: ExchangeEnd) => {
+          f.exchange = undefined;
+          if (end.kind === 'done') {
+            f.status = ex.status;
+            if (end.ok) this.fleet.recordSuccess(backend);
+            settle(end.ok, end.usage, ex.firstByteAt);
+            return resolve(DONE);
+          }
+          settle(false, {}, ex.firstByteAt);
+          if (end.kind === 'over') {
+            if (f.clientGone) f.status = 499;
+            else {
+              f.status = 502;
+              this.fleet.recordFailure(backend, end.reason ?? 'failed');
+            }
+            return resolve(OVER);
+          }
+          if (f.clientGone) return resolve(OVER);
+          // A 429 is the backend saying it is full, not that it is broken.
+          if (end.status !== 429) this.fleet.recordFailure(backend, end.reason);
+          resolve({ kind: 'retry', error: `${backend}: ${end.reason}`, timeout: end.timeout });
+        },
+      );
+      f.exchange = ex;
+      rt.pool.dispatch(
+        {
+          path: tr?.path ?? f.route.upstreamPath,
+          method: 'POST',
+          headers: tr ? withJsonContentType(f.headers) : f.headers,
+          body: tr?.body ?? f.raw,
+          headersTimeout: this.settings.timeouts.firstByteMs,
+          bodyTimeout: this.settings.timeouts.idleMs,
+        },
+        ex,
+      );
     });
   }
 
@@ -884,27 +837,10 @@ function formatOf(path: string): ErrorFormat {
   return path.startsWith('/v1/') ? 'openai' : 'ollama';
 }
 
-function isTimeout(e: Error & { code?: string }): boolean {
-  return (
-    e.code === 'UND_ERR_HEADERS_TIMEOUT' ||
-    e.code === 'UND_ERR_BODY_TIMEOUT' ||
-    e.code === 'UND_ERR_CONNECT_TIMEOUT'
-  );
-}
+const DONE: AttemptResult = { kind: 'done' };
+const OVER: AttemptResult = { kind: 'over' };
 
 const round = (ms: number): number => Math.round(ms * 100) / 100;
-
-/** An OpenAI error body (or anything else) as an Ollama `{"error": "…"}`. */
-function ollamaErrorFromOpenAI(text: string): string {
-  try {
-    const o = JSON.parse(text) as { error?: { message?: unknown } | string };
-    const m =
-      typeof o.error === 'string' ? o.error : typeof o.error?.message === 'string' ? o.error.message : text;
-    return errorBody('ollama', 500, m, '');
-  } catch {
-    return errorBody('ollama', 500, text, '');
-  }
-}
 
 export type { BackendRuntime };
 

@@ -1,0 +1,231 @@
+import type { ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { errorBody, streamErrorChunk, type ErrorFormat } from './errors.js';
+import { SseToNdjson, openAIResponseToOllama, type OllamaKind } from './translate.js';
+import { TailBuffer, ollamaUsage, openaiUsage, type Usage } from './usage.js';
+
+/** How one attempt on one backend ended. */
+export type ExchangeEnd =
+  /** The whole answer went to the client; `ok` when its status was below 400. */
+  | { readonly kind: 'done'; readonly ok: boolean; readonly usage: Usage }
+  /** Nothing reached the client: another backend may try. `status` is set for a 5xx/429 answer. */
+  | {
+      readonly kind: 'retry';
+      /** What went wrong, without the backend's name. */
+      readonly reason: string;
+      readonly timeout: boolean;
+      readonly status: number | undefined;
+    }
+  /** Bytes went out and the upstream failed, or the client left: the request is over. */
+  | { readonly kind: 'over'; readonly reason: string | undefined };
+
+export interface ExchangeRequest {
+  readonly backend: string;
+  readonly requestId: string;
+  /** The client's API: the format of an error chunk ending a broken stream. */
+  readonly format: ErrorFormat;
+  readonly stream: boolean;
+  readonly model: string;
+  /** Set when an Ollama request goes to an OpenAI backend: the answer is converted back. */
+  readonly translateFrom: OllamaKind | undefined;
+  /** Client arrival time (the clock's units, ms): Ollama's total_duration for translated answers. */
+  readonly arrivedAt: number;
+}
+
+class ClientGone extends Error {
+  readonly code = 'LLMLB_CLIENT_GONE';
+  constructor() {
+    super('client closed the connection');
+  }
+}
+
+/**
+ * One upstream attempt as an undici dispatch handler that writes the answer straight into the
+ * client's response: no Readable, no promise and no async resource per request (what
+ * `pool.request` builds), and backpressure by pausing the upstream while the client's socket is
+ * full. Retry-or-not is decided here, from whether any byte reached the client.
+ */
+export class UpstreamExchange implements Dispatcher.DispatchHandler {
+  /** When the first response byte arrived (clock ms), for TTFB. */
+  firstByteAt: number | undefined;
+  /** The upstream's status once its headers arrived (0 before). */
+  status = 0;
+  private controller: Dispatcher.DispatchController | undefined;
+  private cancelled = false;
+  private ended = false;
+  /** A 5xx or 429 answer: its body is read and dropped, then the attempt is retried. */
+  private discard = false;
+  private tail: TailBuffer | undefined;
+  private sse: SseToNdjson | undefined;
+  /** Translated whole bodies (and translated error bodies) are converted at the end. */
+  private whole: Buffer[] | undefined;
+  private contentType: string | undefined;
+  private contentLength: string | undefined;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly req: ExchangeRequest,
+    private readonly clock: () => number,
+    private readonly finish: (end: ExchangeEnd) => void,
+  ) {}
+
+  /** The client left: abort the upstream request (now, or as soon as undici starts it). */
+  cancel(): void {
+    if (this.ended || this.cancelled) return;
+    this.cancelled = true;
+    this.controller?.abort(new ClientGone());
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.cancelled) controller.abort(new ClientGone());
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
+    if (statusCode < 200) return; // informational; the real answer follows
+    this.status = statusCode;
+    if (statusCode >= 500 || statusCode === 429) {
+      this.discard = true;
+      return;
+    }
+    const failed = statusCode >= 400;
+    const from = this.req.translateFrom;
+    if (from !== undefined && this.req.stream && !failed) this.sse = new SseToNdjson(from, this.req.model);
+    else if (from !== undefined) this.whole = [];
+    else {
+      this.tail = new TailBuffer(this.req.stream ? 4096 : 1 << 20);
+      const ct = headers['content-type'];
+      if (typeof ct === 'string') this.contentType = ct;
+      const cl = headers['content-length'];
+      if (typeof cl === 'string') this.contentLength = cl;
+    }
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.firstByteAt === undefined) this.firstByteAt = this.clock();
+    if (this.discard) return;
+    if (this.whole) {
+      this.whole.push(chunk);
+      return;
+    }
+    if (this.sse) {
+      const out = this.sse.push(chunk);
+      if (out !== '') this.send(out, controller);
+      return;
+    }
+    this.tail!.push(chunk);
+    this.send(chunk, controller);
+  }
+
+  onResponseEnd(): void {
+    if (this.ended) return;
+    if (this.discard) {
+      this.end({
+        kind: 'retry',
+        reason: `status ${this.status}`,
+        timeout: false,
+        status: this.status,
+      });
+      return;
+    }
+    const { res, req } = this;
+    let usage: Usage;
+    if (this.whole) {
+      const text = Buffer.concat(this.whole).toString('utf8');
+      const conv =
+        this.status < 400
+          ? openAIResponseToOllama(
+              req.translateFrom!,
+              req.model,
+              text,
+              this.clock() - req.arrivedAt,
+              new Date(),
+            )
+          : undefined;
+      usage = conv?.counts ?? {};
+      if (!res.headersSent) this.writeHead();
+      res.end(conv?.body ?? ollamaErrorFromOpenAI(text));
+    } else if (this.sse) {
+      usage = this.sse.counts ?? {};
+      this.send(
+        this.sse.error !== undefined
+          ? streamErrorChunk('ollama', this.sse.error)
+          : this.sse.end(this.clock() - req.arrivedAt),
+      );
+      res.end();
+    } else {
+      const text = this.tail!.text();
+      usage = req.format === 'ollama' ? ollamaUsage(text) : openaiUsage(text, req.stream);
+      if (!res.headersSent) this.writeHead();
+      res.end();
+    }
+    this.end({ kind: 'done', ok: this.status < 400, usage });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error & { code?: string }): void {
+    if (this.ended) return;
+    if (this.cancelled) return this.end({ kind: 'over', reason: undefined });
+    // Nothing reached the client yet: safe to try elsewhere.
+    if (!this.res.headersSent)
+      return this.end({ kind: 'retry', reason: err.message, timeout: isTimeout(err), status: undefined });
+    // Bytes went out: never retry; end the stream with an error in its own format.
+    if (this.req.stream)
+      this.res.end(
+        streamErrorChunk(this.req.format, `upstream ${this.req.backend} failed mid-stream: ${err.message}`),
+      );
+    else this.res.destroy();
+    this.end({ kind: 'over', reason: err.message });
+  }
+
+  private end(e: ExchangeEnd): void {
+    this.ended = true;
+    this.finish(e);
+  }
+
+  private writeHead(): void {
+    const h: Record<string, string> = {
+      'x-llmlb-backend': this.req.backend,
+      'x-request-id': this.req.requestId,
+    };
+    if (this.req.translateFrom !== undefined)
+      h['content-type'] = this.sse ? 'application/x-ndjson' : 'application/json; charset=utf-8';
+    else {
+      if (this.contentType !== undefined) h['content-type'] = this.contentType;
+      if (this.contentLength !== undefined) h['content-length'] = this.contentLength;
+    }
+    this.res.writeHead(this.status, h);
+  }
+
+  private send(chunk: Buffer | string, controller?: Dispatcher.DispatchController): void {
+    const res = this.res;
+    if (!res.headersSent) this.writeHead();
+    if (!res.write(chunk) && controller && !controller.paused) {
+      controller.pause();
+      res.once('drain', () => controller.resume());
+    }
+  }
+}
+
+export function isTimeout(e: Error & { code?: string }): boolean {
+  return (
+    e.code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    e.code === 'UND_ERR_BODY_TIMEOUT' ||
+    e.code === 'UND_ERR_CONNECT_TIMEOUT'
+  );
+}
+
+/** An OpenAI error body (or anything else) as an Ollama `{"error": "…"}`. */
+function ollamaErrorFromOpenAI(text: string): string {
+  try {
+    const o = JSON.parse(text) as { error?: { message?: unknown } | string };
+    const m =
+      typeof o.error === 'string' ? o.error : typeof o.error?.message === 'string' ? o.error.message : text;
+    return errorBody('ollama', 500, m, '');
+  } catch {
+    return errorBody('ollama', 500, text, '');
+  }
+}
