@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { FastCounter, FastHistogram, type CounterChild, type HistogramChild } from './fast-metrics.js';
 import type { Scheduler } from '../core/scheduler.js';
 
 // Buckets for LLM latencies: sub-second cache hits up to multi-minute generations.
@@ -10,54 +11,65 @@ const LATENCY_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 12
  */
 export class RouterMetrics {
   readonly registry = new Registry();
-  readonly requests: Counter<'backend' | 'status'>;
-  readonly upstreamSeconds: Histogram<'backend'>;
-  readonly ttfbSeconds: Histogram<'backend'>;
+  // The per-request metrics skip prom-client's label hashing (see fast-metrics.ts).
+  readonly requests: FastCounter;
+  readonly upstreamSeconds: FastHistogram;
+  readonly ttfbSeconds: FastHistogram;
   readonly retries: Counter<'backend'>;
   readonly ejections: Counter<'backend'>;
-  /** Per-backend histogram children, resolved once: label lookup per observation is measurable. */
+  /** Per-backend children, resolved once. */
   private readonly children = new Map<
     string,
-    { upstreamSeconds: { observe(v: number): void }; ttfbSeconds: { observe(v: number): void } }
+    { upstreamSeconds: HistogramChild; ttfbSeconds: HistogramChild; byStatus: Map<number, CounterChild> }
   >();
 
   of(backend: string): {
-    upstreamSeconds: { observe(v: number): void };
-    ttfbSeconds: { observe(v: number): void };
+    upstreamSeconds: HistogramChild;
+    ttfbSeconds: HistogramChild;
+    byStatus: Map<number, CounterChild>;
   } {
     let c = this.children.get(backend);
     if (!c) {
       c = {
         upstreamSeconds: this.upstreamSeconds.labels(backend),
         ttfbSeconds: this.ttfbSeconds.labels(backend),
+        byStatus: new Map(),
       };
       this.children.set(backend, c);
     }
     return c;
   }
 
+  /** One client request answered with `status` by `backend` ('none' when rejected). */
+  countRequest(backend: string, status: number): void {
+    const byStatus = this.of(backend).byStatus;
+    let c = byStatus.get(status);
+    if (!c) byStatus.set(status, (c = this.requests.labels(backend, String(status))));
+    c.inc();
+  }
+
   constructor(scheduler: () => Scheduler) {
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: 'llmlb_requests_total',
-      help: 'Client requests by the backend that answered (none when rejected) and status code',
-      labelNames: ['backend', 'status'],
-      registers,
-    });
-    this.upstreamSeconds = new Histogram({
-      name: 'llmlb_upstream_duration_seconds',
-      help: 'Time from pushing a request to a backend to its last byte',
-      labelNames: ['backend'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.ttfbSeconds = new Histogram({
-      name: 'llmlb_upstream_ttfb_seconds',
-      help: 'Time from pushing a request to a backend to its first response byte',
-      labelNames: ['backend'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
+    this.requests = new FastCounter(
+      'llmlb_requests_total',
+      'Client requests by the backend that answered (none when rejected) and status code',
+      ['backend', 'status'],
+      this.registry,
+    );
+    this.upstreamSeconds = new FastHistogram(
+      'llmlb_upstream_duration_seconds',
+      'Time from pushing a request to a backend to its last byte',
+      ['backend'],
+      LATENCY_BUCKETS,
+      this.registry,
+    );
+    this.ttfbSeconds = new FastHistogram(
+      'llmlb_upstream_ttfb_seconds',
+      'Time from pushing a request to a backend to its first response byte',
+      ['backend'],
+      LATENCY_BUCKETS,
+      this.registry,
+    );
     this.retries = new Counter({
       name: 'llmlb_retries_total',
       help: 'Attempts that failed before any byte reached the client and were retried elsewhere, by failed backend',

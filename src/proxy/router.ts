@@ -784,12 +784,12 @@ export class Router implements AdminTarget {
     headers?: Record<string, string>,
   ): void {
     sendError(res, format, status, message, code, headers);
-    this.metrics.requests.inc({ backend: 'none', status: String(status) });
+    this.metrics.countRequest('none', status);
     this.log.info({ status, code, ms: round(now() - t0) }, message);
   }
 
   private finishLog(f: Flight, backend: string, t0: number, attempts: number): void {
-    this.metrics.requests.inc({ backend, status: String(f.status) });
+    this.metrics.countRequest(backend, f.status);
     // A client that left is not the backend's failure; 'none' is no backend at all.
     if (f.status !== 499 && backend !== 'none')
       this.stats.record({
