@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { errorBody, streamErrorChunk, type ErrorFormat } from './errors.js';
 import { SseToNdjson, openAIResponseToOllama, type OllamaKind } from './translate.js';
-import { TailBuffer, ollamaUsage, openaiUsage, type Usage } from './usage.js';
+import { TailBuffer, responseUsage, type Usage } from './usage.js';
 
 /** How one attempt on one backend ended. */
 export type ExchangeEnd =
@@ -158,8 +158,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       );
       res.end();
     } else {
-      const text = this.tail!.text();
-      usage = req.format === 'ollama' ? ollamaUsage(text) : openaiUsage(text, req.stream);
+      usage = responseUsage(this.tail!, req.format, req.stream);
       if (!res.headersSent) this.writeHead();
       res.end();
     }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TailBuffer, ollamaUsage, openaiUsage } from './usage.js';
+import { TailBuffer, ollamaUsage, openaiUsage, responseUsage } from './usage.js';
 
 test('ollama usage from the last NDJSON line, durations in ms', () => {
   const text =
@@ -28,4 +28,40 @@ test('tail buffer keeps at least the last `limit` bytes in whole chunks', () => 
   const big = new TailBuffer(2);
   big.push(Buffer.from('xyz'));
   assert.equal(big.text(), 'xyz');
+});
+
+test('counts are read in place from the end of a long answer, and agree with a full parse', () => {
+  const answer = 'word '.repeat(50_000); // a 250 kB non-streamed answer
+  const ollama = JSON.stringify({
+    model: 'm',
+    response: `${answer} "eval_count": 999, {"eval_count":1}`, // look-alikes inside the text
+    done: true,
+    context: Array.from({ length: 2000 }, (_, i) => i),
+    prompt_eval_count: 12,
+    prompt_eval_duration: 2_000_000,
+    eval_count: 7,
+    eval_duration: 5_000_000,
+  });
+  const want = { promptTokens: 12, completionTokens: 7, promptEvalMs: 2, evalMs: 5 };
+  assert.deepEqual(ollamaUsage(ollama), want);
+  const t = new TailBuffer(1 << 20);
+  for (let i = 0; i < ollama.length; i += 1000) t.push(Buffer.from(ollama.slice(i, i + 1000)));
+  assert.deepEqual(responseUsage(t, 'ollama', false), want);
+
+  const openai = JSON.stringify({
+    choices: [{ message: { content: `${answer} "usage": {"completion_tokens": 5}` } }],
+    usage: { prompt_tokens: 3, completion_tokens: 4, prompt_tokens_details: { cached_tokens: 1 } },
+  });
+  const o = new TailBuffer(1 << 20);
+  o.push(Buffer.from(openai));
+  assert.deepEqual(responseUsage(o, 'openai', false), { promptTokens: 3, completionTokens: 4 });
+  // Pretty-printed and with the counts early: found by the full parse.
+  const early = JSON.stringify({ usage: { prompt_tokens: 2, completion_tokens: 6 }, text: answer }, null, 2);
+  const e = new TailBuffer(1 << 20);
+  e.push(Buffer.from(early));
+  assert.deepEqual(responseUsage(e, 'openai', false), { promptTokens: 2, completionTokens: 6 });
+  const ollamaEarly = JSON.stringify({ eval_count: 3, prompt_eval_count: 1, response: answer, done: true });
+  const oe = new TailBuffer(1 << 20);
+  oe.push(Buffer.from(ollamaEarly));
+  assert.equal(responseUsage(oe, 'ollama', false).completionTokens, 3);
 });

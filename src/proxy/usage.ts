@@ -26,11 +26,32 @@ export class TailBuffer {
     }
   }
 
-  text(): string {
-    return this.chunks.length === 1
-      ? this.chunks[0]!.toString('utf8')
-      : Buffer.concat(this.chunks).toString('utf8');
+  /** The kept bytes as text, or only the last `maxBytes` of them. */
+  text(maxBytes = Infinity): string {
+    if (this.chunks.length === 1) {
+      const c = this.chunks[0]!;
+      return c.toString('utf8', c.length > maxBytes ? c.length - maxBytes : 0);
+    }
+    const all = Buffer.concat(this.chunks);
+    return all.toString('utf8', all.length > maxBytes ? all.length - maxBytes : 0);
   }
+
+  get bytes(): number {
+    return this.size;
+  }
+}
+
+/** Bytes at the end of a response where Ollama and OpenAI servers put their counts. */
+const USAGE_WINDOW = 4096;
+
+/**
+ * Usage from the end of a forwarded response: the last few KB first (a long non-streamed answer
+ * is not decoded and parsed whole), all that was kept only when the counts were not there.
+ */
+export function responseUsage(tail: TailBuffer, api: 'ollama' | 'openai', stream: boolean): Usage {
+  const read = (text: string): Usage => (api === 'ollama' ? ollamaUsage(text) : openaiUsage(text, stream));
+  const u = read(tail.text(USAGE_WINDOW));
+  return u.completionTokens !== undefined || tail.bytes <= USAGE_WINDOW ? u : read(tail.text());
 }
 
 const num = (v: unknown): number | undefined =>
@@ -45,11 +66,41 @@ function parseObject(s: string): Record<string, unknown> | undefined {
   }
 }
 
+/**
+ * A top-level-looking `"key": number` read without parsing the object: in valid JSON an unescaped
+ * `"key":` after `{` or `,` can only be a key. Undefined when absent or not a plain number.
+ */
+function numberField(s: string, key: string): number | undefined {
+  const at = s.lastIndexOf(`"${key}":`);
+  if (at <= 0) return undefined;
+  let p = at - 1;
+  while (p > 0 && (s.charCodeAt(p) === 32 || s.charCodeAt(p) === 10 || s.charCodeAt(p) === 13)) p--;
+  const before = s.charCodeAt(p);
+  if (before !== 123 && before !== 44) return undefined; // '{' or ','
+  NUMBER.lastIndex = at + key.length + 3;
+  const m = NUMBER.exec(s);
+  return m ? num(Number(m[1])) : undefined;
+}
+const NUMBER = /\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*[,}]/y;
+
 /** Ollama: the final object (the whole body, or the last NDJSON line) carries counts and ns durations. */
 export function ollamaUsage(tail: string): Usage {
   const end = tail.trimEnd();
   const start = end.lastIndexOf('\n') + 1;
-  const o = parseObject(end.slice(start));
+  // Fast path: the counts read in place (the final object can carry a long answer or context).
+  const line = start === 0 ? end : end.slice(start);
+  const evalCount = numberField(line, 'eval_count');
+  if (evalCount !== undefined && line.charCodeAt(line.length - 1) === 125) {
+    const ped = numberField(line, 'prompt_eval_duration');
+    const ed = numberField(line, 'eval_duration');
+    return {
+      promptTokens: numberField(line, 'prompt_eval_count'),
+      completionTokens: evalCount,
+      promptEvalMs: ped === undefined ? undefined : ped / 1e6,
+      evalMs: ed === undefined ? undefined : ed / 1e6,
+    };
+  }
+  const o = parseObject(line);
   if (!o) return {};
   const ped = num(o.prompt_eval_duration);
   const ed = num(o.eval_duration);
@@ -68,9 +119,31 @@ function usageOf(o: Record<string, unknown> | undefined): Usage | undefined {
   return { promptTokens: num(r.prompt_tokens), completionTokens: num(r.completion_tokens) };
 }
 
+/** The body's last `"usage": {…}` object, parsed alone (servers put it after the choices). */
+function usageObject(s: string): Usage | undefined {
+  const at = s.lastIndexOf('"usage":');
+  if (at <= 0) return undefined;
+  const open = s.indexOf('{', at + 8);
+  if (open < 0 || s.slice(at + 8, open).trim() !== '') return undefined;
+  let depth = 0;
+  for (let i = open; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 34) {
+      // skip a string (keys, and any braces inside one)
+      for (i++; i < s.length; i++) {
+        const d = s.charCodeAt(i);
+        if (d === 92) i++;
+        else if (d === 34) break;
+      }
+    } else if (c === 123) depth++;
+    else if (c === 125 && --depth === 0) return usageOf({ usage: parseObject(s.slice(open, i + 1)) });
+  }
+  return undefined;
+}
+
 /** OpenAI: `usage` in the JSON body, or in the last SSE events (stream_options.include_usage). */
 export function openaiUsage(tail: string, stream: boolean): Usage {
-  if (!stream) return usageOf(parseObject(tail)) ?? {};
+  if (!stream) return usageObject(tail) ?? usageOf(parseObject(tail)) ?? {};
   // Walk SSE events backwards; the usage chunk is the last data event before [DONE].
   const events = tail.split('\n\n');
   for (let i = events.length - 1; i >= 0; i--) {
