@@ -122,6 +122,8 @@ export class Router implements AdminTarget {
   private profile: ProfilePolicy | undefined;
   private explainTokens = EXPLAINED_PER_S;
   private explainRefilledAt = 0;
+  /** The request whose submit() is running: its decision may come back at once. */
+  private submitting: string | undefined;
   private decisionNext = 0;
 
   constructor(
@@ -445,10 +447,12 @@ export class Router implements AdminTarget {
 
   private readonly explainHook = (e: ScoreExplanation, req: RequestInfo): void => {
     // Only for requests waiting on a decision (a held one is explained again when it goes).
-    if (!this.waiters.has(req.id)) return;
+    if (req.id !== this.submitting && !this.waiters.has(req.id)) return;
     this.explanations.set(req.id, e);
-    if (--this.explainTokens < 1 && this.profile && !this.log.isLevelEnabled('debug'))
+    if (--this.explainTokens < 1 && this.profile && !this.log.isLevelEnabled('debug')) {
       this.profile.explain = undefined;
+      this.explainRefilledAt = now(); // refills from here
+    }
   };
 
   /** Turns explanations back on once the budget has refilled. */
@@ -630,7 +634,8 @@ export class Router implements AdminTarget {
         if (f.clientGone) break;
       }
       const queuedFrom = now();
-      const d = await this.schedule(f, tried);
+      const next = this.schedule(f, tried);
+      const d = next instanceof Promise ? await next : next;
       const scores = this.explanations.get(f.info.id);
       if (scores) {
         this.explanations.delete(f.info.id);
@@ -686,16 +691,25 @@ export class Router implements AdminTarget {
     );
   }
 
-  private schedule(f: Flight, tried: ReadonlySet<string>): Promise<Decision> {
+  /**
+   * Submits the request: its decision when the scheduler makes it at once (the common case: no
+   * promise, no waiter), else a promise of it while it waits in the router queue.
+   */
+  private schedule(f: Flight, tried: ReadonlySet<string>): Decision | Promise<Decision> {
+    const t = now();
+    this.rearmExplain(t);
+    const id = f.info.id;
+    this.submitting = id;
+    const ds = this.scheduler.submit(f.info, t, tried);
+    this.submitting = undefined;
+    this.apply(ds); // wakes others this submit let go (ours has no waiter yet)
+    for (const d of ds) if (d.request.id === id) return d;
+    f.queued = true;
     return new Promise((resolve) => {
-      f.queued = true;
-      this.waiters.set(f.info.id, (d) => {
+      this.waiters.set(id, (d) => {
         f.queued = false;
         resolve(d);
       });
-      const t = now();
-      this.rearmExplain(t);
-      this.apply(this.scheduler.submit(f.info, t, tried));
     });
   }
 
