@@ -624,7 +624,7 @@ export class Router implements AdminTarget {
       }
     }
 
-    const tried = new Set<string>();
+    let tried: Set<string> | undefined; // made on the first dispatch: most requests never retry
     let last: { error: string; timeout: boolean } | undefined;
     let backend = 'none';
     for (let attempt = 0; attempt < this.settings.retry.attempts; attempt++) {
@@ -634,7 +634,7 @@ export class Router implements AdminTarget {
         if (f.clientGone) break;
       }
       const queuedFrom = now();
-      const next = this.schedule(f, tried);
+      const next = this.schedule(f, tried ?? NONE_TRIED);
       const d = next instanceof Promise ? await next : next;
       const scores = this.explanations.get(f.info.id);
       if (scores) {
@@ -666,7 +666,7 @@ export class Router implements AdminTarget {
         return fail(503, msg, d.reason.replace('-', '_'), { 'retry-after': '1' });
       }
       backend = d.backend;
-      tried.add(backend);
+      (tried ??= new Set()).add(backend);
       const r = await this.attempt(f, res, backend);
       if (r.kind !== 'retry') {
         this.finishLog(f, backend, t0, attempt + 1);
@@ -680,13 +680,13 @@ export class Router implements AdminTarget {
     }
     if (f.clientGone) {
       f.status = 499;
-      this.finishLog(f, backend, t0, tried.size);
+      this.finishLog(f, backend, t0, tried?.size ?? 0);
       return;
     }
     const timeout = last?.timeout === true;
     fail(
       timeout ? 504 : 502,
-      `upstream failed after ${tried.size} attempt(s): ${last?.error ?? 'no backend'}`,
+      `upstream failed after ${tried?.size ?? 0} attempt(s): ${last?.error ?? 'no backend'}`,
       timeout ? 'upstream_timeout' : 'upstream_error',
     );
   }
@@ -852,6 +852,7 @@ function formatOf(path: string): ErrorFormat {
 }
 
 const DONE: AttemptResult = { kind: 'done' };
+const NONE_TRIED: ReadonlySet<string> = new Set();
 const OVER: AttemptResult = { kind: 'over' };
 
 const round = (ms: number): number => Math.round(ms * 100) / 100;

@@ -50,7 +50,9 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   firstByteAt: number | undefined;
   /** The upstream's status once its headers arrived (0 before). */
   status = 0;
-  private controller: Dispatcher.DispatchController | undefined;
+  private abortUpstream: ((err?: Error) => void) | undefined;
+  private resumeUpstream: (() => void) | undefined;
+  private paused = false;
   private cancelled = false;
   private ended = false;
   /** A 5xx or 429 answer: its body is read and dropped, then the attempt is retried. */
@@ -73,24 +75,25 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   cancel(): void {
     if (this.ended || this.cancelled) return;
     this.cancelled = true;
-    this.controller?.abort(new ClientGone());
+    this.abortUpstream?.(new ClientGone());
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.cancelled) controller.abort(new ClientGone());
+  // undici's callback handler interface, the one its own request() API implements: the newer
+  // controller interface is wrapped in an adapter that parses every response's headers into an
+  // object, which costs more than this whole class does per request.
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortUpstream = abort;
+    if (this.cancelled) abort(new ClientGone());
   }
 
-  onResponseStart(
-    _controller: Dispatcher.DispatchController,
-    statusCode: number,
-    headers: Record<string, string | string[] | undefined>,
-  ): void {
-    if (statusCode < 200) return; // informational; the real answer follows
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true; // informational; the real answer follows
     this.status = statusCode;
+    this.resumeUpstream = resume;
     if (statusCode >= 500 || statusCode === 429) {
       this.discard = true;
-      return;
+      return true;
     }
     const failed = statusCode >= 400;
     const from = this.req.translateFrom;
@@ -98,30 +101,44 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     else if (from !== undefined) this.whole = [];
     else {
       this.tail = new TailBuffer(this.req.stream ? 4096 : 1 << 20);
-      const ct = headers['content-type'];
-      if (typeof ct === 'string') this.contentType = ct;
-      const cl = headers['content-length'];
-      if (typeof cl === 'string') this.contentLength = cl;
+      for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+        const k = rawHeaders[i]!;
+        // Only two names matter here: compare by length first, decode only those.
+        if (k.length === 12 && k.toString('latin1').toLowerCase() === 'content-type')
+          this.contentType = rawHeaders[i + 1]!.toString('utf8');
+        else if (k.length === 14 && k.toString('latin1').toLowerCase() === 'content-length')
+          this.contentLength = rawHeaders[i + 1]!.toString('latin1');
+      }
     }
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onData(chunk: Buffer): boolean {
     if (this.firstByteAt === undefined) this.firstByteAt = this.clock();
-    if (this.discard) return;
+    if (this.discard) return true;
     if (this.whole) {
       this.whole.push(chunk);
-      return;
+      return true;
     }
     if (this.sse) {
       const out = this.sse.push(chunk);
-      if (out !== '') this.send(out, controller);
-      return;
+      if (out !== '') this.send(out);
+      return !this.paused;
     }
     this.tail!.push(chunk);
-    this.send(chunk, controller);
+    this.send(chunk);
+    return !this.paused;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
+    this.finishAnswer();
+  }
+
+  onError(err: Error & { code?: string }): void {
+    this.fail(err);
+  }
+
+  private finishAnswer(): void {
     if (this.ended) return;
     if (this.discard) {
       this.end({
@@ -165,7 +182,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.end({ kind: 'done', ok: this.status < 400, usage });
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, err: Error & { code?: string }): void {
+  private fail(err: Error & { code?: string }): void {
     if (this.ended) return;
     if (this.cancelled) return this.end({ kind: 'over', reason: undefined });
     // Nothing reached the client yet: safe to try elsewhere.
@@ -199,14 +216,20 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.res.writeHead(this.status, h);
   }
 
-  private send(chunk: Buffer | string, controller?: Dispatcher.DispatchController): void {
+  private send(chunk: Buffer | string): void {
     const res = this.res;
     if (!res.headersSent) this.writeHead();
-    if (!res.write(chunk) && controller && !controller.paused) {
-      controller.pause();
-      res.once('drain', () => controller.resume());
+    if (!res.write(chunk) && !this.paused) {
+      // The client's socket is full: stop reading the upstream until it drains.
+      this.paused = true;
+      res.once('drain', this.onDrain);
     }
   }
+
+  private readonly onDrain = (): void => {
+    this.paused = false;
+    this.resumeUpstream?.();
+  };
 }
 
 export function isTimeout(e: Error & { code?: string }): boolean {
