@@ -650,10 +650,11 @@ export class Router implements AdminTarget {
         policy: this.scheduler.policyName,
         backend: d.type === 'dispatch' ? d.backend : null,
         outcome: d.type,
-        ...(d.type === 'reject' ? { reason: d.reason } : {}),
+        // Absent fields as undefined (JSON drops them), not spreads: one object per decision.
+        reason: d.type === 'reject' ? d.reason : undefined,
         queuedMs: round(now() - queuedFrom),
         attempt: attempt + 1,
-        ...(scores ? { scores } : {}),
+        scores,
       });
       if (d.type === 'reject') {
         if (last) break; // retries exhausted the eligible backends: report the upstream error
@@ -719,7 +720,16 @@ export class Router implements AdminTarget {
     const dispatchedAt = now();
     const settle = (ok: boolean, usage: Usage, firstByteAt: number | undefined): void => {
       const t = now();
-      const report: CompletionReport = { ok, dispatchedAt, firstByteAt, finishedAt: t, ...usage };
+      const report: CompletionReport = {
+        ok,
+        dispatchedAt,
+        firstByteAt,
+        finishedAt: t,
+        promptTokens: usage.promptTokens,
+        completionTokens: usage.completionTokens,
+        promptEvalMs: usage.promptEvalMs,
+        evalMs: usage.evalMs,
+      };
       if (ok) {
         f.outputTokens = usage.completionTokens;
         if (firstByteAt !== undefined) f.ttfbMs = firstByteAt - f.info.arrivedAt;

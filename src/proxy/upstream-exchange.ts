@@ -58,6 +58,8 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   /** A 5xx or 429 answer: its body is read and dropped, then the attempt is retried. */
   private discard = false;
   private tail: TailBuffer | undefined;
+  /** A non-streamed answer's first chunk, not yet written. */
+  private held: Buffer | undefined;
   private sse: SseToNdjson | undefined;
   /** Translated whole bodies (and translated error bodies) are converted at the end. */
   private whole: Buffer[] | undefined;
@@ -126,6 +128,18 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       return !this.paused;
     }
     this.tail!.push(chunk);
+    if (!this.req.stream) {
+      // A non-streamed answer: its first chunk waits, so a one-chunk answer leaves in one
+      // res.end() (headers and body in one corked write); a second chunk sends it on.
+      if (this.held === undefined && !this.res.headersSent) {
+        this.held = chunk;
+        return true;
+      }
+      if (this.held !== undefined) {
+        this.send(this.held);
+        this.held = undefined;
+      }
+    }
     this.send(chunk);
     return !this.paused;
   }
@@ -177,7 +191,8 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     } else {
       usage = responseUsage(this.tail!, req.format, req.stream);
       if (!res.headersSent) this.writeHead();
-      res.end();
+      if (this.held !== undefined) res.end(this.held);
+      else res.end();
     }
     this.end({ kind: 'done', ok: this.status < 400, usage });
   }

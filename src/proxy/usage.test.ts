@@ -65,3 +65,29 @@ test('counts are read in place from the end of a long answer, and agree with a f
   oe.push(Buffer.from(ollamaEarly));
   assert.equal(responseUsage(oe, 'ollama', false).completionTokens, 3);
 });
+
+test('Ollama counts from the raw bytes: a final line split over chunks, look-alikes and bad values', () => {
+  const lines =
+    '{"response":"\\"eval_count\\": 5,","done":false}\n' +
+    '{"response":"","done":true,"prompt_eval_count":12,"prompt_eval_duration":2000000,"eval_count":7,"eval_duration":5000000}\n';
+  for (const size of [1, 7, 40, 512, lines.length]) {
+    const t = new TailBuffer(4096);
+    for (let i = 0; i < lines.length; i += size) t.push(Buffer.from(lines.slice(i, i + size)));
+    assert.deepEqual(
+      responseUsage(t, 'ollama', true),
+      { promptTokens: 12, completionTokens: 7, promptEvalMs: 2, evalMs: 5 },
+      `chunks of ${size}`,
+    );
+  }
+  const only = (s: string) => {
+    const t = new TailBuffer(4096);
+    t.push(Buffer.from(s));
+    return responseUsage(t, 'ollama', false);
+  };
+  // Counts only on an earlier line: the final line has none.
+  assert.equal(only('{"eval_count":3}\n{"done":true}').completionTokens, undefined);
+  assert.equal(only('{"done":true, "eval_count" : 4 }').completionTokens, 4);
+  assert.equal(only('{"done":true,"eval_count":-4}').completionTokens, undefined);
+  assert.equal(only('{"done":true,"eval_count":1e}').completionTokens, undefined);
+  assert.equal(only('{"done":true,"eval_count":9').completionTokens, undefined); // cut short
+});

@@ -39,6 +39,74 @@ export class TailBuffer {
   get bytes(): number {
     return this.size;
   }
+
+  /** At least the last `n` kept bytes (the last chunk alone when it is long enough: no copy). */
+  lastBytes(n: number): Buffer {
+    const c = this.chunks;
+    if (c.length === 0) return Buffer.alloc(0);
+    if (c.length === 1 || c[c.length - 1]!.length >= n) return c[c.length - 1]!;
+    let i = c.length - 1;
+    let size = 0;
+    while (i > 0 && size < n) size += c[i--]!.length;
+    return Buffer.concat(c.slice(i));
+  }
+}
+
+/** Ollama's counts close its final object: they are looked for in this many last bytes. */
+const OLLAMA_WINDOW = 512;
+
+const KEY_PROMPT_EVAL_COUNT = Buffer.from('"prompt_eval_count"');
+const KEY_PROMPT_EVAL_DURATION = Buffer.from('"prompt_eval_duration"');
+const KEY_EVAL_COUNT = Buffer.from('"eval_count"');
+const KEY_EVAL_DURATION = Buffer.from('"eval_duration"');
+
+const isSpace = (c: number | undefined): boolean => c === 32 || c === 10 || c === 13 || c === 9;
+
+/**
+ * A `"key": number` in the last line of `b`, read from the bytes (nothing decoded). In valid JSON
+ * an unescaped `"key"` after `{` or `,` and before `:` can only be a key, so text inside the
+ * answer cannot match.
+ */
+function byteNumberField(b: Buffer, key: Buffer, lineStart: number): number | undefined {
+  const at = b.lastIndexOf(key);
+  if (at < lineStart) return undefined;
+  let p = at - 1;
+  while (p >= lineStart && isSpace(b[p])) p--;
+  if (p < lineStart || (b[p] !== 123 && b[p] !== 44)) return undefined; // '{' or ','
+  let i = at + key.length;
+  while (isSpace(b[i])) i++;
+  if (b[i] !== 58) return undefined; // ':'
+  i++;
+  while (isSpace(b[i])) i++;
+  const start = i;
+  for (
+    let c = b[i];
+    c !== undefined && ((c >= 48 && c <= 57) || c === 45 || c === 46 || c === 43 || c === 101 || c === 69);
+    c = b[++i]
+  );
+  if (i === start) return undefined;
+  let e = i;
+  while (isSpace(b[e])) e++;
+  if (b[e] !== 44 && b[e] !== 125) return undefined; // ',' or '}'
+  return num(Number(b.toString('latin1', start, i)));
+}
+
+/** Ollama's counts from the raw end of a response; undefined when its last line does not hold them. */
+function ollamaCountsInBytes(b: Buffer): Usage | undefined {
+  let end = b.length - 1;
+  while (end >= 0 && isSpace(b[end])) end--;
+  if (end < 0 || b[end] !== 125) return undefined; // the final object must be complete
+  const lineStart = b.lastIndexOf(10, end) + 1;
+  const completionTokens = byteNumberField(b, KEY_EVAL_COUNT, lineStart);
+  if (completionTokens === undefined) return undefined;
+  const ped = byteNumberField(b, KEY_PROMPT_EVAL_DURATION, lineStart);
+  const ed = byteNumberField(b, KEY_EVAL_DURATION, lineStart);
+  return {
+    promptTokens: byteNumberField(b, KEY_PROMPT_EVAL_COUNT, lineStart),
+    completionTokens,
+    promptEvalMs: ped === undefined ? undefined : ped / 1e6,
+    evalMs: ed === undefined ? undefined : ed / 1e6,
+  };
 }
 
 /** Bytes at the end of a response where Ollama and OpenAI servers put their counts. */
@@ -49,6 +117,10 @@ const USAGE_WINDOW = 4096;
  * is not decoded and parsed whole), all that was kept only when the counts were not there.
  */
 export function responseUsage(tail: TailBuffer, api: 'ollama' | 'openai', stream: boolean): Usage {
+  if (api === 'ollama') {
+    const fast = ollamaCountsInBytes(tail.lastBytes(OLLAMA_WINDOW));
+    if (fast) return fast;
+  }
   const read = (text: string): Usage => (api === 'ollama' ? ollamaUsage(text) : openaiUsage(text, stream));
   const u = read(tail.text(USAGE_WINDOW));
   return u.completionTokens !== undefined || tail.bytes <= USAGE_WINDOW ? u : read(tail.text());
