@@ -138,55 +138,11 @@ function parseObject(s: string): Record<string, unknown> | undefined {
   }
 }
 
-/**
- * Ollama's four counts, read in place with one regex pass: in valid JSON an unescaped `"key":`
- * after `{` or `,` can only be a key, so text inside the answer cannot match.
- */
-const OLLAMA_COUNTS =
-  /[{,]\s*"(prompt_eval_count|prompt_eval_duration|eval_count|eval_duration)"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?=[,}])/g;
-
-function ollamaCounts(line: string): Usage | undefined {
-  // The counts close the final object: look at its last 512 characters only.
-  OLLAMA_COUNTS.lastIndex = line.length > 512 ? line.length - 512 : 0;
-  let promptTokens: number | undefined;
-  let completionTokens: number | undefined;
-  let ped: number | undefined;
-  let ed: number | undefined;
-  for (let m = OLLAMA_COUNTS.exec(line); m !== null; m = OLLAMA_COUNTS.exec(line)) {
-    const v = num(Number(m[2]));
-    switch (m[1]) {
-      case 'prompt_eval_count':
-        promptTokens = v;
-        break;
-      case 'eval_count':
-        completionTokens = v;
-        break;
-      case 'prompt_eval_duration':
-        ped = v;
-        break;
-      default:
-        ed = v;
-    }
-  }
-  if (completionTokens === undefined) return undefined;
-  return {
-    promptTokens,
-    completionTokens,
-    promptEvalMs: ped === undefined ? undefined : ped / 1e6,
-    evalMs: ed === undefined ? undefined : ed / 1e6,
-  };
-}
-
 /** Ollama: the final object (the whole body, or the last NDJSON line) carries counts and ns durations. */
 export function ollamaUsage(tail: string): Usage {
   const end = tail.trimEnd();
   const start = end.lastIndexOf('\n') + 1;
-  // Fast path: the counts read in place (the final object can carry a long answer or context).
   const line = start === 0 ? end : end.slice(start);
-  if (line.charCodeAt(line.length - 1) === 125) {
-    const fast = ollamaCounts(line);
-    if (fast) return fast;
-  }
   const o = parseObject(line);
   if (!o) return {};
   const ped = num(o.prompt_eval_duration);
