@@ -91,3 +91,14 @@ test('Ollama counts from the raw bytes: a final line split over chunks, look-ali
   assert.equal(only('{"done":true,"eval_count":1e}').completionTokens, undefined);
   assert.equal(only('{"done":true,"eval_count":9').completionTokens, undefined); // cut short
 });
+
+test('tail buffer hands back the last bytes without copying more chunks than needed', () => {
+  const t = new TailBuffer(1 << 20);
+  for (const s of ['aaaa', 'bbbb', 'cccc', 'dd']) t.push(Buffer.from(s));
+  assert.equal(t.lastBytes(2).toString(), 'dd');
+  assert.equal(t.lastBytes(5).toString(), 'ccccdd');
+  assert.equal(t.lastBytes(100).toString(), 'aaaabbbbccccdd');
+  assert.equal(t.text(5), 'cccdd');
+  assert.equal(t.text(), 'aaaabbbbccccdd');
+  assert.equal(new TailBuffer(8).lastBytes(4).length, 0);
+});

@@ -28,12 +28,8 @@ export class TailBuffer {
 
   /** The kept bytes as text, or only the last `maxBytes` of them. */
   text(maxBytes = Infinity): string {
-    if (this.chunks.length === 1) {
-      const c = this.chunks[0]!;
-      return c.toString('utf8', c.length > maxBytes ? c.length - maxBytes : 0);
-    }
-    const all = Buffer.concat(this.chunks);
-    return all.toString('utf8', all.length > maxBytes ? all.length - maxBytes : 0);
+    const b = this.lastBytes(maxBytes);
+    return b.toString('utf8', b.length > maxBytes ? b.length - maxBytes : 0);
   }
 
   get bytes(): number {
@@ -45,10 +41,10 @@ export class TailBuffer {
     const c = this.chunks;
     if (c.length === 0) return Buffer.alloc(0);
     if (c.length === 1 || c[c.length - 1]!.length >= n) return c[c.length - 1]!;
-    let i = c.length - 1;
+    let i = c.length;
     let size = 0;
-    while (i > 0 && size < n) size += c[i--]!.length;
-    return Buffer.concat(c.slice(i));
+    while (i > 0 && size < n) size += c[--i]!.length;
+    return Buffer.concat(c.slice(i)); // only the chunks counted, copied once
   }
 }
 
