@@ -20,7 +20,8 @@
  * BENCH_ROUNDS (5), BENCH_SEQ (2000 sequential requests per target), BENCH_TARGETS
  * (direct,llmlb,haproxy,node-min), HAPROXY_BIN (haproxy), BENCH_CPU_PROF=dir (run the llmlb
  * child under `node --cpu-prof`; summarize with bench/profile-summary.ts), BENCH_LLMLB_NODE_FLAGS
- * (extra node flags for the llmlb child, e.g. `--max-semi-space-size=32`), BENCH_STRICT=1
+ * (extra node flags for the llmlb child, e.g. `--max-semi-space-size=32`), BENCH_LLMLB_LOG=info
+ * (llmlb logs at that level, to /dev/null: the per-request line costs; default silent), BENCH_STRICT=1
  * (exit 1 when a target FAILs or requests failed).
  */
 import autocannon from 'autocannon';

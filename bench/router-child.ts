@@ -2,9 +2,11 @@
  * llmlb's Router for the proxy benchmark, alone in its process: least-connections over the
  * upstream URLs given as arguments. Usage: node --import tsx bench/router-child.ts URL...
  */
-import { silentLogger } from '../src/log.js';
+import { createLogger, silentLogger } from '../src/log.js';
 import { Router, type RouterSettings } from '../src/proxy/router.js';
 import { exitWithParent, sendReady } from './common.js';
+
+const LOG_LEVEL = process.env.BENCH_LLMLB_LOG || undefined;
 
 async function main(): Promise<void> {
   const upstreams = process.argv.slice(2);
@@ -25,9 +27,11 @@ async function main(): Promise<void> {
     health: { failuresToEject: 3, probeIntervalMs: 5000, probeTimeoutMs: 2000, scrapeIntervalMs: 1000 },
     discovery: { refreshMs: 30_000 },
     queue: { maxLength: 100_000, maxWaitMs: 600_000 },
-    log: { level: 'silent', prompts: false },
+    log: { level: LOG_LEVEL ?? 'silent', prompts: false },
   };
-  const router = new Router(settings, silentLogger());
+  // BENCH_LLMLB_LOG=info: the per-request log line an operator keeps, through llmlb's own logger, to /dev/null.
+  const log = LOG_LEVEL === undefined ? silentLogger() : createLogger(LOG_LEVEL, 'llmlb', '/dev/null');
+  const router = new Router(settings, log);
   const url = await router.listen(settings.server.host, settings.server.port);
   exitWithParent(() => router.close());
   sendReady([url]);
