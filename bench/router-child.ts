@@ -2,11 +2,18 @@
  * llmlb's Router for the proxy benchmark, alone in its process: least-connections over the
  * upstream URLs given as arguments. Usage: node --import tsx bench/router-child.ts URL...
  */
+import { LOG_LEVELS, type LogLevel } from '../src/config/schema.js';
 import { createLogger, silentLogger } from '../src/log.js';
 import { Router, type RouterSettings } from '../src/proxy/router.js';
 import { exitWithParent, sendReady } from './common.js';
 
-const LOG_LEVEL = process.env.BENCH_LLMLB_LOG || undefined;
+const LOG_LEVEL = ((): LogLevel | undefined => {
+  const v = process.env.BENCH_LLMLB_LOG;
+  if (v === undefined || v === '') return undefined;
+  if (!(LOG_LEVELS as readonly string[]).includes(v))
+    throw new Error(`BENCH_LLMLB_LOG must be one of ${LOG_LEVELS.join(', ')}`);
+  return v as LogLevel;
+})();
 
 async function main(): Promise<void> {
   const upstreams = process.argv.slice(2);
