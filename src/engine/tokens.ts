@@ -27,13 +27,27 @@ export function countTokens(text: string): number {
  * with the previous block's state instead of concatenating strings — no node:crypto, no copies.
  */
 export function promptBlockHashes(text: string, blockSize: number): string[] {
+  return extendBlockHashes([], text, blockSize);
+}
+
+/**
+ * The hash chain over `text`'s full blocks, given `prefix`: the chain of its first prefix.length
+ * blocks (as promptBlockHashes gave it for a text that starts the same way). Only the blocks after
+ * them are hashed, resuming from the last one's state — how the engine extends a prompt's chain over
+ * the answer it generates without hashing the prompt again. Returns a new array.
+ */
+export function extendBlockHashes(prefix: readonly string[], text: string, blockSize: number): string[] {
   const blockChars = Math.floor(blockSize) * CHARS_PER_TOKEN;
   if (blockChars <= 0) return [];
   const blocks = Math.floor(text.length / blockChars);
+  const from = Math.min(prefix.length, blocks);
   const out = new Array<string>(blocks);
-  let p1 = 0;
-  let p2 = 0;
-  for (let b = 0; b < blocks; b++) {
+  for (let b = 0; b < from; b++) out[b] = prefix[b]!;
+  // The chain state is the previous hash itself: its high and low 32 bits.
+  const last = from > 0 ? out[from - 1]! : undefined;
+  let p2 = last === undefined ? 0 : parseInt(last.slice(0, 8), 16);
+  let p1 = last === undefined ? 0 : parseInt(last.slice(8, 16), 16);
+  for (let b = from; b < blocks; b++) {
     let h1 = 0xdeadbeef ^ p1;
     let h2 = 0x41c6ce57 ^ p2;
     const end = (b + 1) * blockChars;
@@ -49,6 +63,20 @@ export function promptBlockHashes(text: string, blockSize: number): string[] {
     out[b] = hex8(p2) + hex8(p1);
   }
   return out;
+}
+
+/**
+ * How a follow-up request resends an answer: chat messages are flattened with '\n' between them
+ * (src/core/prompt.ts), so the text after a prompt and its answer is `prompt + '\n' + answer`.
+ * The chain of that text's full blocks is what the engine can cache when the sequence finishes.
+ */
+export function contextBlockHashes(
+  prompt: string,
+  promptHashes: readonly string[],
+  answer: string,
+  blockSize: number,
+): string[] {
+  return extendBlockHashes(promptHashes, `${prompt}\n${answer}`, blockSize);
 }
 
 function hex8(n: number): string {
