@@ -2,7 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EngineModel } from './model.js';
 import { defaultProfile } from './profile.js';
-import { countTokens, drawOutputTokens, outputText, promptBlockHashes } from './tokens.js';
+import {
+  contextBlockHashes,
+  countTokens,
+  drawOutputTokens,
+  outputText,
+  promptBlockHashes,
+} from './tokens.js';
 import { createRng } from '../core/rng.js';
 import type { EngineEvent, EngineProfile, EngineSequence } from './types.js';
 
@@ -424,4 +430,36 @@ test('pagedKv: a batch that outgrows the pool preempts its newest sequence, whic
   const le = finished(drain(loose));
   assert.equal(le[0]!.t, le[1]!.t);
   assert.equal(loose.stats().preemptions, 0);
+});
+
+test("generated tokens: a finished sequence's answer is cached, so a follow-up that resends it hits it", () => {
+  const prompt = 'q'.repeat(160); // 40 tokens, 10 blocks of 4
+  const answer = outputText(createRng(3), 24); // 24 tokens
+  const hashes = promptBlockHashes(prompt, 4);
+  const context = contextBlockHashes(prompt, hashes, answer, 4);
+  const followUp = `${prompt}\n${answer}\nand then?`;
+  const next = promptBlockHashes(followUp, 4);
+  const nextTokens = countTokens(followUp);
+  for (const pagedKv of [false, true]) {
+    const run = (withContext: boolean): Finished => {
+      const m = new EngineModel({ ...P, pagedKv });
+      m.submit({ ...seq('turn1', 40, 24, hashes), contextBlockHashes: withContext ? context : undefined }, 0);
+      drain(m);
+      m.submit(seq('turn2', nextTokens, 1, next), 10);
+      return finished(drain(m))[0]!;
+    };
+    const kept = run(true);
+    const dropped = run(false);
+    assert.equal(dropped.cachedTokens, 40, `pagedKv ${pagedKv}: without the answer only the prompt hits`);
+    assert.equal(kept.cachedTokens, context.length * 4, `pagedKv ${pagedKv}: prompt and answer hit`);
+    assert.ok(context.length * 4 > 40 + 20, 'the answer added blocks');
+    assert.ok(kept.prefillS < dropped.prefillS);
+  }
+  // pagedKv: the answer's blocks are cache like any other, kept only in the room the batch leaves.
+  const m = new EngineModel({ ...P, slots: 8, kvCapacityTokens: 200, pagedKv: true });
+  m.submit({ ...seq('turn1', 40, 24, hashes), contextBlockHashes: context }, 0);
+  m.submit(seq('big', 180, 80, promptBlockHashes('z'.repeat(720), 4)), 0.001);
+  m.submit(seq('turn2', nextTokens, 1, next), 1);
+  const t2 = finished(drain(m)).find((f) => f.id === 'turn2')!;
+  assert.ok(t2.cachedTokens < context.length * 4, 'a full batch evicted part of it');
 });

@@ -21,7 +21,10 @@
  * Prefix cache: counted in BLOCKS. Each admission queries all of the sequence's full blocks
  * (prefixCacheQueries += blockHashes.length) and hits the longest cached prefix of them
  * (prefixCacheHits += matched). cachedTokens = matched·blockSize, capped at promptTokens − 1 so at
- * least one token is prefilled. The blocks are inserted (touched) right after admission.
+ * least one token is prefilled. The blocks are inserted (touched) right after admission. A sequence
+ * that carries contextBlockHashes (its prompt + answer) has those inserted too when it finishes:
+ * real engines keep the KV of generated tokens (vLLM v1 caches every full block, SGLang inserts the
+ * whole sequence into its radix tree), so a follow-up that resends the answer hits it.
  *
  * With `pagedKv` (vLLM / SGLang paged KV): a running sequence's full prompt blocks are
  * shared — referenced, one physical copy however many sequences use them — and only its partial
@@ -58,6 +61,8 @@ interface Seq {
   readonly promptTokens: number;
   readonly outputTokens: number;
   readonly blockHashes: readonly string[];
+  /** Prompt + answer blocks to cache at the finish (EngineSequence.contextBlockHashes). */
+  readonly contextHashes: readonly string[] | undefined;
   readonly submitT: number;
   state: number;
   admitT: number;
@@ -185,6 +190,22 @@ export class EngineModel {
     this.trimCache();
   }
 
+  /**
+   * A finished sequence's prompt + answer blocks join the cache (its generated tokens' KV is kept,
+   * not thrown away). With pagedKv, blocks a running sequence still holds stay shared, not cached,
+   * and the cache keeps only what fits beside the batch.
+   */
+  private cacheContext(hashes: readonly string[]): void {
+    if (!this.sharing) {
+      this.cache.insert(hashes);
+      return;
+    }
+    const free: string[] = [];
+    for (const h of hashes) if (!this.refs.has(h)) free.push(h);
+    this.cache.insert(free);
+    this.trimCache();
+  }
+
   /** pagedKv: the cache keeps only what fits beside the batch. */
   private trimCache(): void {
     const room = Math.floor((this.p.kvCapacityTokens - this.physicalKv()) / this.p.blockSize);
@@ -203,6 +224,7 @@ export class EngineModel {
       promptTokens: Math.max(0, Math.floor(seq.promptTokens)),
       outputTokens: Math.max(1, Math.floor(seq.outputTokens)),
       blockHashes: seq.blockHashes,
+      contextHashes: seq.contextBlockHashes,
       submitT: now,
       state: WAITING,
       admitT: 0,
@@ -387,6 +409,7 @@ export class EngineModel {
         this.byId.delete(s.id);
         this.completed++;
         if (this.sharing) this.release(s);
+        if (s.contextHashes !== undefined) this.cacheContext(s.contextHashes);
         out.push({
           type: 'finished',
           id: s.id,

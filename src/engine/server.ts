@@ -15,7 +15,13 @@ import { HttpError, readJson, send, sendError, sendJson, type Obj } from './http
 import { prometheusText } from './metrics.js';
 import { EngineModel } from './model.js';
 import { parseGeneration } from './request.js';
-import { countTokens, drawOutputTokens, promptBlockHashes } from './tokens.js';
+import {
+  contextBlockHashes,
+  countTokens,
+  drawOutputTokens,
+  outputText,
+  promptBlockHashes,
+} from './tokens.js';
 import type { EngineProfile, EngineStats } from './types.js';
 import { createWire, ollamaLoadBody, type EndpointKind, type ErrorFormat } from './wire.js';
 
@@ -135,19 +141,27 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       outputTokens = g.cap;
     }
 
+    const answer = outputText(createRng(deriveSeed(seed, id)), outputTokens);
     const exchange = new Exchange({
       res,
       wire: createWire(kind, id, g.model, g.includeUsage),
       stream: g.stream,
-      rng: createRng(deriveSeed(seed, id)),
+      answer,
       timeScale,
       truncated,
       dieAfterChunks: g.stream ? f.dieMidStreamAfterChunks : undefined,
     });
     if (gone) return;
     const promptTokens = countTokens(g.text);
+    const blockHashes = promptBlockHashes(g.text, profile.blockSize);
     driver.submit(
-      { id, promptTokens, outputTokens, blockHashes: promptBlockHashes(g.text, profile.blockSize) },
+      {
+        id,
+        promptTokens,
+        outputTokens,
+        blockHashes,
+        contextBlockHashes: contextBlockHashes(g.text, blockHashes, answer, profile.blockSize),
+      },
       exchange,
     );
   }

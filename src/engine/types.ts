@@ -47,6 +47,13 @@ export interface EngineSequence {
   readonly blockHashes: readonly string[];
   /** Tokens the engine will generate (already capped by num_predict / max_tokens), >= 1. */
   readonly outputTokens: number;
+  /**
+   * Hash chain of the full blocks of the prompt followed by its answer (`contextBlockHashes`): the
+   * text a follow-up turn resends. When the sequence finishes, these blocks join the prefix cache,
+   * as vLLM (v1) and SGLang cache generated tokens too, so a next turn or a tree's child can hit its
+   * parent's answer. Absent: only the prompt's blocks are cached.
+   */
+  readonly contextBlockHashes?: readonly string[] | undefined;
 }
 
 /**

@@ -16,7 +16,13 @@ import { createRng, deriveSeed } from '../core/rng.js';
 import { Scheduler } from '../core/scheduler.js';
 import type { Decision, Policy, RejectReason, RequestInfo } from '../core/types.js';
 import { EngineModel } from '../engine/model.js';
-import { countTokens, flattenMessages, promptBlockHashes } from '../engine/tokens.js';
+import {
+  contextBlockHashes,
+  countTokens,
+  flattenMessages,
+  outputText,
+  promptBlockHashes,
+} from '../engine/tokens.js';
 import type { Scenario } from '../scenario/types.js';
 import type { ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 import { EventHeap } from './event-heap.js';
@@ -122,6 +128,8 @@ interface Open {
   readonly rec: RequestRecord;
   /** Engine index once dispatched. */
   engine: number;
+  /** The answer's text, drawn at dispatch when the engine caches prefixes ('' otherwise). */
+  answer: string;
 }
 
 /** Run with a policy object (the oracle passes fixed assignments). */
@@ -236,13 +244,21 @@ export function simulateWith(
       o.rec.promptTokens = promptTokens;
       o.engine = i;
       outstanding[i]!++;
+      // No cache, no lookups: skip hashing (and report no hit rate rather than a false 0). With a
+      // cache, the answer is drawn now so the engine can cache its blocks at the finish, and the
+      // client resends exactly that text in a follow-up.
+      const caching = profile.prefixCacheBlocks > 0;
+      const blockHashes = caching ? promptBlockHashes(o.text, profile.blockSize) : [];
+      if (caching) o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
       engines[i]!.submit(
         {
           id: req.id,
           promptTokens,
-          // No cache, no lookups: skip hashing (and report no hit rate rather than a false 0).
-          blockHashes: profile.prefixCacheBlocks > 0 ? promptBlockHashes(o.text, profile.blockSize) : [],
+          blockHashes,
           outputTokens,
+          contextBlockHashes: caching
+            ? contextBlockHashes(o.text, blockHashes, o.answer, profile.blockSize)
+            : undefined,
         },
         now,
       );
@@ -267,7 +283,7 @@ export function simulateWith(
       cachedTokens: 0,
     };
     records.push(rec);
-    open.set(req.id, { req, text, rec, engine: -1 });
+    open.set(req.id, { req, text, rec, engine: -1, answer: '' });
     if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
       heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
     }
@@ -316,8 +332,9 @@ export function simulateWith(
         e.t * 1000,
       );
       apply(ds);
-      // Closed-loop clients get '' and make up the answer's text themselves (same length, seeded).
-      schedule(driver.onFinish(e.id, e.t, true, ''));
+      // Without a prefix cache the answer is '' and closed-loop clients make up its text themselves
+      // (same length, seeded).
+      schedule(driver.onFinish(e.id, e.t, true, o.answer));
     }
   };
 
