@@ -75,6 +75,8 @@ export class PrefixTrie {
    * created as an exact-size literal, so a two-owner node holds a one-element array).
    */
   private more: (number[] | undefined)[] = [];
+  /** Nodes each backend (by trie id) is listed on: its share of the tree, kept as nodes come and go. */
+  private held = new Int32Array(8);
   /** Open addressing, linear probing: slot + 1, 0 for empty; at most half full. */
   private table = new Int32Array(0);
   private mask = 0;
@@ -246,6 +248,7 @@ export class PrefixTrie {
     if (more === undefined) this.more[s] = [id];
     else more.push(id);
     this.owners[s]!++;
+    this.held[id]!++;
   }
 
   /**
@@ -310,6 +313,7 @@ export class PrefixTrie {
         more!.splice(at, 1);
       }
       this.owners[s]!--;
+      this.held[id]!--;
       if (more!.length === 0) this.more[s] = undefined;
     }
     // Ownerless nodes form whole subtrees (subset invariant): removing them all leaves no orphan.
@@ -318,6 +322,14 @@ export class PrefixTrie {
     this.idChanges++;
     this.names[id] = undefined;
     this.freeIds.push(id);
+  }
+
+  /**
+   * Nodes that list a backend, by trie id: how much of the tree it holds (SGLang's router sends a
+   * request with no good match to the backend with the smallest tree). O(1).
+   */
+  heldBy(id: number): number {
+    return id < this.held.length ? this.held[id]! : 0;
   }
 
   /** Nodes that list a backend (for describe / tests). O(size). */
@@ -355,6 +367,14 @@ export class PrefixTrie {
     for (const t of this.table) if (t !== 0) inTable++;
     if (inTable !== this.count) throw new Error(`${inTable} table entries for ${this.count} nodes`);
     if (this.count > this.maxEntries) throw new Error('over the bound');
+    const counted = new Map<number, number>();
+    for (const s of pos.keys())
+      for (const id of this.ownersOf(s)) counted.set(id, (counted.get(id) ?? 0) + 1);
+    for (let id = 0; id < this.held.length; id++)
+      if (this.held[id] !== (counted.get(id) ?? 0))
+        throw new Error(
+          `backend id ${id} holds ${counted.get(id) ?? 0} nodes but is counted at ${this.held[id]}`,
+        );
   }
 
   private ownersOf(s: number): number[] {
@@ -395,6 +415,7 @@ export class PrefixTrie {
     this.owner[s] = id;
     this.owners[s] = 1;
     this.more[s] = undefined;
+    this.held[id]!++;
     const table = this.table;
     const mask = this.mask;
     let i = home(k, mask);
@@ -436,6 +457,11 @@ export class PrefixTrie {
     let id = this.ids.get(name);
     if (id === undefined) {
       id = this.freeIds.pop() ?? this.names.length;
+      if (id >= this.held.length) {
+        const grown = new Int32Array(this.held.length * 2);
+        grown.set(this.held);
+        this.held = grown;
+      }
       this.idChanges++;
       this.ids.set(name, id);
       this.names[id] = name;
@@ -481,6 +507,9 @@ export class PrefixTrie {
     }
     table[i] = 0;
     this.detach(s);
+    this.held[this.owner[s]!]!--;
+    const more = this.more[s];
+    if (more !== undefined) for (let j = 0; j < more.length; j++) this.held[more[j]!]!--;
     this.owner[s] = NONE;
     this.more[s] = undefined;
     this.freeSlots[this.freeCount++] = s;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CandidateIds } from '../../prefix/candidate-ids.js';
 import { PrefixTrie } from '../../prefix/prefix-trie.js';
 import type { BackendView, RequestInfo } from '../../types.js';
 import { leastOutstanding } from '../least-outstanding.js';
@@ -80,14 +81,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
     }
     return k;
   };
-  // This pick's candidates by trie id: stamp[id] === epoch marks one available, pos[id] is its
-  // position in `candidates` (typed arrays: the loop over 1000 candidates is the pick's main cost).
-  let stamp = new Int32Array(64);
-  let pos = new Int32Array(64);
-  // Trie id by registration index (-1: none, -2: not looked up since the trie's ids last changed).
-  let idByIndex = new Int32Array(64).fill(-2);
-  let idVersion = -1;
-  let epoch = 0;
+  const marks = new CandidateIds(trie);
   let cursor = 0;
   let last: PrefixTrieDecision | undefined;
 
@@ -113,32 +107,8 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
       if (n === 0) return [];
       const keys = keysOf(req);
       if (keys.length === 0) return byLoad(candidates, 0, 'short-match');
-      if (stamp.length < trie.idLimit) {
-        stamp = new Int32Array(trie.idLimit * 2);
-        pos = new Int32Array(trie.idLimit * 2);
-      }
-      if (++epoch === 0x7fffffff) {
-        stamp.fill(0);
-        epoch = 1;
-      }
-      if (idVersion !== trie.idVersion) {
-        idByIndex.fill(-2);
-        idVersion = trie.idVersion;
-      }
-      for (let i = 0; i < n; i++) {
-        const b = candidates[i]!;
-        if (b.index >= idByIndex.length) {
-          const grown = new Int32Array(Math.max(b.index + 1, idByIndex.length * 2)).fill(-2);
-          grown.set(idByIndex);
-          idByIndex = grown;
-        }
-        let id = idByIndex[b.index]!;
-        if (id === -2) idByIndex[b.index] = id = trie.idOf(b.name) ?? -1;
-        if (id < 0) continue;
-        stamp[id] = epoch;
-        pos[id] = i;
-      }
-      const m = trie.match(keys, (id) => stamp[id] === epoch);
+      marks.mark(candidates);
+      const m = trie.match(keys, marks.isAvailable);
       const indexed = Math.min(req.promptText.length, p.maxPrefixChars);
       const short = (chars: number): boolean =>
         chars === 0 || chars < p.minMatchChars || chars < p.minMatchRatio * indexed;
@@ -152,9 +122,9 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
       }
       if (short(m.chars)) return byLoad(candidates, m.chars, 'short-match');
       // Longest match held by several: the least loaded (ties: the first that was sent it).
-      let chosen = candidates[pos[m.owners[0]!]!]!;
+      let chosen = candidates[marks.position(m.owners[0]!)]!;
       for (let j = 1; j < m.owners.length; j++) {
-        const b = candidates[pos[m.owners[j]!]!]!;
+        const b = candidates[marks.position(m.owners[j]!)]!;
         if (b.inFlight < chosen.inFlight) chosen = b;
       }
       // Overloaded needs more than overloadMargin outstanding (the least loaded has ≥ 0): only then
