@@ -139,6 +139,19 @@ const builtins = new Map<string, BuiltinProfile>([
       };
     },
   ],
+  // SGLang router's cache_aware policy: seed 003 §5.2's blind-pushing baseline, and with SP-P its
+  // selective-pushing variant.
+  [
+    'sglang-cache-aware',
+    (ctx) => {
+      const { filters, rest } = withPush('sglang-cache-aware', ctx);
+      return {
+        filters,
+        scorers: [],
+        picker: plugin<'picker'>('sglang-cache-aware-picker', ctx, rest, 'sglang-cache-aware'),
+      };
+    },
+  ],
 ]);
 
 /** Built-in policy names (a config's scheduling profiles add theirs). */

@@ -33,8 +33,14 @@ function sched(policy: PolicySpec | string, names = ['a', 'b']): Scheduler {
   return s;
 }
 
-test('prefix-trie and consistent-hash are built-ins; every push mode builds', () => {
-  for (const name of ['prefix-trie', 'consistent-hash', 'round-robin', 'least-connections']) {
+test('prefix-trie, consistent-hash and sglang-cache-aware are built-ins; every push mode builds', () => {
+  for (const name of [
+    'prefix-trie',
+    'consistent-hash',
+    'sglang-cache-aware',
+    'round-robin',
+    'least-connections',
+  ]) {
     assert.ok(policyNames().includes(name));
     for (const push of ['blind', 'sp-o', 'sp-p']) createPolicy({ name, params: { push } }, createRng(1));
   }
@@ -61,6 +67,8 @@ test('bad push parameters are reported with the policy name', () => {
   bad('least-connections', { push: 'sp-o', maxOutstanding: 0 }, /least-connections.*maxOutstanding/);
   bad('prefix-trie', { minMatchRatio: -1 }, /prefix-trie.*minMatchRatio/);
   bad('consistent-hash', { push: 'sp-o', virtualNodes: 'many' }, /consistent-hash.*virtualNodes/);
+  bad('sglang-cache-aware', { push: 'sp-p', cacheThreshold: 2 }, /sglang-cache-aware.*cacheThreshold/);
+  bad('sglang-cache-aware', { minMatchRatio: 0.5 }, /sglang-cache-aware.*minMatchRatio/);
   // Existing built-ins still refuse stray parameters.
   bad('round-robin', { foo: 1 }, /foo/);
 });
