@@ -95,6 +95,7 @@ const POLICIES: (PolicySpec | string)[] = [
   { name: 'consistent-hash', params: { push: 'sp-p' } },
   { name: 'prefix-trie', params: { maxEntries: TRIE_ENTRIES } },
   { name: 'prefix-trie', params: { push: 'sp-p', maxEntries: TRIE_ENTRIES } },
+  { name: 'sglang-cache-aware', params: { maxEntries: TRIE_ENTRIES } },
   profiles.schedulingProfiles[0]!.name,
 ];
 const label = (s: PolicySpec | string): string =>
