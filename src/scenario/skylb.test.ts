@@ -29,6 +29,7 @@ const LABELS = [
   'least-connections',
   'consistent-hash',
   'prefix-trie',
+  'sglang-cache-aware',
   'round-robin+sp-o',
   'least-connections+sp-o',
   'consistent-hash+sp-o',
@@ -37,6 +38,7 @@ const LABELS = [
   'least-connections+sp-p',
   'consistent-hash+sp-p',
   'prefix-trie+sp-p',
+  'sglang-cache-aware+sp-p',
   'prefix-trie+sp-p(waitForMatchMs=1000)',
 ];
 
@@ -50,7 +52,7 @@ describe('seed 003 scenarios (skylb-*)', () => {
     { file: 'skylb-mixed-tree-12', replicas: 12, openers: 42 },
   ];
   for (const c of cases) {
-    it(`${c.file}: ${c.replicas} L4 replicas, ${c.openers} clients, 13 policies with readable labels`, () => {
+    it(`${c.file}: ${c.replicas} L4 replicas, ${c.openers} clients, 15 policies with readable labels`, () => {
       const s = loadScenario(join(SCENARIOS, `${c.file}.yaml`));
       assert.equal(s.name, c.file);
       assert.equal(s.fleet.length, c.replicas);
