@@ -1,21 +1,13 @@
 import { z } from 'zod';
-import { CandidateIds } from '../../prefix/candidate-ids.js';
-import { PrefixTrie } from '../../prefix/prefix-trie.js';
-import type { BackendView, RequestInfo } from '../../types.js';
+import type { PrefixTrie } from '../../prefix/prefix-trie.js';
+import type { BackendView } from '../../types.js';
 import { leastOutstanding } from '../least-outstanding.js';
 import type { Picker, PluginContext } from '../plugin.js';
 import { parseParams } from '../params.js';
+import { trieParams, TrieRouting } from '../trie-routing.js';
 
 const Params = z.strictObject({
-  /**
-   * Characters per trie chunk (the router has no tokenizer: it matches characters). 64 is about
-   * one 16-token KV block of vLLM, the granularity at which an engine can reuse a prefix anyway.
-   */
-  chunkChars: z.number().int().positive().max(4096).default(64),
-  /** Most trie nodes kept (each covers chunkChars characters); least recently used leaves go first. */
-  maxEntries: z.number().int().positive().default(100_000),
-  /** Characters of a prompt indexed; the rest is neither matched nor stored. */
-  maxPrefixChars: z.number().int().positive().default(32_768),
+  ...trieParams,
   /**
    * Hot-spot avoidance: a match shorter than this share of the (indexed) prompt routes by load
    * instead — a shared system prompt alone must not pin all traffic to one backend.
@@ -51,9 +43,6 @@ export interface PrefixTrieDecision {
   readonly reason: 'prefix' | 'short-match' | 'overloaded' | 'wait-for-match';
 }
 
-/** Request ids whose chunk keys are kept between pick and dispatch (held requests are re-picked). */
-const MAX_CACHED = 4096;
-
 /**
  * SkyLB's prefix-tree routing (seed 003 §3.2): the candidate holding the longest prefix of the
  * prompt in an approximate trie of what this router pushed where; among several with that match,
@@ -66,22 +55,8 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
   lastDecision(): PrefixTrieDecision | undefined;
 } {
   const p = parseParams(Params, ctx.params, ctx.name);
-  const trie = new PrefixTrie({
-    chunkChars: p.chunkChars,
-    maxEntries: p.maxEntries,
-    maxPrefixChars: p.maxPrefixChars,
-  });
-  const keyCache = new Map<string, Float64Array>();
-  const keysOf = (req: RequestInfo): Float64Array => {
-    let k = keyCache.get(req.id);
-    if (!k) {
-      k = trie.keys(req.promptText);
-      if (keyCache.size >= MAX_CACHED) keyCache.delete(keyCache.keys().next().value!);
-      keyCache.set(req.id, k);
-    }
-    return k;
-  };
-  const marks = new CandidateIds(trie);
+  const routing = new TrieRouting(p);
+  const { trie, marks } = routing;
   let cursor = 0;
   let last: PrefixTrieDecision | undefined;
 
@@ -105,7 +80,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
     pick(req, candidates, _scores, now) {
       const n = candidates.length;
       if (n === 0) return [];
-      const keys = keysOf(req);
+      const keys = routing.keysOf(req);
       if (keys.length === 0) return byLoad(candidates, 0, 'short-match');
       marks.mark(candidates);
       const m = trie.match(keys, marks.isAvailable);
@@ -145,8 +120,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
       return [chosen];
     },
     onDispatch(req, backend) {
-      trie.insert(keysOf(req), backend.name);
-      keyCache.delete(req.id);
+      routing.dispatched(req, backend.name);
     },
     onBackendRemoved(name) {
       trie.removeBackend(name);

@@ -1,15 +1,12 @@
 import { z } from 'zod';
-import { CandidateIds } from '../../prefix/candidate-ids.js';
-import { PrefixTrie } from '../../prefix/prefix-trie.js';
-import type { BackendView, RequestInfo } from '../../types.js';
+import type { PrefixTrie } from '../../prefix/prefix-trie.js';
+import type { BackendView } from '../../types.js';
 import type { Picker, PluginContext } from '../plugin.js';
 import { parseParams } from '../params.js';
+import { trieParams, TrieRouting } from '../trie-routing.js';
 
 const Params = z.strictObject({
-  /** Characters per trie chunk (SGLang's tree keeps characters; a chunk is our unit of match). */
-  chunkChars: z.number().int().positive().max(4096).default(64),
-  maxEntries: z.number().int().positive().default(100_000),
-  maxPrefixChars: z.number().int().positive().default(32_768),
+  ...trieParams,
   /** SGLang `--cache-threshold`: a match over this share of the prompt follows the match. */
   cacheThreshold: z.number().min(0).max(1).default(0.5),
   /** SGLang `--balance-abs-threshold`: imbalanced when busiest − idlest exceeds this… */
@@ -17,9 +14,6 @@ const Params = z.strictObject({
   /** …and SGLang `--balance-rel-threshold`: busiest > this × idlest. */
   balanceRelThreshold: z.number().min(1).default(1.0001),
 });
-
-/** Request ids whose chunk keys are kept between pick and dispatch. */
-const MAX_CACHED = 4096;
 
 export type SglangCacheAwarePickerParams = z.input<typeof Params>;
 
@@ -49,23 +43,8 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
   lastDecision(): SglangCacheAwareDecision | undefined;
 } {
   const p = parseParams(Params, ctx.params, ctx.name);
-  const trie = new PrefixTrie({
-    chunkChars: p.chunkChars,
-    maxEntries: p.maxEntries,
-    maxPrefixChars: p.maxPrefixChars,
-  });
-  const marks = new CandidateIds(trie);
-  // Chunk keys per request id, kept from pick to dispatch: a held request (SP-P) is re-picked.
-  const keyCache = new Map<string, Float64Array>();
-  const keysOf = (req: RequestInfo): Float64Array => {
-    let k = keyCache.get(req.id);
-    if (!k) {
-      k = trie.keys(req.promptText);
-      if (keyCache.size >= MAX_CACHED) keyCache.delete(keyCache.keys().next().value!);
-      keyCache.set(req.id, k);
-    }
-    return k;
-  };
+  const routing = new TrieRouting(p);
+  const { trie, marks } = routing;
   let last: SglangCacheAwareDecision | undefined;
   const held = (b: BackendView): number => {
     const id = marks.idOf(b);
@@ -94,7 +73,7 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
         return [idlest];
       }
       marks.mark(candidates);
-      const k = keysOf(req);
+      const k = routing.keysOf(req);
       const m = k.length > 0 ? trie.match(k, marks.isAvailable) : undefined;
       const indexed = Math.min(req.promptText.length, p.maxPrefixChars);
       if (m !== undefined && m.owners.length > 0 && m.chars > p.cacheThreshold * indexed) {
@@ -115,8 +94,7 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
       return [best];
     },
     onDispatch(req, backend) {
-      trie.insert(keysOf(req), backend.name);
-      keyCache.delete(req.id);
+      routing.dispatched(req, backend.name);
     },
     onBackendRemoved(name) {
       trie.removeBackend(name);
