@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBenchCommand } from '../src/bench/command.js';
-import { runLive } from '../src/bench/live.js';
+import { runLive, scaledPushParams } from '../src/bench/live.js';
 import { defaultProfile } from '../src/engine/profile.js';
 import type { Scenario } from '../src/scenario/types.js';
 import { runSimulateCommand } from '../src/sim/command.js';
@@ -79,4 +79,15 @@ test('a client timeout in the workload is counted failed live, as in the simulat
   assert.equal(byId.get('long')?.ok, true);
   assert.equal(byId.get('impatient')?.ok, false);
   assert.equal(byId.get('impatient')?.timedOut, true);
+});
+
+test('a live SP-P run probes engines as often in model time as the simulator does', () => {
+  const spp = { name: 'prefix-trie', params: { push: 'sp-p' } };
+  assert.deepEqual(scaledPushParams(spp, 5), { push: 'sp-p', probeIntervalMs: 10 });
+  assert.deepEqual(scaledPushParams(spp, 3), { push: 'sp-p', probeIntervalMs: 17 });
+  assert.deepEqual(scaledPushParams(spp, 1), { push: 'sp-p' }, 'real time: as configured');
+  const given = { name: 'prefix-trie', params: { push: 'sp-p', probeIntervalMs: 40 } };
+  assert.deepEqual(scaledPushParams(given, 5), given.params, 'a scenario that sets it keeps it');
+  assert.deepEqual(scaledPushParams({ name: 'round-robin' }, 5), {});
+  assert.deepEqual(scaledPushParams({ name: 'prefix-trie', params: { push: 'sp-o' } }, 5), { push: 'sp-o' });
 });

@@ -23,11 +23,25 @@ export interface LiveRun {
   readonly wallS: number;
 }
 
+/**
+ * A built-in SP-P policy probes engine metrics every `probeIntervalMs` of real time. The engines
+ * run `timeScale`× faster than model time, so a live run would see pending counts `timeScale`×
+ * staler, in model time, than the simulator (which probes every probeIntervalMs of model time) or a
+ * real deployment. Unless the scenario sets it, the probe interval (the filter's default, 50 ms) is
+ * divided by the time scale.
+ */
+export function scaledPushParams(policy: PolicySpec, timeScale: number): PolicySpec['params'] {
+  const params = policy.params ?? {};
+  if (params.push !== 'sp-p' || params.probeIntervalMs !== undefined || !(timeScale > 1)) return params;
+  return { ...params, probeIntervalMs: Math.max(1, Math.round(50 / timeScale)) };
+}
+
 /** Router settings for a bench run: the scenario's fleet, one policy, timeouts sized for long queues. */
 export function benchSettings(
   scenario: Scenario,
   engines: readonly EngineServer[],
   policy: PolicySpec,
+  timeScale = 1,
 ): RouterSettings {
   return {
     server: { host: '127.0.0.1', port: 0, maxBodyBytes: 64 << 20 },
@@ -40,7 +54,7 @@ export function benchSettings(
       weight: b.weight,
       region: b.region,
     })),
-    policy: { name: policy.name, params: policy.params ?? {} },
+    policy: { name: policy.name, params: scaledPushParams(policy, timeScale) ?? {} },
     scheduling: scenario.scheduling,
     retry: { attempts: 4, backoffMs: 25 },
     // A bench queues everything the scenario sends: nothing may time out in the router.
@@ -81,7 +95,7 @@ export async function runLive(
         }),
       );
     }
-    router = new Router(benchSettings(scenario, engines, policy), silentLogger());
+    router = new Router(benchSettings(scenario, engines, policy, opts.timeScale), silentLogger());
     const url = await router.listen('127.0.0.1', 0);
     // The simulator's sampling period (run length / 400), in real time, at least 50 ms.
     const periodMs = Math.max(50, (((scenario.durationS + scenario.graceS) / 400) * 1000) / opts.timeScale);
