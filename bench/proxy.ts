@@ -18,7 +18,8 @@
  *
  * Knobs (environment): BENCH_CONNECTIONS (32), BENCH_DURATION s (5), BENCH_WARMUP s (1),
  * BENCH_ROUNDS (5), BENCH_SEQ (2000 sequential requests per target), BENCH_TARGETS
- * (direct,llmlb,haproxy,node-min), HAPROXY_BIN (haproxy), BENCH_CPU_PROF=dir (run the llmlb
+ * (direct,llmlb,haproxy,node-min; add llmlb-info for a second llmlb that logs every request at
+ * info, to /dev/null, measured in the same rounds), HAPROXY_BIN (haproxy), BENCH_CPU_PROF=dir (run the llmlb
  * child under `node --cpu-prof`; summarize with bench/profile-summary.ts), BENCH_LLMLB_NODE_FLAGS
  * (extra node flags for the llmlb child, e.g. `--max-semi-space-size=32`), BENCH_LLMLB_LOG=info
  * (llmlb logs at that level, to /dev/null: the per-request line costs; default silent), BENCH_STRICT=1
@@ -68,18 +69,21 @@ const STRICT = process.env.BENCH_STRICT === '1';
 const MIN_RATIO_VS_HAPROXY = 0.5;
 const MAX_ADDED_P50_MS = 0.3;
 
-type TargetName = 'direct' | 'llmlb' | 'haproxy' | 'node-min';
-const ALL_TARGETS: readonly TargetName[] = ['direct', 'llmlb', 'haproxy', 'node-min'];
+type TargetName = 'direct' | 'llmlb' | 'llmlb-info' | 'haproxy' | 'node-min';
+const ALL_TARGETS: readonly TargetName[] = ['direct', 'llmlb', 'llmlb-info', 'haproxy', 'node-min'];
+/** `llmlb-info` (llmlb logging every request at info, as an operator runs it) only when asked for. */
+const DEFAULT_TARGETS: readonly TargetName[] = ['direct', 'llmlb', 'haproxy', 'node-min'];
 const LABEL: Record<TargetName, string> = {
   direct: 'direct (1 upstream)',
   llmlb: 'llmlb least-connections',
+  'llmlb-info': 'llmlb, info log per req',
   haproxy: 'HAProxy leastconn',
   'node-min': 'node:http+undici minimal',
 };
 
 function selectedTargets(): TargetName[] {
   const raw = process.env.BENCH_TARGETS;
-  if (!raw) return [...ALL_TARGETS];
+  if (!raw) return [...DEFAULT_TARGETS];
   const names = raw.split(',').map((s) => s.trim());
   for (const n of names)
     if (!ALL_TARGETS.includes(n as TargetName)) throw new Error(`BENCH_TARGETS: unknown target '${n}'`);
@@ -135,10 +139,12 @@ async function startNodeChild(
   script: string,
   args: readonly string[],
   extraExecArgv: readonly string[] = [],
+  env: NodeJS.ProcessEnv = process.env,
 ): Promise<{ child: ChildProcess; urls: readonly string[] }> {
   const child = track(
     fork(join(BUILD, 'bench', script), [...args], {
       cwd: ROOT,
+      env,
       execArgv: [...extraExecArgv],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     }),
@@ -166,8 +172,9 @@ async function startProxyChild(
   script: string,
   upstreams: readonly string[],
   execArgv: readonly string[] = [],
+  env?: NodeJS.ProcessEnv,
 ): Promise<Started> {
-  const { child, urls } = await startNodeChild(script, upstreams, execArgv);
+  const { child, urls } = await startNodeChild(script, upstreams, execArgv, env);
   const url = urls[0];
   if (url === undefined) throw new Error(`${script} reported no URL`);
   return { url, pid: child.pid };
@@ -474,7 +481,12 @@ async function main(): Promise<void> {
         prof.push(...LLMLB_NODE_FLAGS);
         if (PROF_DIR) await mkdir(resolve(PROF_DIR), { recursive: true });
         running.set(t, await startProxyChild('router-child.js', ups, prof));
-      } else if (t === 'haproxy') running.set(t, await startHaproxy(ups, tmp));
+      } else if (t === 'llmlb-info')
+        running.set(
+          t,
+          await startProxyChild('router-child.js', ups, [], { ...process.env, BENCH_LLMLB_LOG: 'info' }),
+        );
+      else if (t === 'haproxy') running.set(t, await startHaproxy(ups, tmp));
       else running.set(t, await startProxyChild('min-proxy-child.js', ups));
     }
     const urls = new Map([...running].map(([t, s]) => [t, s.url]));
@@ -533,6 +545,8 @@ async function main(): Promise<void> {
       llmlbVsNodeMin: ratio('llmlb', 'node-min'),
       haproxyVsDirect: ratio('haproxy', 'direct'),
       nodeMinVsHaproxy: ratio('node-min', 'haproxy'),
+      llmlbInfoVsLlmlb: ratio('llmlb-info', 'llmlb'),
+      llmlbInfoVsHaproxy: ratio('llmlb-info', 'haproxy'),
     };
     const addedVsDirect = (t: TargetName): { p50: number; p99: number } | null => {
       const d = seq.get('direct');
@@ -566,6 +580,8 @@ async function main(): Promise<void> {
       ['llmlb / node-min', ratios.llmlbVsNodeMin],
       ['HAProxy / direct', ratios.haproxyVsDirect],
       ['node-min / HAProxy', ratios.nodeMinVsHaproxy],
+      ['llmlb-info / llmlb', ratios.llmlbInfoVsLlmlb],
+      ['llmlb-info / HAProxy', ratios.llmlbInfoVsHaproxy],
     ];
     console.log('\nreq/s ratios (within each round; median and range over rounds)');
     console.log(
@@ -580,7 +596,7 @@ async function main(): Promise<void> {
     );
 
     const addedRows: [TargetName, { p50: number; p99: number }][] = [];
-    for (const t of ['llmlb', 'haproxy', 'node-min'] as const) {
+    for (const t of ['llmlb', 'llmlb-info', 'haproxy', 'node-min'] as const) {
       const a = addedVsDirect(t);
       if (a) addedRows.push([t, a]);
     }
