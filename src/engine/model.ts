@@ -174,8 +174,12 @@ export class EngineModel {
     }
   }
 
-  /** pagedKv: the sequence stops using its shared blocks; unused ones become cache. */
-  private release(s: Seq): void {
+  /**
+   * pagedKv: the sequence stops using its shared blocks; unused ones become cache. A finished one
+   * passes `context`, its prompt + answer blocks: its generated tokens' KV is kept too, and what no
+   * running sequence holds of it becomes cache (in chain order, so LRU eats it from the tail).
+   */
+  private release(s: Seq, context?: readonly string[]): void {
     this.ownTokens -= s.own;
     const freed: string[] = [];
     for (const h of s.blockHashes) {
@@ -183,26 +187,11 @@ export class EngineModel {
       if (n > 1) this.refs.set(h, n - 1);
       else {
         this.refs.delete(h);
-        freed.push(h);
+        if (context === undefined) freed.push(h);
       }
     }
+    if (context !== undefined) for (const h of context) if (!this.refs.has(h)) freed.push(h);
     this.cache.insert(freed);
-    this.trimCache();
-  }
-
-  /**
-   * A finished sequence's prompt + answer blocks join the cache (its generated tokens' KV is kept,
-   * not thrown away). With pagedKv, blocks a running sequence still holds stay shared, not cached,
-   * and the cache keeps only what fits beside the batch.
-   */
-  private cacheContext(hashes: readonly string[]): void {
-    if (!this.sharing) {
-      this.cache.insert(hashes);
-      return;
-    }
-    const free: string[] = [];
-    for (const h of hashes) if (!this.refs.has(h)) free.push(h);
-    this.cache.insert(free);
     this.trimCache();
   }
 
@@ -408,8 +397,8 @@ export class EngineModel {
         s.state = GONE;
         this.byId.delete(s.id);
         this.completed++;
-        if (this.sharing) this.release(s);
-        if (s.contextHashes !== undefined) this.cacheContext(s.contextHashes);
+        if (this.sharing) this.release(s, s.contextHashes);
+        else if (s.contextHashes !== undefined) this.cache.insert(s.contextHashes);
         out.push({
           type: 'finished',
           id: s.id,
