@@ -2,7 +2,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { EngineServer } from '../src/engine/server.js';
 import type { Router } from '../src/proxy/router.js';
+import { parseConfig, type ParseOptions } from '../src/config/load.js';
 import { configSchema, normalize } from '../src/config/schema.js';
+import { configIssues } from '../src/config/testing.js';
+import { createPolicy, policyNames } from '../src/core/policies/index.js';
 import { backend, engine, fastProfile, post, router, settings, waitFor } from './helpers.js';
 
 const chat = (content: string, extra: Record<string, unknown> = {}) => ({
@@ -103,4 +106,67 @@ test('sessionKey config: defaults, validation', () => {
   assert.equal(configSchema.safeParse({ ...base, sessionKey: { header: 'bad header' } }).success, false);
   assert.equal(configSchema.safeParse({ ...base, sessionKey: { bodyField: 'a..b' } }).success, false);
   assert.equal(configSchema.safeParse({ ...base, sessionKey: { field: 'x' } }).success, false);
+});
+
+describe('sglang-cache-aware on the live router', () => {
+  let engines: EngineServer[];
+  let r: Router;
+  let url: string;
+
+  before(async () => {
+    engines = await Promise.all([0, 1, 2].map(() => engine({ profile: fastProfile() })));
+    const cfg = normalize(
+      configSchema.parse({
+        backends: engines.map((e, i) => ({ name: `e${i}`, url: e.url, api: 'openai', models: ['m1'] })),
+        policy: { name: 'sglang-cache-aware', chunkChars: 16 },
+        log: { level: 'silent' },
+      }),
+    );
+    ({ router: r, url } = await router(
+      settings(
+        cfg.backends.map((b) => backend(b.name, b.url, { api: 'openai' })),
+        cfg,
+      ),
+    ));
+  });
+
+  after(async () => {
+    await r.close();
+    await Promise.all(engines.map((e) => e.close()));
+  });
+
+  const send = async (content: string): Promise<string> => {
+    const res = await post(`${url}/v1/chat/completions`, chat(content));
+    assert.equal(res.status, 200, await res.text());
+    return res.headers.get('x-llmlb-backend')!;
+  };
+
+  test('follow-ups stay with their conversation; new prompts go to the backend holding least', async () => {
+    const history = 'a long conversation history that the next turn resends in full. '.repeat(4);
+    const first = await send(history);
+    for (let turn = 0; turn < 3; turn++) assert.equal(await send(`${history} turn ${turn}`), first);
+    // Unrelated prompts: each goes to a backend that has been sent less, so all three get one.
+    const others = new Set<string>();
+    for (let u = 0; u < 2; u++) others.add(await send(`user ${u}: ${'another topic entirely '.repeat(4)}`));
+    assert.equal(others.has(first), false, 'the busiest tree is not the smallest');
+    assert.equal(others.size, 2);
+    await waitFor(() => r.scheduler.inFlightTotal === 0, 5000, 'drained');
+  });
+});
+
+test('sglang-cache-aware in a config file: loads with its push mode; bad parameters are reported on `policy`', () => {
+  const opts: ParseOptions = {
+    knownPolicies: policyNames(),
+    validatePolicy: (spec, scheduling) => void createPolicy(spec, () => 0.5, scheduling),
+    source: 't.yaml',
+  };
+  const minimal = 'backends:\n  - name: a\n    url: http://127.0.0.1:11434\n';
+  const c = parseConfig(
+    `${minimal}policy: { name: sglang-cache-aware, push: sp-p, cacheThreshold: 0.3 }\n`,
+    opts,
+  );
+  assert.deepEqual(c.policy, { name: 'sglang-cache-aware', params: { push: 'sp-p', cacheThreshold: 0.3 } });
+  const bad = configIssues(`${minimal}policy: { name: sglang-cache-aware, cacheThreshold: 3 }\n`, opts);
+  assert.deepEqual([bad[0]?.path, bad[0]?.line], ['policy', 4]);
+  assert.match(bad[0]!.message, /sglang-cache-aware.*cacheThreshold/);
 });
