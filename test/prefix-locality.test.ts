@@ -1,4 +1,6 @@
 import { after, before, describe, test } from 'node:test';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import assert from 'node:assert/strict';
 import type { EngineServer } from '../src/engine/server.js';
 import type { Router } from '../src/proxy/router.js';
@@ -169,4 +171,42 @@ test('sglang-cache-aware in a config file: loads with its push mode; bad paramet
   const bad = configIssues(`${minimal}policy: { name: sglang-cache-aware, cacheThreshold: 3 }\n`, opts);
   assert.deepEqual([bad[0]?.path, bad[0]?.line], ['policy', 4]);
   assert.match(bad[0]!.message, /sglang-cache-aware.*cacheThreshold/);
+});
+
+test('SP-P on an Ollama backend: /metrics at the probe interval, /api/ps (loaded models) only at the scrape interval', async () => {
+  // An Ollama-API backend with vLLM-style metrics, counting what the router asks for.
+  const hits = new Map<string, number>();
+  const server = createServer((req, res) => {
+    const path = req.url ?? '';
+    hits.set(path, (hits.get(path) ?? 0) + 1);
+    const json = (body: unknown): void => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (path === '/metrics') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:gpu_cache_usage_perc 0.1\n');
+    } else if (path === '/api/ps') json({ models: [{ name: 'm1', model: 'm1' }] });
+    else if (path === '/api/tags') json({ models: [{ name: 'm1', model: 'm1' }] });
+    else if (path === '/api/version') json({ version: '0.0.1' });
+    else {
+      res.writeHead(404);
+      res.end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const { router: r } = await router(
+    settings([backend('o', `http://127.0.0.1:${port}`)], {
+      policy: { name: 'prefix-trie', params: { push: 'sp-p', probeIntervalMs: 20 } },
+      health: { failuresToEject: 3, probeIntervalMs: 60_000, probeTimeoutMs: 500, scrapeIntervalMs: 60_000 },
+    }),
+  );
+  try {
+    await waitFor(() => (hits.get('/metrics') ?? 0) >= 10, 5000, 'ten /metrics scrapes');
+    assert.equal(hits.get('/api/ps'), 1, 'read once, not with every metrics probe');
+  } finally {
+    await r.close();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

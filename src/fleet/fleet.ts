@@ -37,6 +37,8 @@ export interface BackendRuntime {
   hasMetrics: boolean | undefined;
   /** false once /api/ps proved absent (not Ollama) or useless. */
   hasPs: boolean | undefined;
+  /** Host time /api/ps was last read. */
+  psAt: number | undefined;
   scraping: boolean;
 }
 
@@ -90,6 +92,7 @@ export class Fleet {
       discoveredAt: undefined,
       hasMetrics: undefined,
       hasPs: undefined,
+      psAt: undefined,
       scraping: false,
     };
     this.backends.set(config.name, rt);
@@ -154,7 +157,12 @@ export class Fleet {
         rt.hasMetrics = m !== undefined;
         if (m) this.scheduler.setMetrics(rt.config.name, m);
       }
-      if (rt.config.api === 'ollama' && rt.hasPs !== false) {
+      // Which models are loaded changes in seconds: /api/ps is read at the health scrape interval,
+      // not at a selective-pushing policy's 50 ms, unless it is the backend's only load source.
+      const psDue =
+        rt.hasMetrics !== true || rt.psAt === undefined || this.now() - rt.psAt >= this.opts.scrapeIntervalMs;
+      if (rt.config.api === 'ollama' && rt.hasPs !== false && psDue) {
+        rt.psAt = this.now();
         const text = await this.fetchPage(rt, '/api/ps');
         let ps: ReturnType<typeof parseOllamaPs>;
         try {
