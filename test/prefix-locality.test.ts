@@ -17,6 +17,28 @@ const chat = (content: string, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
+/** Three emulated OpenAI-API engines behind a router built from config-file keys, as `llmlb serve` would. */
+async function openAiFleet(
+  profile: ReturnType<typeof fastProfile>,
+  config: Record<string, unknown>,
+): Promise<{ engines: EngineServer[]; router: Router; url: string }> {
+  const engines = await Promise.all([0, 1, 2].map(() => engine({ profile })));
+  const cfg = normalize(
+    configSchema.parse({
+      backends: engines.map((e, i) => ({ name: `e${i}`, url: e.url, api: 'openai', models: ['m1'] })),
+      log: { level: 'silent' },
+      ...config,
+    }),
+  );
+  const started = await router(
+    settings(
+      cfg.backends.map((b) => backend(b.name, b.url, { api: 'openai' })),
+      cfg,
+    ),
+  );
+  return { engines, ...started };
+}
+
 /**
  * Seed 003's policies on the live router, against emulated engines over real HTTP: selective
  * pushing on pending requests makes the fleet scrape /metrics at the policy's probe interval, and
@@ -28,23 +50,16 @@ describe('prefix locality and selective pushing on the live router', () => {
   let url: string;
 
   before(async () => {
-    engines = await Promise.all([0, 1, 2].map(() => engine({ profile: fastProfile({ slots: 2 }) })));
-    const cfg = normalize(
-      configSchema.parse({
-        backends: engines.map((e, i) => ({ name: `e${i}`, url: e.url, api: 'openai', models: ['m1'] })),
-        policy: { name: 'consistent-hash', push: 'sp-p', probeIntervalMs: 20 },
-        // Far slower than the policy asks: the policy's interval must win.
-        health: { scrapeIntervalMs: 60_000, probeIntervalMs: 60_000 },
-        sessionKey: { header: 'X-Conversation', bodyField: 'metadata.session_id' },
-        log: { level: 'silent' },
-      }),
-    );
-    ({ router: r, url } = await router(
-      settings(
-        cfg.backends.map((b) => backend(b.name, b.url, { api: 'openai' })),
-        cfg,
-      ),
-    ));
+    ({
+      engines,
+      router: r,
+      url,
+    } = await openAiFleet(fastProfile({ slots: 2 }), {
+      policy: { name: 'consistent-hash', push: 'sp-p', probeIntervalMs: 20 },
+      // Far slower than the policy asks: the policy's interval must win.
+      health: { scrapeIntervalMs: 60_000, probeIntervalMs: 60_000 },
+      sessionKey: { header: 'X-Conversation', bodyField: 'metadata.session_id' },
+    }));
   });
 
   after(async () => {
@@ -116,20 +131,13 @@ describe('sglang-cache-aware on the live router', () => {
   let url: string;
 
   before(async () => {
-    engines = await Promise.all([0, 1, 2].map(() => engine({ profile: fastProfile() })));
-    const cfg = normalize(
-      configSchema.parse({
-        backends: engines.map((e, i) => ({ name: `e${i}`, url: e.url, api: 'openai', models: ['m1'] })),
-        policy: { name: 'sglang-cache-aware', chunkChars: 16 },
-        log: { level: 'silent' },
-      }),
-    );
-    ({ router: r, url } = await router(
-      settings(
-        cfg.backends.map((b) => backend(b.name, b.url, { api: 'openai' })),
-        cfg,
-      ),
-    ));
+    ({
+      engines,
+      router: r,
+      url,
+    } = await openAiFleet(fastProfile(), {
+      policy: { name: 'sglang-cache-aware', chunkChars: 16 },
+    }));
   });
 
   after(async () => {
