@@ -142,3 +142,9 @@ test('a hold made larger than the target by a lowered limit reserves nothing, an
   assert.ok(Number.isInteger(w.waitForMs) && w.waitForMs >= 50);
   assert.equal(w.rawWaitMs, 60_100 - 3000, 'waits for the 900 to leave, not for the impossible hold');
 });
+
+test('a pinned model named like an Object.prototype member is unknown unless configured', () => {
+  const s = createQuotaState({ m: L() });
+  for (const model of ['constructor', 'toString', '__proto__', 'valueOf'])
+    assert.throws(() => tryAdmit(s, { tokens: 1, model }, id(), 0, O, half), UnknownModelError, model);
+});

@@ -2,7 +2,7 @@ import { QuotaInputError, TooLargeError, UnknownModelError } from './errors.js';
 import { activeHold, noteAdmission, noteTokenRefusal, reservedFor } from './hold.js';
 import type { Lease } from './lease.js';
 import type { QuotaOptions } from './options.js';
-import { liveModels, type ModelQuota, type QuotaState } from './state.js';
+import { liveModels, modelQuota, type ModelQuota, type QuotaState } from './state.js';
 import { shapeWait, slotReleaseMs } from './wait.js';
 import { pickWdrr } from './wdrr.js';
 import { msUntilFits, pruneWindow, recordAdmission } from './window.js';
@@ -87,7 +87,7 @@ export function tryAdmit(
   const tokens = validateTokens(req.tokens);
   let cands: [string, ModelQuota][];
   if (req.model !== undefined) {
-    const m = state.models[req.model];
+    const m = modelQuota(state, req.model);
     if (!m || m.retired) throw new UnknownModelError(req.model);
     cands = [[req.model, m]];
   } else {

@@ -1,6 +1,6 @@
 import { LeaseNotFoundError } from './errors.js';
 import type { QuotaOptions } from './options.js';
-import type { QuotaState } from './state.js';
+import { modelQuota, type QuotaState } from './state.js';
 import { deficitCap } from './wdrr.js';
 import { refundTokens } from './window.js';
 
@@ -19,13 +19,13 @@ export interface Lease {
 const EMA_ALPHA = 0.2;
 
 function settle(state: QuotaState, model: string): void {
-  const m = state.models[model];
+  const m = modelQuota(state, model);
   if (m && m.retired && m.inFlight === 0) delete state.models[model];
 }
 
 /** Completion: frees the slot. Tokens and the request stay charged (they were used). */
 export function releaseLease(state: QuotaState, lease: Lease, now: number): void {
-  const m = state.models[lease.model];
+  const m = modelQuota(state, lease.model);
   if (!m) return;
   m.inFlight = Math.max(0, m.inFlight - 1);
   const held = Math.max(0, now - lease.admittedAt);
@@ -43,7 +43,7 @@ export function reclaimLease(
   lease: Lease,
   opts: Pick<QuotaOptions, 'tickMs' | 'quantumTokens'>,
 ): void {
-  const m = state.models[lease.model];
+  const m = modelQuota(state, lease.model);
   if (!m) return;
   m.inFlight = Math.max(0, m.inFlight - 1);
   refundTokens(m.slots, lease.tick, lease.tokens);

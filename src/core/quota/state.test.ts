@@ -49,3 +49,24 @@ test('patchLimits: unknown or retired → UnknownModelError; snapshot is sorted 
   );
   assert.equal(snapshotState(s, 60_100, 100)[0]!.windowTokens, 0);
 });
+
+test('prototype-named keys are ordinary keys: never Object.prototype, never its setter', () => {
+  const s = createQuotaState({ constructor: L });
+  for (const k of ['__proto__', 'toString', 'valueOf', 'hasOwnProperty'])
+    assert.throws(() => patchLimits(s, k, { maxConcurrent: 1 }), UnknownModelError, k);
+  assert.equal(patchLimits(s, 'constructor', { maxConcurrent: 7 }).maxConcurrent, 7);
+  applyLimits(s, { __proto__: null, constructor: L, ['__proto__']: L } as Record<string, typeof L>);
+  assert.deepEqual(
+    liveModels(s)
+      .map(([k]) => k)
+      .sort(),
+    ['__proto__', 'constructor'],
+  );
+  assert.equal(Object.getPrototypeOf(s.models), null);
+  assert.equal(({} as Record<string, unknown>).limits, undefined, 'Object.prototype untouched');
+  // A state decoded from JSON (the Redis store) has a prototype: reads still find only own keys.
+  const decoded = JSON.parse(JSON.stringify(s)) as typeof s;
+  assert.throws(() => patchLimits(decoded, 'toString', { weight: 2 }), UnknownModelError);
+  assert.equal(patchLimits(decoded, '__proto__', { weight: 2 }).weight, 2);
+  assert.equal(Object.getPrototypeOf(decoded.models), Object.prototype);
+});

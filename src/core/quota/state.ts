@@ -24,13 +24,32 @@ export interface ModelQuota {
 }
 
 export interface QuotaState {
+  /**
+   * By key; read and write it through `modelQuota` / `setModelQuota` only: keys come from
+   * clients, and `models["constructor"]` on a plain object finds Object.prototype's.
+   */
   models: Record<string, ModelQuota>;
 }
 
 export function createQuotaState(limits: Record<string, QuotaLimits> = {}): QuotaState {
-  const state: QuotaState = { models: {} };
+  const state: QuotaState = { models: Object.create(null) as Record<string, ModelQuota> };
   applyLimits(state, limits);
   return state;
+}
+
+/** The key's own entry, never an inherited property (a state decoded from JSON has a prototype). */
+export function modelQuota(state: QuotaState, key: string): ModelQuota | undefined {
+  return Object.hasOwn(state.models, key) ? state.models[key] : undefined;
+}
+
+/** Define, not assign: assigning `models["__proto__"]` would replace the object's prototype. */
+function setModelQuota(state: QuotaState, key: string, m: ModelQuota): void {
+  Object.defineProperty(state.models, key, {
+    value: m,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
 }
 
 export function createModelQuota(limits: QuotaLimits): ModelQuota {
@@ -45,14 +64,14 @@ export function createModelQuota(limits: QuotaLimits): ModelQuota {
 export function applyLimits(state: QuotaState, limits: Record<string, QuotaLimits>): void {
   const valid = Object.entries(limits).map(([k, l]) => [k, validateLimits(l, `quotas.models.${k}`)] as const);
   for (const [k, l] of valid) {
-    const m = state.models[k];
+    const m = modelQuota(state, k);
     if (m) {
       m.limits = l;
       m.retired = false;
-    } else state.models[k] = createModelQuota(l);
+    } else setModelQuota(state, k, createModelQuota(l));
   }
   for (const [k, m] of Object.entries(state.models)) {
-    if (limits[k] !== undefined) continue;
+    if (Object.hasOwn(limits, k)) continue;
     if (m.inFlight > 0) m.retired = true;
     else delete state.models[k];
   }
@@ -60,7 +79,7 @@ export function applyLimits(state: QuotaState, limits: Record<string, QuotaLimit
 
 /** Change some limits of one key at run time (admin PATCH); in-flight accounting is kept. */
 export function patchLimits(state: QuotaState, model: string, patch: Partial<QuotaLimits>): QuotaLimits {
-  const m = state.models[model];
+  const m = modelQuota(state, model);
   if (!m || m.retired) throw new UnknownModelError(model);
   m.limits = mergeLimits(m.limits, patch, `quotas.models.${model}`);
   return m.limits;
