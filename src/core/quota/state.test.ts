@@ -55,7 +55,10 @@ test('prototype-named keys are ordinary keys: never Object.prototype, never its 
   for (const k of ['__proto__', 'toString', 'valueOf', 'hasOwnProperty'])
     assert.throws(() => patchLimits(s, k, { maxConcurrent: 1 }), UnknownModelError, k);
   assert.equal(patchLimits(s, 'constructor', { maxConcurrent: 7 }).maxConcurrent, 7);
-  applyLimits(s, { __proto__: null, constructor: L, ['__proto__']: L } as Record<string, typeof L>);
+  const limits = Object.create(null) as Record<string, typeof L>;
+  limits['constructor'] = L;
+  limits['__proto__'] = L; // an own key on a null-prototype object
+  applyLimits(s, limits);
   assert.deepEqual(
     liveModels(s)
       .map(([k]) => k)
