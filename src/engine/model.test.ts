@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EngineModel } from './model.js';
-import { defaultProfile } from './profile.js';
+import { defaultProfile, V100_LLAMA2_7B } from './profile.js';
 import {
   contextBlockHashes,
   countTokens,
@@ -462,4 +462,73 @@ test("generated tokens: a finished sequence's answer is cached, so a follow-up t
   m.submit(seq('turn2', nextTokens, 1, next), 1);
   const t2 = finished(drain(m)).find((f) => f.id === 'turn2')!;
   assert.ok(t2.cachedTokens < context.length * 4, 'a full batch evicted part of it');
+});
+
+test("prefillMode 'stall': an arriving prompt's prefill step stalls the batch's decodes (vLLM v0)", () => {
+  const m = new EngineModel({ ...P, prefillMode: 'stall' });
+  m.submit(seq('a', 10, 3), 0);
+  // Iteration 1 prefills a alone: 0.01 + 0.001 + 10·0.002 = 0.031.
+  const e1 = m.advance(m.nextEventTime()!);
+  close(e1.find((e) => e.type === 'tokens')!.t, 0.031);
+  // Iteration 2 (a decodes) started at 0.031 before b arrives: 0.01 + 0.001 + 11·0.0001 = 0.0121.
+  m.submit(seq('b', 20, 1), 0.031);
+  const evs = drain(m);
+  // Iteration 3 prefills b only (0.01 + 0.001 + 20·0.002 = 0.051): a generates nothing in it.
+  const b = finished(evs).find((f) => f.id === 'b')!;
+  close(b.t, 0.0431 + 0.051);
+  const aTokens = evs.filter((e) => e.type === 'tokens' && e.id === 'a').map((e) => e.t);
+  assert.equal(aTokens.length, 2);
+  close(aTokens[0]!, 0.0431);
+  // Iteration 4: a decodes its third token over 12 context tokens.
+  close(aTokens[1]!, 0.0941 + 0.01 + 0.001 + 12 * 0.0001);
+});
+
+test("prefillMode 'chunked': a prompt is prefilled in budget-sized chunks, decodes go first", () => {
+  const m = new EngineModel({ ...P, prefillMode: 'chunked', maxBatchedTokens: 8 });
+  m.submit(seq('a', 20, 2), 0);
+  const f = finished(drain(m))[0]!;
+  // Chunks 8, 8, 4 (each iteration: 0.01 + 0.001 + 20·0.0001 + chunk·0.002), then one decode.
+  const ttft = 0.029 + 0.029 + 0.021;
+  close(f.prefillS, ttft);
+  close(f.t, ttft + 0.01 + 0.001 + 21 * 0.0001);
+  // A decoding sequence keeps generating while a long prompt is chunked beside it.
+  const m2 = new EngineModel({ ...P, prefillMode: 'chunked', maxBatchedTokens: 8 });
+  m2.submit(seq('d', 2, 6), 0);
+  m2.advance(m2.nextEventTime()!);
+  m2.submit(seq('long', 40, 1), m2.nextEventTime()!);
+  const evs = drain(m2);
+  const dDone = finished(evs).find((e) => e.id === 'd')!.t;
+  const longDone = finished(evs).find((e) => e.id === 'long')!.t;
+  assert.ok(dDone < longDone, 'decodes are not held behind the chunked prompt');
+  assert.throws(
+    () => new EngineModel({ ...P, prefillMode: 'chunked', maxBatchedTokens: 0 }),
+    /maxBatchedTokens/,
+  );
+});
+
+test('seed 004 §3: p = d = 1000 alone ≈ 17 s; p = d = 500 arriving every 50 iterations slows it (seed: 31 s)', () => {
+  const profile = defaultProfile({
+    ...V100_LLAMA2_7B,
+    slots: 128,
+    kvCapacityTokens: 16384,
+    prefixCacheBlocks: 0,
+  });
+  const run = (arrivals: boolean): number => {
+    const m = new EngineModel(profile);
+    m.submit(seq('first', 1000, 1000), 0);
+    let k = 0;
+    for (let t = m.nextEventTime(); t !== undefined; t = m.nextEventTime()) {
+      for (const e of m.advance(t)) {
+        if (arrivals && e.type === 'tokens' && e.id === 'first' && e.total % 50 === 0)
+          m.submit(seq(`x${k++}`, 500, 500), e.t);
+        if (e.type === 'finished' && e.id === 'first') return e.t;
+      }
+    }
+    throw new Error('first never finished');
+  };
+  const alone = run(false);
+  const mixed = run(true);
+  assert.ok(alone > 16 && alone < 19, `alone ${alone}`);
+  // The model gives ~26.8 s: prefill stalls (~3.6 s) and attention over the others' context (~5.7 s).
+  assert.ok(mixed > 25 && mixed < 33, `with arrivals ${mixed}`);
 });

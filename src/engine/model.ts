@@ -73,6 +73,10 @@ interface Seq {
   preempted: boolean;
   cachedTokens: number;
   generated: number;
+  /** 'stall' / 'chunked': prompt (or recompute) tokens still to prefill. */
+  prefillLeft: number;
+  /** 'stall' / 'chunked': it generates a token at the end of the iteration in progress. */
+  emits: boolean;
 }
 
 /** Throws a RangeError naming the first field that cannot describe an engine. */
@@ -85,7 +89,16 @@ export function validateProfile(p: EngineProfile): void {
   for (const k of nonNegative) {
     if (!(Number.isFinite(p[k]) && p[k] >= 0)) throw new RangeError(`engine profile: ${k} must be >= 0`);
   }
+  const mode = p.prefillMode;
+  if (mode !== undefined && mode !== 'mixed' && mode !== 'stall' && mode !== 'chunked')
+    throw new RangeError('engine profile: prefillMode must be mixed, stall or chunked');
+  const budget = p.maxBatchedTokens;
+  if (budget !== undefined && !(Number.isInteger(budget) && budget > 0))
+    throw new RangeError('engine profile: maxBatchedTokens must be an integer > 0');
 }
+
+/** vLLM's max_num_batched_tokens default with chunked prefill enabled. */
+const DEFAULT_CHUNK_BUDGET = 512;
 
 export class EngineModel {
   private readonly p: EngineProfile;
@@ -101,6 +114,9 @@ export class EngineModel {
   /** Sum over running of promptTokens + generated + 1. */
   private kvUsed = 0;
   private readonly sharing: boolean;
+  /** 0 mixed, 1 stall, 2 chunked (see EngineProfile.prefillMode). */
+  private readonly mode: number;
+  private readonly chunkBudget: number;
   /** pagedKv: running sequences using each shared prompt block. */
   private readonly refs = new Map<string, number>();
   /** pagedKv: sum over running of their own tokens (see Seq.own). */
@@ -124,6 +140,8 @@ export class EngineModel {
     this.tokenEvents = options.tokenEvents ?? true;
     this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
     this.sharing = profile.pagedKv === true;
+    this.mode = profile.prefillMode === 'stall' ? 1 : profile.prefillMode === 'chunked' ? 2 : 0;
+    this.chunkBudget = profile.maxBatchedTokens ?? DEFAULT_CHUNK_BUDGET;
   }
 
   /** KV tokens physically in use: the batch's reservations, shared blocks counted once. */
@@ -222,6 +240,8 @@ export class EngineModel {
       preempted: false,
       cachedTokens: 0,
       generated: 0,
+      prefillLeft: 0,
+      emits: true,
     };
     this.byId.set(s.id, s);
     this.waitQ.push(s);
@@ -307,6 +327,11 @@ export class EngineModel {
   private startIteration(t: number, out: EngineEvent[]): void {
     const p = this.p;
     this.pendingStart = undefined;
+    if (this.mode === 2) {
+      this.startChunked(t, out);
+      return;
+    }
+    const before = this.running.length;
     let uncached = 0;
     while (this.waitingCount > 0 && this.running.length < p.slots) {
       const s = this.head();
@@ -317,6 +342,16 @@ export class EngineModel {
       uncached += this.admit(s, t, out);
     }
     const n = this.running.length;
+    if (this.mode === 1 && n > 0) {
+      // vLLM v0 without chunking: a step that admits prompts is a prefill-only step; the batch's
+      // decodes wait for it. Its cost is the prompts' (weights are read once either way).
+      const fresh = n - before;
+      for (let i = 0; i < n; i++) this.running[i]!.emits = fresh === 0 || i >= before;
+      if (fresh > 0) {
+        this.iterEnd = t + (p.baseStepS + p.perSeqS * fresh + p.prefillPerTokenS * uncached) / p.speed;
+        return;
+      }
+    }
     if (n === 0) {
       // Nothing runnable now: wake when the first waiting sequence has been submitted.
       const s = this.waitingCount > 0 ? this.head() : undefined;
@@ -326,6 +361,55 @@ export class EngineModel {
     }
     const context = this.kvUsed - n; // prompt + generated of every running sequence
     const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * uncached;
+    this.iterEnd = t + cost / p.speed;
+  }
+
+  /**
+   * 'chunked': decodes first (one token each), then prompt chunks in admission order, then new
+   * admissions, all within the iteration's token budget (vLLM's chunked-prefill scheduler).
+   */
+  private startChunked(t: number, out: EngineEvent[]): void {
+    const p = this.p;
+    const run = this.running;
+    let budget = this.chunkBudget;
+    let prefill = 0;
+    for (const s of run) {
+      if (s.prefillLeft === 0) {
+        s.emits = true;
+        budget--;
+      }
+    }
+    for (const s of run) {
+      if (s.prefillLeft > 0) {
+        const c = Math.min(s.prefillLeft, Math.max(0, budget));
+        s.prefillLeft -= c;
+        budget -= c;
+        prefill += c;
+        s.emits = s.prefillLeft === 0;
+      }
+    }
+    while (budget > 0 && this.waitingCount > 0 && run.length < p.slots) {
+      const s = this.head();
+      if (!s || s.submitT > t) break;
+      if (run.length > 0 && this.physicalKv() + this.kvNeed(s) > p.kvCapacityTokens) break;
+      this.waitHead++;
+      this.waitingCount--;
+      const left = this.admit(s, t, out);
+      const c = Math.min(left, budget);
+      s.prefillLeft = left - c;
+      budget -= c;
+      prefill += c;
+      s.emits = s.prefillLeft === 0;
+    }
+    const n = run.length;
+    if (n === 0) {
+      const s = this.waitingCount > 0 ? this.head() : undefined;
+      this.pendingStart = s?.submitT;
+      this.iterEnd = undefined;
+      return;
+    }
+    const context = this.kvUsed - n;
+    const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * prefill;
     this.iterEnd = t + cost / p.speed;
   }
 
@@ -386,8 +470,13 @@ export class EngineModel {
     this.iterEnd = undefined;
     const run = this.running;
     let keep = 0;
+    const gated = this.mode !== 0;
     for (let i = 0; i < run.length; i++) {
       const s = run[i]!;
+      if (gated && !s.emits) {
+        run[keep++] = s; // still prefilling, or its decode waited for a prefill step
+        continue;
+      }
       s.generated++;
       this.generatedTotal++;
       if (s.generated === 1) s.firstTokenT = t;

@@ -33,3 +33,22 @@ const DEFAULT_PROFILE: EngineProfile = {
 export function defaultProfile(overrides: Partial<EngineProfile> = {}): EngineProfile {
   return { ...DEFAULT_PROFILE, ...overrides };
 }
+
+/**
+ * Seed 004's instance, Llama-2-7B under vLLM v0 on one V100, for the seed-004 scenarios:
+ * - baseStepS 0.0155: 13.5 GB of fp16 weights read per iteration at ~90 % of the V100's 900 GB/s
+ *   (GEMV-bound decode reaches that); with attention below, p = d = 1000 alone takes 17.5 s (seed
+ *   §3 measured 17 s).
+ * - perTokenS 1.1e-6: 0.5 MiB of KV per context token read at ~half of peak bandwidth — vLLM's
+ *   paged-attention kernel on Volta (no FlashAttention there) is far from the GEMV's efficiency.
+ * - prefillMode 'stall': vLLM v0 without chunked prefill schedules a prompt step with no decodes,
+ *   so every arrival pauses the running batch for its prefill (seed §3, Fig. 1a's spikes).
+ * - prefillPerTokenS 3.2e-4 and perSeqS 3.3e-5: the seed's own Fig. 4 gradients (as the default).
+ * With these the seed's "p = d = 1000 with p = d = 500 arriving every 50 iterations" example
+ * takes 26.8 s in the model (seed: 31 s); see model.test.ts.
+ */
+export const V100_LLAMA2_7B: Partial<EngineProfile> = {
+  baseStepS: 0.0155,
+  perTokenS: 1.1e-6,
+  prefillMode: 'stall',
+};

@@ -33,6 +33,21 @@ export interface EngineProfile {
    * while decoding is preempted (vLLM's recompute), newest first.
    */
   readonly pagedKv?: boolean | undefined;
+  /**
+   * How prefill shares an iteration with decode (default 'mixed'):
+   * - 'mixed': a newly admitted prompt is prefilled whole in the same iteration in which every
+   *   running sequence decodes a token (the simple model; Ollama / llama.cpp continuous batching).
+   * - 'stall': vLLM v0's default scheduler (no chunked prefill): an iteration that admits prompts
+   *   runs only their prefill; running sequences generate nothing in it, so each arrival stalls the
+   *   whole batch for its prefill (seed 004 §3, Fig. 1a's latency spikes).
+   * - 'chunked': vLLM chunked prefill / Sarathi-Serve: each iteration has a budget of
+   *   `maxBatchedTokens`; every decoding sequence takes one token of it first, prompts are prefilled
+   *   in chunks from what is left, and a sequence emits its first token in the iteration that
+   *   finishes its prompt.
+   */
+  readonly prefillMode?: 'mixed' | 'stall' | 'chunked' | undefined;
+  /** 'chunked': tokens per iteration (vLLM max_num_batched_tokens; default 512, vLLM's chunked default). */
+  readonly maxBatchedTokens?: number | undefined;
 }
 
 /** One sequence submitted to the engine. */

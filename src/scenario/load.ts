@@ -51,6 +51,7 @@ import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 import { getWorkloadType, workloadTypeNames, type BoundWorkload } from '../workloads/index.js';
 import type { Scenario, ScenarioBackend } from './types.js';
+import { buildRegions, regionsSection, routersSection, type ScenarioRegions } from './federation.js';
 
 type Path = readonly (string | number)[];
 
@@ -90,6 +91,8 @@ const ProfilePatch = z
     blockSize: z.number().int().positive(),
     prefixCacheBlocks: z.number().int().nonnegative(),
     pagedKv: z.boolean(),
+    prefillMode: z.enum(['mixed', 'stall', 'chunked']),
+    maxBatchedTokens: z.number().int().positive(),
   } satisfies Record<keyof EngineProfile, z.ZodType>)
   .partial();
 
@@ -119,6 +122,9 @@ const ScenarioFile = z.strictObject({
   policies: z.array(PolicyEntry).min(1),
   // Scheduling profiles a policy entry may name (llm-d EndpointPickerConfig shape).
   scheduling: endpointPickerConfigSchema.optional(),
+  // More than one router (src/scenario/federation.ts).
+  regions: regionsSection.optional(),
+  routers: routersSection.optional(),
 });
 
 interface Problem {
@@ -298,6 +304,25 @@ export function parseScenario(text: string, source: string): Scenario {
     }
   }
 
+  let regions: ScenarioRegions | undefined;
+  if (s.regions) {
+    if (s.routers) fail(source, doc, lc, [{ path: ['routers'], message: 'use either regions or routers' }]);
+    const built = buildRegions(
+      s.regions,
+      fleet.map((b) => b.region),
+      (clients, idPrefix) => {
+        const w = rawObj.workload as Record<string, unknown>;
+        const b = bindWorkload({ ...w, clients, idPrefix }, rawObj.durationS, baseDir);
+        return (
+          b.create ??
+          b.problems.map((p) => `workload.${formatPath(p.path.slice(1))}: ${p.message}`).join('; ')
+        );
+      },
+    );
+    if (!built.regions) fail(source, doc, lc, built.problems);
+    regions = built.regions;
+  }
+
   const policies: PolicySpec[] = s.policies.map((p) => {
     if (typeof p === 'string') return { name: p };
     const { name: policyName, ...rest } = p;
@@ -320,6 +345,8 @@ export function parseScenario(text: string, source: string): Scenario {
     scheduling: s.scheduling,
     timeScale: s.timeScale,
     createDriver: create,
+    regions,
+    routers: s.routers && { count: s.routers.count, syncS: s.routers.syncMs / 1000 },
   };
 }
 
