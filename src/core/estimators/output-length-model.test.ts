@@ -1,0 +1,169 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { createRng } from '../rng.js';
+import { taskMixWorkload } from '../../workloads/task-mix.js';
+import { flattenMessages } from '../prompt.js';
+import {
+  crossEntropy,
+  crossEntropyGrad,
+  OutputLengthModel,
+  type Features,
+  type LengthQuery,
+} from './output-length-model.js';
+
+test('gradient check: analytic cross-entropy gradient matches central differences', () => {
+  const K = 3;
+  const dim = 8;
+  const rng = createRng(7);
+  const w = Float64Array.from({ length: dim * K }, () => rng() - 0.5);
+  const f: Features = { idx: Int32Array.from([0, 3, 5, 6]), val: Float64Array.from([1, 0.5, -1.2, 2]), n: 4 };
+  for (let label = 0; label < K; label++) {
+    const grads = new Map<number, number>();
+    crossEntropyGrad(w, f, K, label, (i, g) => grads.set(i, g));
+    for (let i = 0; i < w.length; i++) {
+      const h = 1e-6;
+      const keep = w[i]!;
+      w[i] = keep + h;
+      const up = crossEntropy(w, f, K, label);
+      w[i] = keep - h;
+      const down = crossEntropy(w, f, K, label);
+      w[i] = keep;
+      const numeric = (up - down) / (2 * h);
+      const analytic = grads.get(i) ?? 0;
+      assert.ok(Math.abs(numeric - analytic) < 1e-6, `w[${i}] label ${label}: ${numeric} vs ${analytic}`);
+    }
+  }
+});
+
+test('buckets by expected decode time: seed 004 edges 250 / 1000 tokens', () => {
+  const m = new OutputLengthModel();
+  assert.equal(m.buckets, 3);
+  assert.deepEqual(
+    [1, 249, 250, 999, 1000, 5000].map((t) => m.bucketOf(t)),
+    [0, 0, 1, 1, 2, 2],
+  );
+  assert.throws(() => new OutputLengthModel({ edges: [10, 5] }), /ascending/);
+});
+
+test('learns a separable toy task online (the word decides the bucket), deterministically', () => {
+  const words = ['summarize', 'translate', 'essay'];
+  const lengths = [50, 400, 1500];
+  const draw = (rng: () => number): { q: LengthQuery; out: number; k: number } => {
+    const k = Math.floor(rng() * 3);
+    const filler = Array.from({ length: 5 + Math.floor(rng() * 20) }, () => `w${Math.floor(rng() * 500)}`);
+    const text = `${filler.join(' ')} please ${words[k]} this`;
+    return { q: { model: 'm', promptTokens: Math.ceil(text.length / 4), text }, out: lengths[k]!, k };
+  };
+  const train = (seed: number): OutputLengthModel => {
+    const m = new OutputLengthModel();
+    const rng = createRng(seed);
+    for (let i = 0; i < 300; i++) {
+      const s = draw(rng);
+      m.observe(s.q, s.out);
+    }
+    return m;
+  };
+  const m = train(1);
+  const rng = createRng(99);
+  let right = 0;
+  for (let i = 0; i < 300; i++) {
+    const s = draw(rng);
+    if (m.predict(s.q).bucket === s.k) right++;
+  }
+  assert.ok(right / 300 > 0.97, `toy accuracy ${right / 300}`);
+  // Before learning it knows nothing: expected tokens are the prior midpoints' average.
+  const fresh = new OutputLengthModel();
+  assert.ok(Math.abs(fresh.predict(draw(createRng(1)).q).expectedTokens - (125 + 625 + 2000) / 3) < 1e-6);
+  // Same samples, same weights.
+  const probe = draw(createRng(5)).q;
+  assert.deepEqual(train(1).predict(probe), m.predict(probe));
+  // Learned means: a 'translate' prompt expects ~400 tokens; max_tokens caps it.
+  const tq = { model: 'm', promptTokens: 10, text: 'w1 w2 please translate this' };
+  assert.equal(m.predict(tq).bucket, 1);
+  const e = m.predict(tq).expectedTokens;
+  assert.ok(e > 300 && e < 600, `${e}`);
+  const capped = m.predict({ ...tq, maxTokens: 100 });
+  assert.equal(capped.bucket, 0);
+  assert.equal(capped.expectedTokens, 100);
+});
+
+test('task hint "This is a <task> task" (or a supplied one) is a feature of its own', () => {
+  const m = new OutputLengthModel();
+  // Same filler, only the hint tells the length.
+  for (let i = 0; i < 200; i++) {
+    m.observe({ model: 'm', promptTokens: 30, text: `some text ${i % 7}. This is a qna task` }, 600);
+    m.observe({ model: 'm', promptTokens: 30, text: `some text ${i % 7}. This is a translation task` }, 40);
+  }
+  assert.equal(
+    m.predict({ model: 'm', promptTokens: 30, text: 'other words. This is a qna task' }).bucket,
+    1,
+  );
+  assert.equal(
+    m.predict({ model: 'm', promptTokens: 30, text: 'other words', hint: 'translation' }).bucket,
+    0,
+  );
+});
+
+/** Task-mix requests as (query, true length, task); `hint` appends the seed's task hint. */
+function taskMix(
+  seed: number,
+  count: number,
+  hint: boolean,
+): { q: LengthQuery; out: number; task: string }[] {
+  const rs = taskMixWorkload({ rate: 20, count }, seed).start();
+  return rs.map(({ request: r }) => {
+    let text = r.prompt ?? flattenMessages(r.messages ?? []);
+    if (hint) text += `\nThis is a ${r.task} task`;
+    return {
+      q: { model: r.model, promptTokens: Math.ceil(text.length / 4), text },
+      out: r.outputTokens,
+      task: r.task ?? '',
+    };
+  });
+}
+
+test('task-mix (seed 004 workload): bucket accuracy with and without the task hint; prediction time', () => {
+  const test = (hint: boolean): { q: LengthQuery; out: number; task: string }[] => taskMix(2, 1000, hint);
+  const acc = (hint: boolean): number => {
+    const m = new OutputLengthModel();
+    for (const s of taskMix(1, 3000, hint)) m.observe(s.q, s.out);
+    let right = 0;
+    for (const s of test(hint)) if (m.predict(s.q).bucket === m.bucketOf(s.out)) right++;
+    return right / 1000;
+  };
+  // The generator draws each answer's length from its task's light/heavy mixture, independent of
+  // the text: no predictor beats the majority bucket of each task (the ceiling, ~69 %).
+  const byTask = new Map<string, [number, number]>();
+  for (const s of test(false)) {
+    const c = byTask.get(s.task) ?? [0, 0];
+    c[s.out >= 250 ? 1 : 0]++;
+    byTask.set(s.task, c);
+  }
+  let ceiling = 0;
+  for (const c of byTask.values()) ceiling += Math.max(...c) / 1000;
+  const withHint = acc(true);
+  const without = acc(false);
+  console.log(
+    `task-mix bucket accuracy: with hint ${(withHint * 100).toFixed(1)} %, without ${(without * 100).toFixed(1)} %, ceiling ${(ceiling * 100).toFixed(1)} %`,
+  );
+  assert.ok(withHint > ceiling - 0.06, `with hint ${withHint} (ceiling ${ceiling})`);
+  assert.ok(without > ceiling - 0.06, `without hint ${without} (ceiling ${ceiling})`);
+
+  const m = new OutputLengthModel();
+  const qs = taskMix(3, 2000, true);
+  for (const s of qs) m.observe(s.q, s.out);
+  const times: number[] = [];
+  for (let rep = 0; rep < 3; rep++)
+    for (const s of qs) {
+      const t0 = performance.now();
+      m.predict(s.q);
+      times.push(performance.now() - t0);
+    }
+  times.sort((a, b) => a - b);
+  const p99us = times[Math.floor(times.length * 0.99)]! * 1000;
+  console.log(
+    `prediction p50 ${(times[times.length >> 1]! * 1000).toFixed(2)} µs, p99 ${p99us.toFixed(2)} µs`,
+  );
+  assert.ok(p99us < 100, `p99 ${p99us} µs`); // goal ≤ 10 µs on an idle machine; loose here for CI noise
+});

@@ -1,0 +1,330 @@
+/**
+ * Seed 004 §4.1's output-length predictor, learned online: softmax regression over hashed sparse
+ * features, trained one completed request at a time with (lazy, sparse) Adam. It predicts a BUCKET
+ * of answer length whose edges are expected decode times (seed: 0–0.5 s, 0.5–2 s, ≥ 2 s at its
+ * 500 tokens/s → 0–250, 250–1000, ≥ 1000 tokens), not a token count: a class is what a router
+ * needs (light vs heavy decode) and is far easier to get right than a number.
+ *
+ * Features, all a router sees without a GPU model (seed uses DistilBERT; C.12 shows length + app
+ * name alone reach 79 % on production traffic):
+ * - model; prompt length (log2 bucket and log value); num_predict / max_tokens (log2 bucket);
+ * - a task hint: "This is a <task> task" in the prompt's last or first 240 characters (seed C.5.2),
+ *   or one the host supplies (`hint`: a header's value) — and its cross with the prompt bucket;
+ * - the first line's hash (a system prompt or template header: one value per application);
+ * - hashed word unigrams and bigrams of the prompt's first and last 160 characters, where task
+ *   instructions sit (seed C.5.1 puts them at the start or the end).
+ * Hashing keeps memory fixed (dim × buckets weights) and makes prediction allocation-light and
+ * bounded: only ~320 characters are scanned however long the prompt, so a prediction is a few µs.
+ *
+ * Pure and deterministic: weights start at zero, updates depend only on the samples' order.
+ */
+
+/** What the predictor looks at for one request. */
+export interface LengthQuery {
+  readonly model: string;
+  readonly promptTokens: number;
+  readonly maxTokens?: number | undefined;
+  /** Prompt text (chat messages flattened). */
+  readonly text: string;
+  /** A task hint from outside the prompt (a configured header's value), if any. */
+  readonly hint?: string | undefined;
+}
+
+export interface LengthPrediction {
+  readonly bucket: number;
+  /** Probability of the predicted bucket. */
+  readonly confidence: number;
+  /** Σ p(bucket) · mean observed answer length in it, capped by maxTokens. */
+  readonly expectedTokens: number;
+}
+
+export interface OutputLengthModelOptions {
+  /** Hashed feature space size (power of two). */
+  readonly dim?: number;
+  /** Ascending answer-length edges in tokens: bucket i is [edge[i-1], edge[i]). */
+  readonly edges?: readonly number[];
+  readonly learningRate?: number;
+  /** Characters scanned for word n-grams at each end of the prompt. */
+  readonly scanChars?: number;
+}
+
+/** Seed 004 §4.1: 0.5 s and 2 s of decode at 500 tokens/s. */
+export const SEED_004_EDGES: readonly number[] = [250, 1000];
+
+/** Sparse feature vector: parallel index/value arrays, `n` used. */
+export interface Features {
+  idx: Int32Array;
+  val: Float64Array;
+  n: number;
+}
+
+const MAX_FEATURES = 512;
+const HINT_RE = /this is an? ([a-z][a-z0-9 _-]{0,40}?) task/i;
+const HINT_WINDOW = 240;
+
+/** FNV-1a over a string, continuing from `h`. */
+function fnv(s: string, h = 0x811c9dc5): number {
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+function mix(a: number, b: number): number {
+  return Math.imul(a ^ Math.imul(b, 0x9e3779b1), 0x85ebca6b) >>> 0;
+}
+
+function fnvRange(s: string, from: number, to: number, h: number): number {
+  for (let i = from; i < to; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+const log2Bucket = (n: number): number => (n < 1 ? 0 : 1 + Math.floor(Math.log2(n)));
+
+/** Numerically stable softmax of `logits` into `out`. */
+export function softmax(logits: Float64Array, out: Float64Array): void {
+  let max = -Infinity;
+  for (let k = 0; k < logits.length; k++) if (logits[k]! > max) max = logits[k]!;
+  let sum = 0;
+  for (let k = 0; k < logits.length; k++) sum += out[k] = Math.exp(logits[k]! - max);
+  for (let k = 0; k < logits.length; k++) out[k] = out[k]! / sum;
+}
+
+/** logits[k] = Σ_j val_j · w[idx_j · K + k]. */
+export function logitsOf(w: Float64Array, f: Features, K: number, out: Float64Array): void {
+  out.fill(0);
+  for (let j = 0; j < f.n; j++) {
+    const base = f.idx[j]! * K;
+    const x = f.val[j]!;
+    for (let k = 0; k < K; k++) out[k] = out[k]! + x * w[base + k]!;
+  }
+}
+
+/** Cross-entropy of `label` under the model (for tests and reporting). */
+export function crossEntropy(w: Float64Array, f: Features, K: number, label: number): number {
+  const z = new Float64Array(K);
+  const p = new Float64Array(K);
+  logitsOf(w, f, K, z);
+  softmax(z, p);
+  return -Math.log(Math.max(p[label]!, 1e-300));
+}
+
+/**
+ * ∂ crossEntropy / ∂ w[idx_j · K + k] = val_j · (p_k − [k = label]); `each` receives every one.
+ * Features are deduplicated at extraction, so each weight appears once.
+ */
+export function crossEntropyGrad(
+  w: Float64Array,
+  f: Features,
+  K: number,
+  label: number,
+  each: (weight: number, g: number) => void,
+  probs = new Float64Array(K),
+): void {
+  const z = new Float64Array(K);
+  logitsOf(w, f, K, z);
+  softmax(z, probs);
+  for (let j = 0; j < f.n; j++) {
+    const base = f.idx[j]! * K;
+    const x = f.val[j]!;
+    for (let k = 0; k < K; k++) each(base + k, x * (probs[k]! - (k === label ? 1 : 0)));
+  }
+}
+
+export class OutputLengthModel {
+  readonly edges: readonly number[];
+  readonly buckets: number;
+  private readonly dim: number;
+  private readonly mask: number;
+  private readonly lr: number;
+  private readonly scan: number;
+  private readonly w: Float64Array;
+  private readonly m: Float64Array;
+  private readonly v: Float64Array;
+  private step = 0;
+  /** Observed answers per bucket: count and mean tokens (for expectedTokens). */
+  private readonly count: Float64Array;
+  private readonly mean: Float64Array;
+  /** Scratch, reused by every call (single-threaded core). */
+  private readonly f: Features = {
+    idx: new Int32Array(MAX_FEATURES),
+    val: new Float64Array(MAX_FEATURES),
+    n: 0,
+  };
+  private readonly acc: Float64Array;
+  private readonly z: Float64Array;
+  private readonly p: Float64Array;
+  private observed = 0;
+
+  constructor(opts: OutputLengthModelOptions = {}) {
+    const dim = opts.dim ?? 1 << 14;
+    if (!(Number.isInteger(Math.log2(dim)) && dim >= 16))
+      throw new RangeError('dim must be a power of two >= 16');
+    const edges = opts.edges ?? SEED_004_EDGES;
+    for (let i = 0; i < edges.length; i++)
+      if (!(edges[i]! > (i === 0 ? 0 : edges[i - 1]!)))
+        throw new RangeError('edges must be positive and ascending');
+    this.edges = [...edges];
+    this.buckets = edges.length + 1;
+    this.dim = dim;
+    this.mask = dim - 1;
+    this.lr = opts.learningRate ?? 0.01;
+    this.scan = opts.scanChars ?? 160;
+    const K = this.buckets;
+    this.w = new Float64Array(dim * K);
+    this.m = new Float64Array(dim * K);
+    this.v = new Float64Array(dim * K);
+    this.acc = new Float64Array(dim);
+    this.z = new Float64Array(K);
+    this.p = new Float64Array(K);
+    this.count = new Float64Array(K);
+    this.mean = new Float64Array(K);
+    // Before any sample, a bucket's mean is its midpoint (the last: 2 × its lower edge).
+    for (let k = 0; k < K; k++) {
+      const lo = k === 0 ? 0 : edges[k - 1]!;
+      this.mean[k] = k < edges.length ? (lo + edges[k]!) / 2 : 2 * lo;
+    }
+  }
+
+  /** Bucket of an answer of `tokens` tokens. */
+  bucketOf(tokens: number): number {
+    let k = 0;
+    while (k < this.edges.length && tokens >= this.edges[k]!) k++;
+    return k;
+  }
+
+  /** Completed answers learned from. */
+  get samples(): number {
+    return this.observed;
+  }
+
+  /** The hashed features of `q` (shared scratch: valid until the next call). */
+  features(q: LengthQuery): Features {
+    const f = this.f;
+    const acc = this.acc;
+    f.n = 0;
+    const pb = log2Bucket(q.promptTokens);
+    const modelH = fnv(q.model, 0x1234567);
+    this.add(0x9e3779b9, 1); // bias
+    this.add(modelH, 1);
+    this.add(mix(0x5000 + pb, 1), 1);
+    this.add(mix(modelH, 0x5000 + pb), 1);
+    this.add(0x77777777, Math.log1p(Math.max(0, q.promptTokens)) / 8);
+    this.add(
+      mix(0x6000 + (q.maxTokens !== undefined && q.maxTokens > 0 ? log2Bucket(q.maxTokens) : 0), 2),
+      1,
+    );
+    // Task hint: supplied, or "This is a <task> task" near either end of the prompt.
+    const text = q.text;
+    let hint = q.hint;
+    if (hint === undefined) {
+      const tail = text.length > HINT_WINDOW ? text.slice(text.length - HINT_WINDOW) : text;
+      let m = HINT_RE.exec(tail);
+      if (!m && text.length > HINT_WINDOW) m = HINT_RE.exec(text.slice(0, HINT_WINDOW));
+      hint = m?.[1];
+    }
+    if (hint !== undefined && hint.length > 0) {
+      const th = fnv(hint.toLowerCase(), 0x7a5c);
+      this.add(th, 1);
+      this.add(mix(th, 0x5000 + pb), 1);
+    }
+    // First line (system prompt / template header), when there is more than one line: its first
+    // 64 characters are enough to tell one application's header from another's.
+    const nl = text.indexOf('\n');
+    if (nl > 0) this.add(fnvRange(text, 0, Math.min(nl, 64), 0x5e5e), 1);
+    // Word uni/bigrams at both ends.
+    const n0 = f.n;
+    const scan = this.scan;
+    if (text.length <= 2 * scan) this.words(text, 0, text.length);
+    else {
+      this.words(text, 0, scan);
+      this.words(text, text.length - scan, text.length);
+    }
+    // n-gram values: 1/√count so long and short prompts weigh alike.
+    const grams = f.n - n0;
+    const scale = grams > 0 ? 1 / Math.sqrt(grams) : 0;
+    for (let j = n0; j < f.n; j++) acc[f.idx[j]!] = acc[f.idx[j]!]! * scale;
+    for (let j = 0; j < f.n; j++) {
+      const i = f.idx[j]!;
+      f.val[j] = acc[i]!;
+      acc[i] = 0;
+    }
+    return f;
+  }
+
+  /** Adds x to feature h (hashed into the table), deduplicating through `acc`. */
+  private add(h: number, x: number): void {
+    const f = this.f;
+    const i = h & this.mask;
+    if (this.acc[i] === 0) {
+      if (f.n >= MAX_FEATURES) return;
+      f.idx[f.n++] = i;
+    }
+    this.acc[i] = this.acc[i]! + x;
+  }
+
+  private words(text: string, from: number, to: number): void {
+    let h = 0x811c9dc5;
+    let len = 0;
+    let prev = 0;
+    for (let i = from; i <= to; i++) {
+      let c = i < to ? text.charCodeAt(i) : 32;
+      if (c >= 65 && c <= 90) c += 32;
+      if ((c >= 97 && c <= 122) || (c >= 48 && c <= 57)) {
+        h = Math.imul(h ^ c, 0x01000193);
+        len++;
+      } else if (len > 0) {
+        const u = h >>> 0;
+        this.add(mix(u, 0x1111), 1);
+        if (prev !== 0) this.add(mix(prev, u), 1);
+        prev = u;
+        h = 0x811c9dc5;
+        len = 0;
+      }
+    }
+  }
+
+  predict(q: LengthQuery): LengthPrediction {
+    const f = this.features(q);
+    const K = this.buckets;
+    logitsOf(this.w, f, K, this.z);
+    softmax(this.z, this.p);
+    let best = 0;
+    let expected = 0;
+    for (let k = 0; k < K; k++) {
+      if (this.p[k]! > this.p[best]!) best = k;
+      expected += this.p[k]! * this.mean[k]!;
+    }
+    const cap = q.maxTokens !== undefined && q.maxTokens > 0 ? q.maxTokens : Infinity;
+    if (cap < Infinity) best = Math.min(best, this.bucketOf(cap));
+    return { bucket: best, confidence: this.p[best]!, expectedTokens: Math.max(1, Math.min(expected, cap)) };
+  }
+
+  /** Learn from a completed request that generated `outputTokens` (one Adam step). */
+  observe(q: LengthQuery, outputTokens: number): void {
+    if (!(Number.isFinite(outputTokens) && outputTokens > 0)) return;
+    const label = this.bucketOf(outputTokens);
+    const f = this.features(q);
+    const K = this.buckets;
+    this.step++;
+    const b1 = 0.9;
+    const b2 = 0.999;
+    const c1 = 1 - b1 ** this.step;
+    const c2 = 1 - b2 ** this.step;
+    const lr = this.lr;
+    const { w, m, v } = this;
+    crossEntropyGrad(
+      w,
+      f,
+      K,
+      label,
+      (i, g) => {
+        m[i] = b1 * m[i]! + (1 - b1) * g;
+        v[i] = b2 * v[i]! + (1 - b2) * g * g;
+        w[i] = w[i]! - (lr * (m[i]! / c1)) / (Math.sqrt(v[i]! / c2) + 1e-8);
+      },
+      this.p,
+    );
+    this.count[label] = this.count[label]! + 1;
+    this.mean[label] = this.mean[label]! + (outputTokens - this.mean[label]!) / this.count[label]!;
+    this.observed++;
+  }
+}
