@@ -137,7 +137,18 @@ export const configSchema = z.strictObject({
         .default('user'),
     })
     .optional(),
-  admin: z.strictObject({ token: z.string().min(1).optional() }).optional(),
+  // Closed by default: without a token and without `listen`, every /admin route answers 403.
+  admin: z
+    .strictObject({
+      token: z.string().min(1).optional(),
+      // A second listener that alone serves /admin (and the dashboard): `127.0.0.1:9090`, `[::1]:9090`,
+      // or a bare port (loopback).
+      listen: z
+        .union([z.string(), z.number()])
+        .refine((v) => parseListenAddress(v) !== undefined, 'must be host:port, [ipv6]:port or a port')
+        .optional(),
+    })
+    .optional(),
   // Shared state for quotas and leases; absent = in-memory (one router).
   state: z
     .strictObject({
@@ -200,7 +211,7 @@ export interface RouterConfig {
   };
   readonly discovery: { readonly refreshMs: number };
   readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };
-  readonly admin?: { readonly token?: string | undefined } | undefined;
+  readonly admin?: AdminSettings | undefined;
   /** Where the session key comes from (absent: `x-session-token`, then the body's `user`). */
   readonly sessionKey?: { readonly header: string; readonly bodyPath: readonly string[] } | undefined;
   readonly log: { readonly level: LogLevel; readonly prompts: boolean };
@@ -209,6 +220,28 @@ export interface RouterConfig {
   readonly quotas?: { readonly models: Readonly<Record<string, QuotaLimitsEntry>> } | undefined;
   readonly admission?:
     { readonly leaseTtlMs: number; readonly reclaimIntervalMs: number; readonly tickMs: number } | undefined;
+}
+
+/** Who may use /admin: nobody unless a token or a separate listener is configured (security.md). */
+export interface AdminSettings {
+  readonly token?: string | undefined;
+  /** Serve /admin only on this second address, never on the client port. */
+  readonly listen?: ListenAddress | undefined;
+}
+
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** `host:port`, `[v6]:port`, `:port` or a bare port (loopback); undefined when malformed. */
+export function parseListenAddress(v: string | number): ListenAddress | undefined {
+  const text = String(v).trim();
+  const m = /^(?:(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]*)):)?(\d{1,5})$/.exec(text);
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  if (port > 65535) return undefined;
+  return { host: m[1] ?? (m[2] ? m[2] : '127.0.0.1'), port };
 }
 
 export interface QuotaLimitsEntry {
@@ -248,7 +281,10 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     health: c.health,
     discovery: c.discovery,
     queue: c.queue,
-    admin: c.admin,
+    admin: c.admin && {
+      token: c.admin.token,
+      listen: c.admin.listen === undefined ? undefined : parseListenAddress(c.admin.listen),
+    },
     sessionKey: c.sessionKey && {
       header: c.sessionKey.header.toLowerCase(),
       bodyPath: c.sessionKey.bodyField.split('.'),

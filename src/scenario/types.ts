@@ -1,6 +1,7 @@
 import type { EndpointPickerConfig, PolicySpec } from '../core/policies/index.js';
 import type { EngineProfile } from '../engine/types.js';
 import type { ClientDriver } from '../workloads/types.js';
+import type { ScenarioRegions, ScenarioRouters } from './federation.js';
 
 /** One backend (engine instance) of a scenario's fleet. */
 export interface ScenarioBackend {
@@ -31,4 +32,8 @@ export interface Scenario {
   readonly timeScale: number;
   /** A fresh client program for one run (each policy gets its own, same seed → same requests). */
   createDriver(seed: number): ClientDriver;
+  /** A router per region with its own clients (issue #19); the federation simulator runs it. */
+  readonly regions?: ScenarioRegions | undefined;
+  /** Several routers in front of this fleet (issue #19). */
+  readonly routers?: ScenarioRouters | undefined;
 }

@@ -9,6 +9,8 @@ import { backendTable, comparisonTable, localityTable, oracleTable } from '../re
 import { loadScenario } from '../scenario/load.js';
 import type { Scenario } from '../scenario/types.js';
 import { assignmentCount, exhaustiveOracle } from './oracle.js';
+import { simulateFederation, type FederationRunResult } from './federation.js';
+import { federationMode } from './federation-modes.js';
 import { policyLabel, simulate, type RunResult } from './simulator.js';
 
 // The CLI maps this class to exit code 2; re-exported so callers of the simulate command need one import.
@@ -42,7 +44,10 @@ export function choosePolicies(scenario: Scenario, names: readonly string[] | un
     throw new UsageError(`scenario '${scenario.name}' lists no policies; pass --policies`);
   for (const s of specs) {
     try {
-      createPolicy(s, () => 0.5, scenario.scheduling);
+      // Multi-router scenarios compare how routers work together, each naming its picker.
+      const kind = scenario.regions ? 'regions' : scenario.routers ? 'routers' : undefined;
+      if (kind) createPolicy(federationMode(s, kind).local, () => 0.5, scenario.scheduling);
+      else createPolicy(s, () => 0.5, scenario.scheduling);
     } catch (err) {
       throw new UsageError((err as Error).message);
     }
@@ -115,7 +120,8 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
   let wall = 0;
   for (const spec of specs) {
     const t0 = performance.now();
-    const run = simulate(scenario, spec, { seed });
+    const multi = scenario.regions !== undefined || scenario.routers !== undefined;
+    const run = multi ? simulateFederation(scenario, spec, { seed }) : simulate(scenario, spec, { seed });
     wall += (performance.now() - t0) / 1000;
     simulated += run.simulatedS;
     runs.push(run);
@@ -124,7 +130,10 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
 
   const requests = runs[0]?.records.length ?? 0;
   const small =
-    requests <= AUTO_ORACLE_REQUESTS && Number.isFinite(assignmentCount(scenario.fleet.length, requests));
+    !scenario.regions &&
+    !scenario.routers &&
+    requests <= AUTO_ORACLE_REQUESTS &&
+    Number.isFinite(assignmentCount(scenario.fleet.length, requests));
   if (opts.oracle === true || (opts.oracle === undefined && small)) {
     try {
       results = { ...results, oracle: oracleSummary(exhaustiveOracle(scenario, { seed })) };
@@ -148,6 +157,15 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
     '',
   ];
   if (results.oracle) lines.push(oracleTable(results), '');
+  for (const r of runs) {
+    const routers = (r as Partial<FederationRunResult>).routers;
+    if (!routers) continue;
+    const parts = routers.map(
+      (x) => `${x.name} ${x.arrived} in, ${x.forwardedOut} forwarded, ${x.servedForPeers} for peers`,
+    );
+    lines.push(`routers ${r.policy}: ${parts.join('; ')}`);
+  }
+  if (runs.some((r) => 'routers' in r)) lines.push('');
   lines.push(
     `speed: ${simulated.toFixed(0)} simulated s in ${wall.toFixed(2)} wall s = ` +
       `${(simulated / Math.max(wall, 1e-9)).toFixed(0)}× real time`,

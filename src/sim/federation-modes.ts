@@ -1,0 +1,66 @@
+/**
+ * The policies a multi-router scenario compares: not one router's picker but how the routers work
+ * together, each naming the picker its routers run (`policy`, default per mode).
+ * - `region-local`: each region's router keeps to its own replicas (seed 003 §5.2's baseline).
+ * - `skylb`: prefix trie at both layers + SP-P (the regional snapshot trie picks the peer).
+ * - `skylb-ch`: consistent hash at both layers + SP-P (the peer ring picks the peer).
+ * - `single`: one router takes every request (the baseline for `routers` scenarios).
+ * - `shared-view`: N routers share in-flight counts (src/federation/shared-view-policy.ts).
+ * - `independent`: N routers, each seeing only its own pushes.
+ */
+import type { PolicySpec } from '../core/policies/index.js';
+import type { PeerSelection } from '../federation/types.js';
+import { policyLabel } from './simulator.js';
+
+export type SharingMode = 'single' | 'shared-view' | 'independent';
+
+export interface FederationMode {
+  readonly label: string;
+  readonly local: PolicySpec;
+  /** For region scenarios: undefined = region-local. */
+  readonly forwarding: PeerSelection | undefined;
+  /** For router scenarios. */
+  readonly sharing: SharingMode | undefined;
+}
+
+const DEFAULTS: Readonly<Record<string, string>> = {
+  'region-local': 'prefix-trie+sp-p',
+  skylb: 'prefix-trie+sp-p',
+  'skylb-ch': 'consistent-hash+sp-p',
+  single: 'least-connections',
+  'shared-view': 'least-connections',
+  independent: 'least-connections',
+};
+
+export const regionModes = ['region-local', 'skylb', 'skylb-ch'] as const;
+export const routerModes = ['single', 'shared-view', 'independent'] as const;
+
+/** `prefix-trie+sp-p` or `{ name, ...params }` → a policy spec. */
+function localSpec(v: unknown, mode: string): PolicySpec {
+  if (typeof v === 'string') {
+    const plus = v.indexOf('+');
+    return plus > 0 ? { name: v.slice(0, plus), params: { push: v.slice(plus + 1) } } : { name: v };
+  }
+  if (v !== null && typeof v === 'object' && typeof (v as { name?: unknown }).name === 'string') {
+    const { name, ...params } = v as { name: string } & Record<string, unknown>;
+    return Object.keys(params).length > 0 ? { name, params } : { name };
+  }
+  throw new Error(`${mode}: policy must be a policy name or { name, …params }`);
+}
+
+/** A scenario's policy entry as a federation mode (Error naming the problem). */
+export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): FederationMode {
+  const known: readonly string[] = kind === 'regions' ? regionModes : routerModes;
+  if (!known.includes(spec.name))
+    throw new Error(`unknown ${kind} policy '${spec.name}' (known: ${known.join(', ')})`);
+  const { policy, ...rest } = spec.params ?? {};
+  if (Object.keys(rest).length > 0)
+    throw new Error(`${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy)`);
+  const local = localSpec(policy ?? DEFAULTS[spec.name], spec.name);
+  return {
+    label: policy === undefined ? spec.name : `${spec.name}(${policyLabel(local)})`,
+    local,
+    forwarding: spec.name === 'skylb' ? 'trie' : spec.name === 'skylb-ch' ? 'ring' : undefined,
+    sharing: kind === 'routers' ? (spec.name as SharingMode) : undefined,
+  };
+}

@@ -1,0 +1,564 @@
+/**
+ * The simulator for more than one router (issue #19): a router per region with its own clients and
+ * replicas, forwarding to peers by seed 003 Algorithm 1 across one-way latencies (`regions`), or N
+ * routers in front of one fleet with or without a shared in-flight view (`routers`). Same pieces as
+ * the single-router simulator (simulator.ts): the scheduling core and policies, the engine model,
+ * the workload drivers, and the live router's federation decision (src/federation/federation.ts).
+ * Deterministic for a seed.
+ *
+ * Latency: a client reaches its own region's router at no cost; a forwarded request reaches the
+ * peer one one-way latency later and its answer (first token and end) comes back one later. Peer
+ * statuses are as stale as a probe across that link: taken at the peer, read one way later.
+ */
+import { createPolicy } from '../core/policies/index.js';
+import { createRng, deriveSeed } from '../core/rng.js';
+import { Scheduler } from '../core/scheduler.js';
+import type { Decision, RequestInfo } from '../core/types.js';
+import { EngineModel } from '../engine/model.js';
+import {
+  contextBlockHashes,
+  countTokens,
+  flattenMessages,
+  outputText,
+  promptBlockHashes,
+} from '../engine/tokens.js';
+import { availableReplicas } from '../federation/availability.js';
+import { Federation } from '../federation/federation.js';
+import { withSharedView } from '../federation/shared-view-policy.js';
+import type { PeerStatus } from '../federation/types.js';
+import type { Scenario } from '../scenario/types.js';
+import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
+import { EventHeap } from './event-heap.js';
+import { federationMode } from './federation-modes.js';
+import type { QueueSample, RequestRecord, RouterSample, RunResult, SimulateOptions } from './simulator.js';
+import type { PolicySpec } from '../core/policies/index.js';
+
+/** Per router: what it saw and did. */
+export interface RouterStats {
+  readonly name: string;
+  /** Requests its own clients sent it. */
+  arrived: number;
+  /** Of those, forwarded to a peer. */
+  forwardedOut: number;
+  /** Requests peers forwarded to it. */
+  servedForPeers: number;
+}
+
+export interface FederationRunResult extends RunResult {
+  readonly routers: readonly RouterStats[];
+}
+
+const SEND = 0;
+const ARRIVE = 1;
+const ENGINE = 2;
+const TIMEOUT = 3;
+const PEER = 4;
+const PROBE = 5;
+const SYNC = 6;
+const SAMPLE = 7;
+
+interface Event {
+  readonly kind: number;
+  readonly request?: WorkloadRequest;
+  /** SEND/ARRIVE/PEER: router index. */
+  readonly router?: number;
+  readonly driver?: number;
+  readonly backend?: number;
+  readonly id?: string;
+  /** PEER: which peer the status is of, and the status. */
+  readonly peer?: number;
+  readonly status?: PeerStatus;
+}
+
+interface Router {
+  readonly name: string;
+  readonly region: string | undefined;
+  readonly scheduler: Scheduler;
+  /** Engine indices this router pushes to. */
+  readonly engines: readonly number[];
+  readonly federation: Federation | undefined;
+  /** Own clients' requests waiting in its scheduler queue, oldest first (forwarding candidates). */
+  readonly waiting: Map<string, Open>;
+  readonly stats: RouterStats;
+  /** Other routers' in-flight per backend at the last share (shared-view). */
+  readonly others: Map<string, number>;
+}
+
+interface Open {
+  readonly req: WorkloadRequest;
+  readonly info: RequestInfo;
+  readonly text: string;
+  readonly rec: RequestRecord;
+  readonly driver: number;
+  /** The client's router. */
+  readonly origin: number;
+  /** The router that scheduled it (origin, or the peer it was forwarded to). */
+  router: number;
+  /** One-way latency back to the origin (0 when served locally). */
+  backS: number;
+  engine: number;
+  answer: string;
+}
+
+/** Run a `regions` or `routers` scenario under one of its federation policies. */
+export function simulateFederation(
+  scenario: Scenario,
+  spec: PolicySpec,
+  opts: SimulateOptions,
+): FederationRunResult {
+  const regions = scenario.regions;
+  const routersCfg = scenario.routers;
+  if (!regions && !routersCfg) throw new Error(`scenario '${scenario.name}' has neither regions nor routers`);
+  const mode = federationMode(spec, regions ? 'regions' : 'routers');
+  const fleet = scenario.fleet;
+  const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false }));
+  const byName = new Map<string, number>();
+  fleet.forEach((b, i) => byName.set(b.name, i));
+
+  // Routers: one per region, or `count` in front of the whole fleet ('single' keeps one).
+  const routerDefs: { name: string; region: string | undefined; engines: number[] }[] = regions
+    ? regions.list.map((r) => ({
+        name: r.name,
+        region: r.name,
+        engines: fleet.flatMap((b, i) => (b.region === r.name ? [i] : [])),
+      }))
+    : Array.from({ length: mode.sharing === 'single' ? 1 : routersCfg!.count }, (_, k) => ({
+        name: `router-${k}`,
+        region: undefined,
+        engines: fleet.map((_b, i) => i),
+      }));
+  const routers: Router[] = routerDefs.map((d, k) => {
+    let policy = createPolicy(
+      mode.local,
+      createRng(deriveSeed(opts.seed, `policy:${d.name}`)),
+      scenario.scheduling,
+    );
+    const others = new Map<string, number>();
+    if (mode.sharing === 'shared-view') policy = withSharedView(policy, (n) => others.get(n) ?? 0);
+    const scheduler = new Scheduler({ policy });
+    for (const i of d.engines) {
+      const b = fleet[i]!;
+      scheduler.addBackend({
+        name: b.name,
+        api: 'ollama',
+        models: b.models,
+        maxConcurrency: b.maxConcurrency,
+        weight: b.weight,
+        region: b.region,
+      });
+    }
+    const federation =
+      regions && mode.forwarding
+        ? new Federation({
+            region: d.name,
+            selection: mode.forwarding,
+            tau: regions.tau,
+            // Statuses arrive every peerProbeS; one missing a few rounds means nothing any more.
+            statusTtlMs: Math.max(1000, regions.peerProbeS * 5000 + 2000 * regions.oneWayS(d.name, d.name)),
+            peers: routerDefs
+              .filter((_p, j) => j !== k)
+              .map((p) => ({ name: p.name, url: `sim://${p.name}`, region: p.name })),
+          })
+        : undefined;
+    return {
+      name: d.name,
+      region: d.region,
+      scheduler,
+      engines: d.engines,
+      federation,
+      waiting: new Map(),
+      stats: { name: d.name, arrived: 0, forwardedOut: 0, servedForPeers: 0 },
+      others,
+    };
+  });
+  const routerIndex = new Map(routers.map((r, i) => [r.name, i]));
+  const oneWay = (a: number, b: number): number =>
+    regions ? regions.oneWayS(routers[a]!.name, routers[b]!.name) : 0;
+
+  const drivers: ClientDriver[] = regions
+    ? regions.list.map((r) => r.createDriver(deriveSeed(opts.seed, `region:${r.name}`)))
+    : [scenario.createDriver(opts.seed)];
+
+  const endS = scenario.durationS + scenario.graceS;
+  const heap = new EventHeap<Event>();
+  const records: RequestRecord[] = [];
+  const open = new Map<string, Open>();
+  const wakeAt: (number | undefined)[] = engines.map(() => undefined);
+  const wakeEvents: Event[] = engines.map((_, i) => ({ kind: ENGINE, backend: i }));
+  const outstanding: number[] = engines.map(() => 0);
+  const samples: QueueSample[] = [];
+  const routerSamples: RouterSample[] = [];
+  let now = 0;
+  let pendingSends = 0;
+  let inTransit = 0;
+  let liveWakes = 0;
+  let lastActivity = 0;
+  let nextRouter = 0;
+  const dirty = new Set<number>();
+
+  const schedule = (driver: number, items: readonly ScheduledRequest[]): void => {
+    for (const it of items) {
+      if (!(it.at < scenario.durationS)) continue;
+      pendingSends++;
+      // In a routers scenario the balancer in front spreads requests over the routers in turn.
+      const router = regions ? driver : nextRouter++ % routers.length;
+      heap.push(Math.max(it.at, now), SEND, { kind: SEND, request: it.request, router, driver });
+    }
+  };
+
+  const flush = (): void => {
+    for (const i of dirty) {
+      const t = engines[i]!.nextEventTime();
+      if (t === wakeAt[i]) continue;
+      if (wakeAt[i] === undefined) liveWakes++;
+      if (t === undefined) liveWakes--;
+      wakeAt[i] = t;
+      if (t !== undefined) heap.push(t, ENGINE, wakeEvents[i]!);
+    }
+    dirty.clear();
+  };
+
+  const finishToClient = (o: Open, t: number, ok: boolean): void => {
+    open.delete(o.rec.id);
+    schedule(o.driver, drivers[o.driver]!.onFinish(o.rec.id, t, ok, o.answer));
+  };
+
+  const apply = (r: Router, ds: readonly Decision[]): void => {
+    for (const d of ds) {
+      const o = open.get(d.request.id)!;
+      r.waiting.delete(o.rec.id);
+      if (d.type === 'reject') {
+        o.rec.ok = false;
+        o.rec.failure = d.reason;
+        o.rec.finishS = now + o.backS;
+        finishToClient(o, now + o.backS, false);
+        continue;
+      }
+      const i = byName.get(d.backend)!;
+      const req = o.req;
+      const profile = fleet[i]!.profile;
+      const promptTokens = countTokens(o.text);
+      const cap = req.maxTokens;
+      const outputTokens = Math.max(
+        1,
+        cap !== undefined ? Math.min(req.outputTokens, cap) : req.outputTokens,
+      );
+      o.rec.dispatchS = now;
+      o.rec.backend = d.backend;
+      o.rec.promptTokens = promptTokens;
+      o.engine = i;
+      outstanding[i]!++;
+      const caching = profile.prefixCacheBlocks > 0;
+      const blockHashes = caching ? promptBlockHashes(o.text, profile.blockSize) : [];
+      if (caching) o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
+      engines[i]!.submit(
+        {
+          id: req.id,
+          promptTokens,
+          blockHashes,
+          outputTokens,
+          contextBlockHashes: caching
+            ? contextBlockHashes(o.text, blockHashes, o.answer, profile.blockSize)
+            : undefined,
+        },
+        now,
+      );
+      dirty.add(i);
+    }
+  };
+
+  const localAvailable = (r: Router): boolean =>
+    availableReplicas(r.scheduler.backendViews(), now * 1000) > 0;
+
+  const forward = (k: number, o: Open, peerName: string): void => {
+    const r = routers[k]!;
+    const p = routerIndex.get(peerName)!;
+    r.federation!.onForwarded(o.info, peerName);
+    r.stats.forwardedOut++;
+    o.backS = oneWay(k, p);
+    inTransit++;
+    heap.push(now + o.backS, ARRIVE, { kind: ARRIVE, id: o.rec.id, router: p });
+  };
+
+  /**
+   * Forward the oldest of this router's own waiting requests while no local replica is available
+   * and a peer is (Algorithm 1 at the head of the FCFS queue).
+   */
+  const drain = (k: number): void => {
+    const r = routers[k]!;
+    if (!r.federation) return;
+    while (r.waiting.size > 0) {
+      if (localAvailable(r)) return;
+      const o = r.waiting.values().next().value!;
+      const d = r.federation.route(o.info, false, false, now * 1000);
+      if (d.kind === 'local') return;
+      r.waiting.delete(o.rec.id);
+      r.scheduler.cancel(o.rec.id, now * 1000);
+      forward(k, o, d.peer);
+    }
+  };
+
+  const submitAt = (k: number, o: Open, own: boolean): void => {
+    const r = routers[k]!;
+    o.router = k;
+    if (own) r.waiting.set(o.rec.id, o);
+    apply(r, r.scheduler.submit(o.info, now * 1000));
+  };
+
+  const onSend = (req: WorkloadRequest, k: number, driver: number): void => {
+    const text = req.messages ? flattenMessages(req.messages) : (req.prompt ?? '');
+    const rec: RequestRecord = {
+      id: req.id,
+      label: req.label,
+      arrivalS: now,
+      dispatchS: undefined,
+      firstTokenS: undefined,
+      finishS: undefined,
+      backend: undefined,
+      ok: undefined,
+      failure: undefined,
+      promptTokens: 0,
+      outputTokens: 0,
+      cachedTokens: 0,
+    };
+    records.push(rec);
+    const info: RequestInfo = {
+      id: req.id,
+      model: req.model,
+      api: req.api.startsWith('ollama') ? 'ollama' : 'openai',
+      arrivedAt: now * 1000,
+      promptText: text,
+      maxTokens: req.maxTokens,
+      sessionKey: req.sessionKey,
+    };
+    const o: Open = { req, info, text, rec, driver, origin: k, router: k, backS: 0, engine: -1, answer: '' };
+    open.set(req.id, o);
+    if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
+      heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
+    }
+    const r = routers[k]!;
+    r.stats.arrived++;
+    if (r.federation && r.waiting.size === 0) {
+      const d = r.federation.route(info, false, localAvailable(r), now * 1000);
+      if (d.kind === 'peer') {
+        forward(k, o, d.peer);
+        return;
+      }
+    }
+    submitAt(k, o, true);
+    drain(k);
+  };
+
+  const onArrive = (id: string, k: number): void => {
+    inTransit--;
+    const o = open.get(id);
+    if (!o) return; // the client gave up meanwhile
+    routers[k]!.stats.servedForPeers++;
+    // Hop marker: a forwarded request is scheduled here and never forwarded again.
+    submitAt(k, o, false);
+  };
+
+  const onEngine = (i: number): void => {
+    wakeAt[i] = undefined;
+    liveWakes--;
+    dirty.add(i);
+    for (const e of engines[i]!.advance(now)) {
+      if (e.type !== 'finished') continue;
+      const o = open.get(e.id)!;
+      const rec = o.rec;
+      const dispatchS = rec.dispatchS!;
+      const firstAtEngine = dispatchS + e.queuedS + e.prefillS;
+      rec.firstTokenS = firstAtEngine + o.backS;
+      rec.finishS = e.t + o.backS;
+      rec.ok = true;
+      rec.outputTokens = e.outputTokens;
+      rec.cachedTokens = e.cachedTokens;
+      outstanding[i]!--;
+      const r = routers[o.router]!;
+      const ds = r.scheduler.complete(
+        e.id,
+        {
+          ok: true,
+          dispatchedAt: dispatchS * 1000,
+          firstByteAt: firstAtEngine * 1000,
+          finishedAt: e.t * 1000,
+          promptTokens: e.promptTokens,
+          completionTokens: e.outputTokens,
+          promptEvalMs: e.prefillS * 1000,
+          evalMs: e.decodeS * 1000,
+        },
+        e.t * 1000,
+      );
+      if (o.router !== o.origin) routers[o.origin]!.federation?.onDone(r.name, true, now * 1000);
+      finishToClient(o, rec.finishS, true);
+      apply(r, ds);
+    }
+  };
+
+  const onTimeout = (id: string): void => {
+    const o = open.get(id);
+    if (!o) return;
+    const r = routers[o.router]!;
+    r.waiting.delete(id);
+    const { decisions } = r.scheduler.cancel(id, now * 1000);
+    if (o.engine >= 0) {
+      engines[o.engine]!.cancel(id, now);
+      outstanding[o.engine]!--;
+      dirty.add(o.engine);
+    }
+    o.rec.ok = false;
+    o.rec.failure = 'client-timeout';
+    o.rec.finishS = now;
+    finishToClient(o, now, false);
+    apply(r, decisions);
+  };
+
+  const probeBase = opts.probeEveryS ?? 0.05;
+  const wanted = routers[0]!.scheduler.metricsIntervalMs;
+  const probeEvery = wanted === undefined ? probeBase : Math.min(probeBase, wanted / 1000);
+  const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
+  const onProbe = (): void => {
+    for (const r of routers) {
+      for (const i of r.engines) {
+        const s = engines[i]!.stats();
+        r.scheduler.setMetrics(fleet[i]!.name, {
+          running: s.running,
+          waiting: s.waiting,
+          kvUsage: s.kvUsage,
+          at: now * 1000,
+        });
+      }
+    }
+    routers.forEach((r, k) => {
+      apply(r, r.scheduler.pump(now * 1000));
+      drain(k);
+    });
+  };
+  const onPeerProbe = (): void => {
+    routers.forEach((r, k) => {
+      if (!r.federation) return;
+      routers.forEach((p, j) => {
+        if (j === k) return;
+        const status: PeerStatus = {
+          region: p.name,
+          availableReplicas: availableReplicas(p.scheduler.backendViews(), now * 1000),
+          queueLength: p.scheduler.queueLength,
+        };
+        heap.push(now + oneWay(j, k), PEER, { kind: PEER, router: k, peer: j, status });
+      });
+    });
+  };
+  const onSync = (): void => {
+    // What each router would read back from Redis: every other router's in-flight per backend.
+    const counts = routers.map((r) => r.scheduler.backendViews().map((b) => [b.name, b.inFlight] as const));
+    routers.forEach((r, k) => {
+      r.others.clear();
+      counts.forEach((list, j) => {
+        if (j === k) return;
+        for (const [n, c] of list) r.others.set(n, (r.others.get(n) ?? 0) + c);
+      });
+    });
+  };
+  const onSample = (): void => {
+    for (let i = 0; i < engines.length; i++) {
+      const s = engines[i]!.stats();
+      samples.push({
+        t: now,
+        backend: fleet[i]!.name,
+        outstanding: outstanding[i]!,
+        engineWaiting: s.waiting,
+        running: s.running,
+      });
+    }
+    let queued = 0;
+    for (const r of routers) queued += r.scheduler.queueLength;
+    routerSamples.push({ t: now, queued });
+  };
+
+  const active = (): boolean =>
+    pendingSends > 0 ||
+    inTransit > 0 ||
+    liveWakes > 0 ||
+    routers.some((r) => r.scheduler.inFlightTotal > 0 || r.scheduler.queueLength > 0);
+
+  drivers.forEach((d, j) => schedule(j, d.start()));
+  const peerEvery = regions && mode.forwarding ? regions.peerProbeS : Infinity;
+  const syncEvery = mode.sharing === 'shared-view' ? routersCfg!.syncS : Infinity;
+  const periodic: [number, number][] = [
+    [PROBE, probeEvery],
+    [PEER, peerEvery],
+    [SYNC, syncEvery],
+    [SAMPLE, sampleEvery],
+  ];
+  for (const [kind, every] of periodic)
+    if (Number.isFinite(every)) heap.push(0, kind, { kind: kind === PEER ? -1 : kind });
+  let cut = false;
+  for (;;) {
+    const t = heap.peekTime();
+    if (t === undefined) break;
+    if (t > endS) {
+      cut = true;
+      break;
+    }
+    now = t;
+    const ev = heap.pop()!;
+    switch (ev.kind) {
+      case SEND:
+        pendingSends--;
+        lastActivity = now;
+        onSend(ev.request!, ev.router!, ev.driver!);
+        break;
+      case ARRIVE:
+        lastActivity = now;
+        onArrive(ev.id!, ev.router!);
+        break;
+      case ENGINE:
+        if (wakeAt[ev.backend!] === now) {
+          lastActivity = now;
+          onEngine(ev.backend!);
+        }
+        break;
+      case TIMEOUT:
+        onTimeout(ev.id!);
+        break;
+      case PEER: {
+        const r = routers[ev.router!]!;
+        r.federation!.setStatus(routers[ev.peer!]!.name, ev.status!, now * 1000);
+        drain(ev.router!);
+        break;
+      }
+      case -1:
+        onPeerProbe();
+        if (active()) heap.push(now + peerEvery, PEER, { kind: -1 });
+        break;
+      case PROBE:
+        onProbe();
+        if (active()) heap.push(now + probeEvery, PROBE, { kind: PROBE });
+        break;
+      case SYNC:
+        onSync();
+        if (active()) heap.push(now + syncEvery, SYNC, { kind: SYNC });
+        break;
+      default:
+        onSample();
+        if (active()) heap.push(now + sampleEvery, SAMPLE, { kind: SAMPLE });
+    }
+    if (dirty.size > 0) {
+      const ht = heap.peekTime();
+      if (ht === undefined || ht > now) flush();
+    }
+  }
+
+  return {
+    policy: mode.label,
+    records,
+    samples,
+    routerSamples,
+    backends: fleet.map((b, i) => {
+      const s = engines[i]!.stats();
+      return { name: b.name, prefixQueries: s.prefixCacheQueries, prefixHits: s.prefixCacheHits };
+    }),
+    simulatedS: cut && open.size > 0 ? endS : lastActivity,
+    routers: routers.map((r) => r.stats),
+  };
+}
