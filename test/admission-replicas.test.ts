@@ -29,10 +29,9 @@ test('3 replicas on one Redis, 1000 concurrent /schedule calls: no cap exceeded,
     // Every replica answered its share (which replica wins the capacity is a matter of timing).
     for (const i of [0, 1, 2]) assert.ok(calls.filter((c) => c.replica === i).length >= 333);
     // The shared view agrees with what clients were told.
-    const snap = (await (await fetch(`${reps.urls[2]}/admin/quotas`)).json()) as {
-      models: { model: string; inFlight: number; windowTokens: number }[];
-    };
-    for (const m of snap.models) {
+    // The shared store as another replica reads it (what its GET /admin/quotas answers).
+    const snap = await reps.routers[2]!.admission.store.snapshot();
+    for (const m of snap) {
       assert.equal(m.inFlight, by[m.model]!.admitted, m.model);
       assert.equal(m.windowTokens, by[m.model]!.tokens, m.model);
     }
@@ -49,10 +48,8 @@ test('3 replicas on one Redis, 1000 concurrent /schedule calls: no cap exceeded,
         ),
     );
     assert.ok(done.every((s) => s === 200));
-    const end = (await (await fetch(`${reps.urls[0]}/admin/quotas`)).json()) as {
-      models: { inFlight: number }[];
-    };
-    assert.ok(end.models.every((m) => m.inFlight === 0));
+    const end = await reps.routers[0]!.admission.store.snapshot();
+    assert.ok(end.every((m) => m.inFlight === 0));
   } finally {
     await reps.close();
   }
@@ -67,6 +64,7 @@ test('proxy gate across 2 replicas on one Redis: a model with maxConcurrent 1 is
       models: { m1: { weight: 1, maxConcurrent: 1, tokensPerMinute: 1_000_000, requestsPerMinute: 10_000 } },
     },
     admission: { leaseTtlMs: 10_000, reclaimIntervalMs: 1000, tickMs: 100 },
+    admin: { token: 't' },
   });
   const routers = [new Router(s, silentLogger()), new Router(s, silentLogger())];
   const urls = await Promise.all(routers.map((r) => r.listen('127.0.0.1', 0)));
@@ -99,7 +97,9 @@ test('proxy gate across 2 replicas on one Redis: a model with maxConcurrent 1 is
     const end = Date.now() + 2000;
     let inFlight = -1;
     while (inFlight !== 0 && Date.now() < end) {
-      const q = (await (await fetch(`${urls[0]}/admin/quotas`)).json()) as { models: { inFlight: number }[] };
+      const q = (await (
+        await fetch(`${urls[0]}/admin/quotas`, { headers: { authorization: 'Bearer t' } })
+      ).json()) as { models: { inFlight: number }[] };
       inFlight = q.models[0]!.inFlight;
       if (inFlight !== 0) await new Promise((r) => setTimeout(r, 10));
     }

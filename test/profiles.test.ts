@@ -10,6 +10,9 @@ import { backend, engine, fastProfile, post, router as startRouter, settings, wa
  * Scheduling profiles on a live router: the config's profile routes real requests, every
  * decision carries the scorers' scores (/admin/decisions) and is logged at debug level.
  */
+/** Admin routes are closed without a token. */
+const AUTH = { authorization: 'Bearer t' };
+
 describe('scheduling profiles on the live router', () => {
   let engines: EngineServer[];
   let router: Router;
@@ -49,6 +52,7 @@ describe('scheduling profiles on the live router', () => {
           ],
         },
         log: { level: 'debug', prompts: false },
+        admin: { token: 't' },
       }),
       pino({ level: 'debug' }, sink),
     );
@@ -77,7 +81,7 @@ describe('scheduling profiles on the live router', () => {
     assert.equal(by.get('a'), 3);
     assert.equal(by.get('b'), 3);
 
-    const res = await fetch(`${url}/admin/decisions?limit=6`);
+    const res = await fetch(`${url}/admin/decisions?limit=6`, { headers: AUTH });
     const { decisions } = (await res.json()) as {
       decisions: {
         policy: string;
@@ -118,7 +122,7 @@ describe('scheduling profiles on the live router', () => {
     const put = (body: unknown) =>
       fetch(`${url}/admin/policy`, {
         method: 'PUT',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...AUTH },
         body: JSON.stringify(body),
       });
     const bad = await put({ policy: 'nope' });
@@ -135,7 +139,7 @@ describe('scheduling profiles on the live router', () => {
 test('outside debug level, at most 200 decisions a second carry their scores', async () => {
   const engines = await Promise.all([engine(), engine()]);
   const { router: r, url } = await startRouter(
-    settings([backend('a', engines[0]!.url), backend('b', engines[1]!.url)]),
+    settings([backend('a', engines[0]!.url), backend('b', engines[1]!.url)], { admin: { token: 't' } }),
   );
   try {
     const N = 1000;
@@ -153,7 +157,9 @@ test('outside debug level, at most 200 decisions a second carry their scores', a
     );
     const elapsedS = (performance.now() - started) / 1000;
     assert.deepEqual(new Set(rs), new Set([200]));
-    const { decisions } = (await (await fetch(`${url}/admin/decisions?limit=1000`)).json()) as {
+    const { decisions } = (await (
+      await fetch(`${url}/admin/decisions?limit=1000`, { headers: AUTH })
+    ).json()) as {
       decisions: { scores?: unknown }[];
     };
     assert.equal(decisions.length, N);

@@ -21,11 +21,14 @@ describe('proxy with the official clients', () => {
     b = await engine({ models: ['m1'] });
     v = await engine({ api: 'openai', models: ['vllm-only'] });
     ({ router: r, url } = await router(
-      settings([
-        backend('a', a.url, { models: undefined }), // discovered from /api/tags
-        backend('b', b.url),
-        backend('v', v.url, { api: 'openai', models: undefined }), // discovered from /v1/models
-      ]),
+      settings(
+        [
+          backend('a', a.url, { models: undefined }), // discovered from /api/tags
+          backend('b', b.url),
+          backend('v', v.url, { api: 'openai', models: undefined }), // discovered from /v1/models
+        ],
+        { admin: { token: 't' } },
+      ),
     ));
   });
   after(async () => {
@@ -190,7 +193,9 @@ describe('proxy with the official clients', () => {
     const m = r.scheduler.backend('b')!.metrics!;
     assert.equal(m.running, 0);
     assert.equal(m.waiting, 0);
-    const st = (await (await fetch(`${url}/admin/backends`)).json()) as {
+    const st = (await (
+      await fetch(`${url}/admin/backends`, { headers: { authorization: 'Bearer t' } })
+    ).json()) as {
       backends: { name: string; metrics: unknown }[];
     };
     assert.ok(st.backends.find((x) => x.name === 'b')?.metrics);
@@ -217,7 +222,9 @@ describe('proxy with the official clients', () => {
     assert.ok(used.size >= 8);
     for (const name of used)
       assert.ok(m.includes(`# TYPE ${name} `), `grafana uses ${name}, not in /metrics`);
-    const st = (await (await fetch(`${url}/admin/backends`)).json()) as {
+    const st = (await (
+      await fetch(`${url}/admin/backends`, { headers: { authorization: 'Bearer t' } })
+    ).json()) as {
       backends: { name: string; healthy: boolean; inFlight: number }[];
     };
     assert.deepEqual(

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import { LeaseNotFoundError, QuotaError, TooLargeError, UnknownModelError } from '../core/quota/index.js';
+import { isJsonContentType } from '../proxy/admin-auth.js';
 import { BodyTooLarge, readBody } from '../proxy/body.js';
 import { sendError, sendJson, type ErrorFormat } from '../proxy/errors.js';
 import { describeIssues, quotaPatchBody, scheduleBody, taskBody } from './bodies.js';
@@ -18,7 +19,14 @@ class HttpError extends Error {
   }
 }
 
-async function parse<T extends z.ZodType>(req: IncomingMessage, schema: T): Promise<z.output<T>> {
+async function parse<T extends z.ZodType>(
+  req: IncomingMessage,
+  schema: T,
+  requireJson = false,
+): Promise<z.output<T>> {
+  // Admin changes only: a cross-site form or text/plain fetch can't send this content type.
+  if (requireJson && !isJsonContentType(req))
+    throw new HttpError(415, 'content-type must be application/json', 'unsupported_media_type');
   let raw: Buffer;
   try {
     raw = await readBody(req, 64 * 1024);
@@ -37,6 +45,15 @@ async function parse<T extends z.ZodType>(req: IncomingMessage, schema: T): Prom
   return r.data;
 }
 
+/** A path segment, percent-decoded; a malformed escape (`%ZZ`) is a 400, not a store failure. */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(400, `malformed percent-encoding in path segment '${segment}'`, 'invalid_path');
+  }
+}
+
 function statusOf(err: QuotaError): number {
   if (err instanceof LeaseNotFoundError || err instanceof UnknownModelError) return 404;
   if (err instanceof TooLargeError) return 422;
@@ -45,16 +62,16 @@ function statusOf(err: QuotaError): number {
 
 /**
  * Admission API (seed 001): POST /schedule, /complete, /heartbeat, GET /advice, plus
- * GET /admin/quotas and PATCH /admin/quotas/:model. Returns false for any other path. Errors
- * are `{"error": "…"}` (seed 001's shape) on the client routes, the OpenAI shape on /admin like
- * the other admin routes. Every rejection happens before the store is touched.
+ * GET /admin/quotas and PATCH /admin/quotas/:model (the router lets admin requests in first:
+ * admin-auth.ts). Returns false for any other path. Errors are `{"error": "…"}` (seed 001's
+ * shape) on the client routes, the OpenAI shape on /admin like the other admin routes. Every
+ * rejection happens before the store is touched.
  */
 export function handleAdmission(
   req: IncomingMessage,
   res: ServerResponse,
   path: string,
   admission: Admission,
-  adminToken: string | undefined,
 ): boolean {
   let run: (() => Promise<void>) | undefined;
   let format: ErrorFormat = 'ollama';
@@ -87,16 +104,10 @@ export function handleAdmission(
       const m = path === '/admin/quotas' ? null : QUOTA_PATH.exec(path);
       if (path !== '/admin/quotas' && !m) return false;
       format = 'openai';
-      if (adminToken !== undefined && req.headers.authorization !== `Bearer ${adminToken}`) {
-        sendError(res, format, 401, 'missing or wrong bearer token', 'unauthorized', {
-          'www-authenticate': 'Bearer',
-        });
-        return true;
-      }
       run = m
         ? only('PATCH', async () => {
-            const model = decodeURIComponent(m[1]!);
-            const b = await parse(req, quotaPatchBody);
+            const model = decodeSegment(m[1]!);
+            const b = await parse(req, quotaPatchBody, true);
             const limits = await admission.store.setLimits(model, b);
             admission.noteLimits(model, limits);
             sendJson(res, 200, { model, limits });

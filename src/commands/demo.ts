@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { parseConfig } from '../config/load.js';
 import { defaultProfile, startEngine, type EngineServer } from '../engine/server.js';
@@ -31,8 +32,11 @@ export async function runDemo(o: { port: number; load: boolean }): Promise<void>
       }),
     );
   }
+  // Admin is closed without a token: the demo makes one per run and prints it.
+  const token = randomBytes(16).toString('hex');
   const yaml = [
     `server: { host: 127.0.0.1, port: ${o.port} }`,
+    `admin: { token: "${token}" }`,
     'policy: estimated-wait',
     'backends:',
     ...ENGINES.map((e) => `  - { name: ${e.name}, url: "http://127.0.0.1:${e.port}", api: ollama }`),
@@ -48,9 +52,10 @@ export async function runDemo(o: { port: number; load: boolean }): Promise<void>
           `  engine ${e.name.padEnd(9)} http://127.0.0.1:${e.port}  (speed ${e.speed}, ${e.slots} slots)`,
       ),
       '',
-      `  dashboard  ${url}/dashboard      ← open this: live queues, throughput, latency`,
-      `  backends   ${url}/admin/backends`,
+      `  dashboard  ${url}/dashboard?token=${token}   ← open this: live queues, throughput, latency`,
       `  metrics    ${url}/metrics`,
+      `  admin      token ${token} (made for this run)`,
+      `             curl -s ${url}/admin/backends -H 'authorization: Bearer ${token}'`,
       '',
       'try:',
       `  curl -s ${url}/api/generate -d '{"model":"llama3","prompt":"Why is the sky blue?","stream":false}'`,

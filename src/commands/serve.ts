@@ -90,6 +90,11 @@ export async function runServe(o: { config: string; host?: string; port?: number
   const router = new Router(settings, log, Math.random, parseBackendEntry);
   const url = await router.listen(settings.server.host, settings.server.port);
   process.stdout.write(`llmlb listening on ${url}\n`);
+  process.stdout.write(
+    router.adminUrl === undefined
+      ? 'admin API closed (set admin.token or admin.listen to open it)\n'
+      : `admin API on ${router.adminUrl}/admin${settings.admin?.token === undefined ? '' : ' (bearer token)'}\n`,
+  );
   const unwatch = watchConfig(o.config, o, router, log);
   const stop = (): void => {
     unwatch();

@@ -291,3 +291,30 @@ test('one backend entry for the admin API, validated the same way', () => {
   assert.throws(() => parseBackendEntry({ name: 'x', url: 'nope' }), /url/);
   assert.throws(() => parseBackendEntry({ name: 'x', url: 'http://h:1', extra: 1 }), /extra.*unknown key/);
 });
+
+test('admin.listen: host:port, [v6]:port or a bare port (loopback); anything else is named', () => {
+  const listen = (v: string): unknown =>
+    parseConfig(`${minimal}admin: { listen: "${v}" }\n`, opts).admin?.listen;
+  assert.deepEqual(listen('127.0.0.1:9090'), { host: '127.0.0.1', port: 9090 });
+  assert.deepEqual(listen('[::1]:9090'), { host: '::1', port: 9090 });
+  assert.deepEqual(listen('9090'), { host: '127.0.0.1', port: 9090 });
+  assert.deepEqual(listen(':0'), { host: '127.0.0.1', port: 0 });
+  assert.deepEqual(parseConfig(`${minimal}admin: { listen: 9091, token: s }\n`, opts).admin, {
+    token: 's',
+    listen: { host: '127.0.0.1', port: 9091 },
+  });
+  for (const bad of ['127.0.0.1:99999', 'host:', 'a b:1', 'http://x:1'])
+    assert.deepEqual(
+      issues(`${minimal}admin: { listen: "${bad}" }\n`).map((i) => i.path),
+      ['admin.listen'],
+      bad,
+    );
+});
+
+test('a pinned policy must name a backend of the file', () => {
+  const o: ParseOptions = { ...opts, knownPolicies: [...opts.knownPolicies, 'pinned'] };
+  assert.equal(parseConfig(`${minimal}policy: { name: pinned, backend: a }\n`, o).policy.name, 'pinned');
+  assert.deepEqual(issues(`${minimal}policy: { name: pinned, backend: nope }\n`, o), [
+    { path: 'policy.backend', message: "names unknown backend 'nope'", line: 4 },
+  ]);
+});

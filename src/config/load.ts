@@ -10,6 +10,7 @@ import {
   type YAMLError,
 } from 'yaml';
 import type { z } from 'zod';
+import { backendRefs } from '../core/policies/index.js';
 import {
   checkEndpointPickerConfig,
   endpointPickerConfigSchema,
@@ -282,6 +283,16 @@ function crossChecks(raw: unknown, opts: PolicyValidation, pos: Positions | unde
   if (problem !== undefined) {
     const defaulted = raw.policy === undefined ? ' (the default; set `policy`)' : '';
     issues.push({ path: 'policy', message: problem + defaulted, line: lineOf(pos, ['policy']) });
+  } else if (spec && Array.isArray(raw.backends)) {
+    // A pinned backend that is not in the file would hold every request in the queue.
+    const names = new Set(raw.backends.map((b: unknown) => (isRecord(b) ? b.name : undefined)));
+    for (const b of backendRefs(spec))
+      if (!names.has(b))
+        issues.push({
+          path: 'policy.backend',
+          message: `names unknown backend '${b}'`,
+          line: lineOf(pos, ['policy', 'backend']),
+        });
   }
   return issues;
 }

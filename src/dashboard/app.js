@@ -231,7 +231,12 @@
     $('status').textContent = text;
     $('status').className = cls;
   };
-  const events = new EventSource('dashboard/events');
+  // With admin.token set the stream needs it; EventSource can't send headers, so the page passes
+  // on the token it was opened with (/dashboard?token=…).
+  const token = new URLSearchParams(window.location.search).get('token');
+  const events = new EventSource(
+    token ? `dashboard/events?token=${encodeURIComponent(token)}` : 'dashboard/events',
+  );
   events.onopen = () => status('live', 'live');
   events.onerror = () => status('reconnecting…', 'down');
   events.onmessage = (m) => {

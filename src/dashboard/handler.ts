@@ -31,6 +31,11 @@ export interface DashboardOptions {
   readonly intervalMs?: number;
   /** Wall clock (default Date.now); tests pass their own. */
   readonly clock?: () => number;
+  /**
+   * Whether a request may read the event stream (it names backends and their errors); the router
+   * applies the admin token when one is set. Default: everyone.
+   */
+  readonly authorize?: (req: IncomingMessage) => boolean;
 }
 
 /** One backend's row in an event. */
@@ -159,7 +164,11 @@ export class Dashboard {
       res.writeHead(301, { location: '../dashboard', 'content-length': 0 });
       res.end();
     } else if (path === '/dashboard/events') {
-      this.subscribe(req, res);
+      if (this.opts.authorize && !this.opts.authorize(req))
+        sendJson(res, 401, 'the event stream needs the admin token: open /dashboard?token=<token>', {
+          'www-authenticate': 'Bearer',
+        });
+      else this.subscribe(req, res);
     } else {
       const asset = this.assets.get(path);
       if (!asset) sendJson(res, 404, `no dashboard asset ${path}`);

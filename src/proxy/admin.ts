@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isJsonContentType } from './admin-auth.js';
 import { readBody, BodyTooLarge } from './body.js';
 import { sendError, sendJson } from './errors.js';
 
@@ -23,9 +24,27 @@ export class AdminError extends Error {
   }
 }
 
+const ERROR_CODES: ReadonlyMap<number, string> = new Map([
+  [404, 'not_found'],
+  [409, 'conflict'],
+  [413, 'body_too_large'],
+  [415, 'unsupported_media_type'],
+]);
+
 const BACKEND_PATH = /^\/admin\/backends\/([^/]+)(\/drain|\/undrain)?$/;
 
+/** A path segment, percent-decoded; malformed escapes (`%ZZ`) are the client's error. */
+export function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new AdminError(400, `malformed percent-encoding in path segment '${segment}'`);
+  }
+}
+
 async function jsonBody(req: IncomingMessage): Promise<unknown> {
+  // A browser form or text/plain fetch (CSRF's simple requests) can't send this content type.
+  if (!isJsonContentType(req)) throw new AdminError(415, 'content-type must be application/json');
   let raw: Buffer;
   try {
     raw = await readBody(req, 1 << 20);
@@ -41,8 +60,9 @@ async function jsonBody(req: IncomingMessage): Promise<unknown> {
 }
 
 /**
- * /admin/* routes. Every change is validated before anything is touched, so an invalid one
- * answers 400 and changes no state. Errors use the OpenAI error shape.
+ * /admin/* routes, once admin-auth.ts has let the request in. Every change is validated before
+ * anything is touched, so an invalid one answers 4xx and changes no state. Errors use the OpenAI
+ * error shape.
  */
 export async function handleAdmin(
   req: IncomingMessage,
@@ -50,13 +70,7 @@ export async function handleAdmin(
   path: string,
   query: URLSearchParams,
   target: AdminTarget,
-  token: string | undefined,
 ): Promise<void> {
-  if (token !== undefined && req.headers.authorization !== `Bearer ${token}`) {
-    return sendError(res, 'openai', 401, 'missing or wrong bearer token', 'unauthorized', {
-      'www-authenticate': 'Bearer',
-    });
-  }
   const method = req.method ?? 'GET';
   const notAllowed = (allow: string): void =>
     sendError(res, 'openai', 405, `method not allowed; use ${allow}`, 'method_not_allowed', { allow });
@@ -83,7 +97,7 @@ export async function handleAdmin(
     }
     const m = BACKEND_PATH.exec(path);
     if (m) {
-      const name = decodeURIComponent(m[1]!);
+      const name = decodeSegment(m[1]!);
       if (m[2]) {
         if (method !== 'POST') return notAllowed('POST');
         target.drainBackend(name, m[2] === '/drain');
@@ -107,7 +121,7 @@ export async function handleAdmin(
         'openai',
         err.status,
         err.message,
-        err.status === 404 ? 'not_found' : 'invalid_request',
+        ERROR_CODES.get(err.status) ?? 'invalid_request',
       );
     }
     throw err;

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
-import { createPolicy, type PolicySpec } from '../core/policies/index.js';
+import { backendRefs, createPolicy, type PolicySpec } from '../core/policies/index.js';
 import type { ScoreExplanation } from '../core/policies/plugin.js';
 import { ProfilePolicy } from '../core/policies/profile.js';
 import type { Policy } from '../core/types.js';
@@ -20,6 +20,7 @@ import { handleAdmission } from '../admission/http.js';
 import { TASK_ID_HEADER, estimateRequestTokens, leaseCovers, passGate } from '../admission/proxy-gate.js';
 import { Admission } from '../admission/service.js';
 import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
+import { admitAdmin, dashboardAllowed, isLoopback } from './admin-auth.js';
 import { BodyTooLarge, readBody } from './body.js';
 import { sendError, sendJson, type ErrorFormat } from './errors.js';
 import { BadRequest, PROXY_ROUTES, parseBody, type ParsedRequest, type ProxyRoute } from './routes.js';
@@ -112,6 +113,10 @@ export class Router implements AdminTarget {
   readonly dashboard: Dashboard;
   readonly admission: Admission;
   private readonly server: Server;
+  /** `admin.listen`'s server: the only place /admin is served when it is set. */
+  private readonly adminServer: Server | undefined;
+  /** Where the admin API answers (`admin.listen`'s URL once listening), for the start banner. */
+  adminUrl: string | undefined;
   private readonly waiters = new Map<string, (d: Decision) => void>();
   private nextId = 0;
   private expireTimer: NodeJS.Timeout | undefined;
@@ -146,6 +151,8 @@ export class Router implements AdminTarget {
     this.admission = new Admission(settings, log, this.metrics.registry);
     this.dashboard = new Dashboard(this.scheduler, this.stats, {
       backendErrors: (name) => this.fleet.get(name),
+      // Read at each request: a reload may change the token.
+      authorize: (req) => dashboardAllowed(req, this.settings.admin),
     });
     this.fleet = new Fleet(
       this.scheduler,
@@ -155,7 +162,11 @@ export class Router implements AdminTarget {
       (name) => this.metrics.ejections.inc({ backend: name }),
       now,
     );
-    this.server = createServer((req, res) => this.handle(req, res));
+    this.server = createServer((req, res) => this.handle(req, res, false));
+    if (settings.admin?.listen) {
+      this.adminServer = createServer((req, res) => this.handle(req, res, true));
+      this.adminServer.requestTimeout = 30_000;
+    }
     this.server.keepAliveTimeout = 65_000;
     // LLM answers take minutes; the default 5-minute request timeout would cut them.
     this.server.requestTimeout = 0;
@@ -180,28 +191,49 @@ export class Router implements AdminTarget {
     this.expireTimer = setInterval(() => {
       this.apply(this.scheduler.expire(now(), this.settings.queue.maxWaitMs));
     }, 1000).unref();
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => resolve());
-    });
-    const addr = this.server.address() as AddressInfo;
-    const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
-    return `http://${h}:${addr.port}`;
+    const url = await listenOn(this.server, host, port);
+    const admin = this.settings.admin;
+    if (this.adminServer && admin?.listen) {
+      this.adminUrl = await listenOn(this.adminServer, admin.listen.host, admin.listen.port);
+      if (admin.token === undefined && !isLoopback(admin.listen.host))
+        this.log.warn(
+          { adminUrl: this.adminUrl },
+          'admin API exposed on a non-loopback address without admin.token: anyone who can reach it controls the router',
+        );
+      this.log.info({ adminUrl: this.adminUrl }, 'admin API listening');
+    } else if (admin?.token !== undefined) {
+      this.adminUrl = url;
+      this.log.info({ adminUrl: url }, 'admin API on the client port (bearer token required)');
+    } else this.log.info('admin API closed (no admin.token, no admin.listen)');
+    return url;
   }
 
   async close(): Promise<void> {
     if (this.expireTimer) clearInterval(this.expireTimer);
     this.dashboard.close();
-    this.server.closeAllConnections();
-    await new Promise<void>((r) => this.server.close(() => r()));
+    for (const srv of [this.server, this.adminServer]) {
+      if (!srv?.listening) continue;
+      srv.closeAllConnections();
+      await new Promise<void>((r) => srv.close(() => r()));
+    }
     await this.fleet.close();
     await this.admission.close();
   }
 
-  private handle(req: IncomingMessage, res: ServerResponse): void {
+  private handle(req: IncomingMessage, res: ServerResponse, onAdminListener: boolean): void {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q >= 0 ? url.slice(0, q) : url;
+    if (path === '/admin' || path.startsWith('/admin/'))
+      return this.admin(req, res, path, url, q, onAdminListener);
+    if (onAdminListener && !ADMIN_LISTENER_PATHS.test(path))
+      return sendError(
+        res,
+        'openai',
+        404,
+        `the admin listener serves /admin, /dashboard, /healthz and /metrics only`,
+        'not_found',
+      );
     const route = PROXY_ROUTES.get(path);
     if (route) {
       if (req.method !== 'POST') return this.methodNotAllowed(res, path, 'POST');
@@ -225,22 +257,8 @@ export class Router implements AdminTarget {
       case '/v1/models':
         return get(() => this.models(res));
       default:
-        if (handleAdmission(req, res, path, this.admission, this.settings.admin?.token)) return;
+        if (handleAdmission(req, res, path, this.admission)) return;
         if (this.dashboard.handle(req, res, path)) return;
-        if (path.startsWith('/admin/')) {
-          void handleAdmin(
-            req,
-            res,
-            path,
-            new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''),
-            this,
-            this.settings.admin?.token,
-          ).catch((err: unknown) => {
-            this.log.error({ err }, 'admin failure');
-            sendError(res, 'openai', 500, 'internal error', 'internal_error');
-          });
-          return;
-        }
         return sendError(
           res,
           formatOf(path),
@@ -249,6 +267,25 @@ export class Router implements AdminTarget {
           'not_found',
         );
     }
+  }
+
+  /** /admin/*: let in by admin-auth.ts (token, listener, CSRF), then the quota or fleet routes. */
+  private admin(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    url: string,
+    q: number,
+    onAdminListener: boolean,
+  ): void {
+    if (!admitAdmin(req, res, this.settings.admin, onAdminListener)) return;
+    if (handleAdmission(req, res, path, this.admission)) return;
+    void handleAdmin(req, res, path, new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''), this).catch(
+      (err: unknown) => {
+        this.log.error({ err }, 'admin failure');
+        sendError(res, 'openai', 500, 'internal error', 'internal_error');
+      },
+    );
   }
 
   private methodNotAllowed(res: ServerResponse, path: string, allow: string): void {
@@ -322,19 +359,35 @@ export class Router implements AdminTarget {
 
   removeBackend(name: string): void {
     if (!this.fleet.get(name)) throw new AdminError(404, `unknown backend '${name}'`);
+    if (backendRefs(this.settings.policy).includes(name))
+      throw new AdminError(
+        409,
+        `policy '${this.settings.policy.name}' is pinned to '${name}': change the policy first`,
+      );
     this.fleet.remove(name);
     this.log.info({ backend: name }, 'backend removed');
   }
 
-  /** Body: `{"policy": "least-connections"}` or `{"policy": {"name": "estimated-wait", "alpha": 0.3}}`. */
+  /**
+   * Body: `{"policy": "least-connections"}`, `{"policy": {"name": "estimated-wait", "alpha": 0.3}}`
+   * or the object itself, `{"name": "pinned", "backend": "a"}` (the config file's shape).
+   */
   setPolicy(body: unknown): void {
-    const raw = body && typeof body === 'object' ? (body as { policy?: unknown }).policy : undefined;
+    const obj = body && typeof body === 'object' && !Array.isArray(body) ? (body as object) : undefined;
+    const raw = obj && Object.hasOwn(obj, 'policy') ? (obj as { policy?: unknown }).policy : obj;
     let spec: PolicySpec;
     if (typeof raw === 'string') spec = { name: raw };
     else if (raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string') {
       const { name, ...params } = raw as { name: string };
       spec = { name, params };
     } else throw new AdminError(400, 'body must be {"policy": <name> | {"name": <name>, ...params}}');
+    const known = new Set(this.fleet.all().map((rt) => rt.config.name));
+    const unknown = backendRefs(spec).filter((b) => !known.has(b));
+    if (unknown.length > 0)
+      throw new AdminError(
+        400,
+        `policy '${spec.name}' names unknown backend '${unknown.join("', '")}' (known: ${[...known].join(', ') || 'none'})`,
+      );
     let policy;
     try {
       policy = this.explained(createPolicy(spec, this.random, this.settings.scheduling));
@@ -484,8 +537,17 @@ export class Router implements AdminTarget {
     });
   }
 
+  /** Never rejects: a collector that throws (a quota store read) is a 500, not an un-caught promise. */
   private async sendMetrics(res: ServerResponse): Promise<void> {
-    const text = await this.metrics.registry.metrics();
+    let text: string;
+    try {
+      text = await this.metrics.registry.metrics();
+    } catch (err) {
+      this.log.error({ err }, 'metrics collection failed');
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end(`metrics collection failed: ${(err as Error).message}\n`);
+      return;
+    }
     res.writeHead(200, { 'content-type': this.metrics.registry.contentType });
     res.end(text);
   }
@@ -855,6 +917,22 @@ function withJsonContentType(raw: readonly string[]): string[] {
 
 function sameSet(a: ReadonlySet<string>, b: readonly string[]): boolean {
   return a.size === new Set(b).size && b.every((x) => a.has(x));
+}
+
+/** What the admin listener serves besides /admin. */
+const ADMIN_LISTENER_PATHS = /^\/(dashboard(\/.*)?|healthz|metrics)$/;
+
+async function listenOn(server: Server, host: string, port: number): Promise<string> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address() as AddressInfo;
+  const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return `http://${h}:${addr.port}`;
 }
 
 function formatOf(path: string): ErrorFormat {

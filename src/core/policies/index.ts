@@ -171,6 +171,17 @@ export interface PolicySpec {
 }
 
 /**
+ * Backends a policy's parameters name (pinned's `backend`). Hosts check them against their
+ * fleet: a pinned policy whose backend does not exist would hold every request forever.
+ */
+export function backendRefs(spec: PolicySpec): string[] {
+  const p = spec.params;
+  return spec.name === 'pinned' && p && Object.hasOwn(p, 'backend') && typeof p.backend === 'string'
+    ? [p.backend]
+    : [];
+}
+
+/**
  * Build a policy: a scheduling profile of the config, else a built-in one. Throws an Error naming
  * the problem for an unknown name or bad parameters, so config load can call it once and report it.
  */
