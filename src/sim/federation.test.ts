@@ -1,0 +1,106 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseScenario, ScenarioError } from '../scenario/load.js';
+import { simulateFederation } from './federation.js';
+
+// Two regions, one replica each; region a's 10 users overload its replica, region b's one user
+// leaves room. 50 ms one way.
+const regions = (extra = ''): string => `
+name: fed-test
+durationS: 60
+graceS: 120
+defaults:
+  profile: { slots: 4, kvCapacityTokens: 4096, baseStepS: 0.02, prefillPerTokenS: 1e-4, prefixCacheBlocks: 64, pagedKv: true }
+fleet:
+  - { name: a, region: a }
+  - { name: b, region: b }
+regions:
+  clients: [ { name: a, clients: 10 }, { name: b, clients: 1 } ]
+  oneWayMs: 50
+  peerProbeMs: 50
+${extra}
+workload:
+  type: multi-turn
+  clients: 11
+  sessionKeyBy: client
+  turns: { dist: uniform, min: 2, max: 4 }
+  thinkTimeS: 0
+  conversationGapS: 0
+  systemPrompt: { tokens: 16 }
+  userTokens: { dist: uniform, min: 20, max: 80 }
+  outputTokens: { dist: uniform, min: 20, max: 60 }
+  startSpreadS: 1
+policies: [region-local, skylb, skylb-ch]
+`;
+
+describe('federation simulator', () => {
+  const s = parseScenario(regions(), '<test>');
+
+  it('region-local keeps every request in its region', () => {
+    const r = simulateFederation(s, { name: 'region-local' }, { seed: 1 });
+    assert.ok(r.records.length > 50);
+    for (const rec of r.records) {
+      assert.equal(rec.ok, true);
+      assert.equal(rec.backend, rec.id.startsWith('a-') ? 'a' : 'b');
+    }
+    assert.deepEqual(
+      r.routers.map((x) => x.forwardedOut + x.servedForPeers),
+      [0, 0],
+    );
+  });
+
+  for (const mode of ['skylb', 'skylb-ch']) {
+    it(`${mode} forwards the busy region's overflow once, pays the round trip, and gains throughput`, () => {
+      const local = simulateFederation(s, { name: 'region-local' }, { seed: 1 });
+      const r = simulateFederation(s, { name: mode }, { seed: 1 });
+      const [a, b] = r.routers;
+      assert.ok(a!.forwardedOut > 10, `a forwarded ${a!.forwardedOut}`);
+      // Every forwarded request was served by the peer it reached: none forwarded twice.
+      assert.equal(a!.forwardedOut + b!.forwardedOut, a!.servedForPeers + b!.servedForPeers);
+      let crossed = 0;
+      for (const rec of r.records) {
+        assert.equal(rec.ok, true);
+        if (rec.id.startsWith('a-') && rec.backend === 'b') {
+          crossed++;
+          assert.ok(rec.firstTokenS! - rec.arrivalS >= 0.1 - 1e-9, 'a forwarded request pays 2 × 50 ms');
+          assert.ok(rec.dispatchS! - rec.arrivalS >= 0.05 - 1e-9);
+        }
+      }
+      assert.equal(crossed, a!.forwardedOut);
+      const done = (x: typeof r): number => x.records.filter((q) => q.ok && q.finishS! <= s.durationS).length;
+      assert.ok(done(r) > done(local), `${mode} ${done(r)} vs region-local ${done(local)}`);
+    });
+  }
+
+  it('is deterministic for a seed', () => {
+    const x = simulateFederation(s, { name: 'skylb' }, { seed: 3 });
+    const y = simulateFederation(s, { name: 'skylb' }, { seed: 3 });
+    assert.deepEqual(x.records, y.records);
+  });
+
+  it('rejects a region without backends and a backend outside the regions', () => {
+    assert.throws(
+      () => parseScenario(regions().replace('{ name: b, clients: 1 }', '{ name: c, clients: 1 }'), '<t>'),
+      (e: unknown) => e instanceof ScenarioError && /no backend in region 'c'/.test(e.message),
+    );
+    assert.throws(() => simulateFederation(s, { name: 'single' }, { seed: 1 }), /unknown regions policy/);
+  });
+
+  it('routers: single, shared-view and independent all serve every request on one fleet', () => {
+    const text = regions()
+      .replace(
+        /regions:\n {2}clients:.*\n {2}oneWayMs: 50\n {2}peerProbeMs: 50\n/,
+        'routers: { count: 3, syncMs: 50 }\n',
+      )
+      .replace('{ name: a, region: a }', '{ name: a }')
+      .replace('{ name: b, region: b }', '{ name: b }')
+      .replace('policies: [region-local, skylb, skylb-ch]', 'policies: [single, shared-view, independent]');
+    const rs = parseScenario(text, '<routers>');
+    for (const name of ['single', 'shared-view', 'independent']) {
+      const r = simulateFederation(rs, { name }, { seed: 1 });
+      assert.equal(r.routers.length, name === 'single' ? 1 : 3);
+      assert.ok(r.records.every((q) => q.ok === true));
+      if (name !== 'single') assert.ok(r.routers.every((x) => x.arrived > 10));
+    }
+  });
+});
