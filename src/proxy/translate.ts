@@ -60,7 +60,7 @@ export function ollamaToOpenAI(kind: OllamaKind, body: Obj, stream: boolean): Tr
   if (stream) out.stream_options = { include_usage: true };
   const options = isObj(body.options) ? body.options : {};
   for (const [k, v] of Object.entries(options)) {
-    const mapped = OPTION_MAP[k];
+    const mapped = Object.hasOwn(OPTION_MAP, k) ? OPTION_MAP[k] : undefined; // options.constructor is no option
     if (mapped !== undefined && v !== undefined && !(k === 'num_predict' && typeof v === 'number' && v < 0)) {
       out[mapped] = v;
     }
