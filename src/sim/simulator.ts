@@ -24,7 +24,8 @@ import {
   promptBlockHashes,
 } from '../engine/tokens.js';
 import type { Scenario } from '../scenario/types.js';
-import type { ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
+import { engineBlockHashes } from '../workloads/trace-blocks.js';
+import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 import { EventHeap } from './event-heap.js';
 
 /** Why a request failed: the router rejected it, or the client gave up (WorkloadRequest.timeoutS). */
@@ -233,7 +234,7 @@ export function simulateWith(
       const i = byName.get(d.backend)!;
       const req = o.req;
       const profile = fleet[i]!.profile;
-      const promptTokens = countTokens(o.text);
+      const promptTokens = req.promptTokens ?? countTokens(o.text);
       const cap = req.maxTokens;
       const outputTokens = Math.max(
         1,
@@ -248,17 +249,24 @@ export function simulateWith(
       // cache, the answer is drawn now so the engine can cache its blocks at the finish, and the
       // client resends exactly that text in a follow-up.
       const caching = profile.prefixCacheBlocks > 0;
-      const blockHashes = caching ? promptBlockHashes(o.text, profile.blockSize) : [];
-      if (caching) o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
+      // A trace request known by its blocks (stand-in text) has its engine hashes from them, and
+      // no answer to cache: its client, a trace, resends whatever the trace says.
+      const blocks = req.prefixBlocks;
+      const blockHashes = !caching
+        ? []
+        : blocks
+          ? engineBlockHashes(blocks, promptTokens, req.tailState ?? 0, profile.blockSize)
+          : promptBlockHashes(o.text, profile.blockSize);
+      if (caching && !blocks)
+        o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
       engines[i]!.submit(
         {
           id: req.id,
           promptTokens,
           blockHashes,
           outputTokens,
-          contextBlockHashes: caching
-            ? contextBlockHashes(o.text, blockHashes, o.answer, profile.blockSize)
-            : undefined,
+          contextBlockHashes:
+            caching && !blocks ? contextBlockHashes(o.text, blockHashes, o.answer, profile.blockSize) : undefined,
         },
         now,
       );
@@ -353,7 +361,8 @@ export function simulateWith(
   };
 
   const active = (): boolean =>
-    pendingSends > 0 || liveWakes > 0 || scheduler.inFlightTotal > 0 || scheduler.queueLength > 0;
+    pendingSends > 0 ||
+    first !== undefined || liveWakes > 0 || scheduler.inFlightTotal > 0 || scheduler.queueLength > 0;
 
   // A policy that needs fresh engine state (SP-P) gets probed at least as often as it asks.
   const probeBase = opts.probeEveryS ?? 0.05;
@@ -387,24 +396,22 @@ export function simulateWith(
     routerSamples.push({ t: now, queued: scheduler.queueLength });
   };
 
-  // The opening requests (all of an open-loop workload) are a sorted list read by a cursor, not heap
-  // entries: the heap then holds only engine wakes, follow-ups, timeouts and the two periodic events,
-  // so it stays small. The sort is stable, so equal times keep the driver's order, and they beat
-  // heap events at the same instant as their SEND priority (and earlier insertion) would.
-  const initial = driver
-    .start()
-    .filter((it) => it.at < scenario.durationS)
-    .sort((a, b) => a.at - b.at);
-  let ni = 0;
-  pendingSends = initial.length;
+  // The opening requests (all of an open-loop workload) are read by a cursor in time order, not
+  // heap entries: the heap then holds only engine wakes, follow-ups, timeouts and the two periodic
+  // events, so it stays small. A driver that streams (trace replay) is read one request ahead, so
+  // memory stays flat in trace length; otherwise start()'s list is sorted (stably: equal times keep
+  // the driver's order, and they beat heap events at the same instant as their SEND priority and
+  // earlier insertion would).
+  const opening = openingRequests(driver, scenario.durationS);
+  let first = opening();
   if (Number.isFinite(probeEvery)) heap.push(0, PROBE, PROBE_EVENT);
   if (Number.isFinite(sampleEvery)) heap.push(0, SAMPLE, SAMPLE_EVENT);
   let cut = false;
   for (;;) {
     const ht = heap.peekTime();
-    const first = ni < initial.length ? initial[ni]! : undefined;
-    const fromList = first !== undefined && (ht === undefined || Math.max(0, first.at) <= ht);
-    const t = fromList ? Math.max(0, first.at) : ht;
+    const head = first;
+    const fromList = head !== undefined && (ht === undefined || Math.max(0, head.at) <= ht);
+    const t = fromList ? Math.max(0, head.at) : ht;
     if (t === undefined) break;
     if (t > endS) {
       cut = true;
@@ -412,11 +419,11 @@ export function simulateWith(
     }
     now = t;
     if (fromList) {
-      ni++;
-      pendingSends--;
+      const sent = head.request;
+      first = opening();
       lastActivity = now;
-      onSend(first.request);
-      if (dirtyList.length > 0) flushIfInstantOver(ni < initial.length ? initial[ni]!.at : undefined);
+      onSend(sent);
+      if (dirtyList.length > 0) flushIfInstantOver(first?.at);
       continue;
     }
     const ev = heap.pop()!;
@@ -444,7 +451,7 @@ export function simulateWith(
         onSample();
         if (active()) heap.push(now + sampleEvery, SAMPLE, SAMPLE_EVENT);
     }
-    if (dirtyList.length > 0) flushIfInstantOver(ni < initial.length ? initial[ni]!.at : undefined);
+    if (dirtyList.length > 0) flushIfInstantOver(first?.at);
   }
 
   checkConservation(records, open.size, scheduler, engines);
@@ -459,6 +466,36 @@ export function simulateWith(
     }),
     simulatedS: cut && open.size > 0 ? endS : lastActivity,
   };
+}
+
+/**
+ * The driver's opening requests sent before `durationS`, one at a time in time order (undefined at
+ * the end): a stream is checked to be in order, a list is sorted.
+ */
+function openingRequests(driver: ClientDriver, durationS: number): () => ScheduledRequest | undefined {
+  if (driver.stream) {
+    const it = driver.stream();
+    let last = -Infinity;
+    return () => {
+      const r = it.next();
+      if (r.done) return undefined;
+      const s = r.value;
+      if (s.at < last) throw new Error(`workload stream out of order: ${s.request.id} at ${s.at}s after ${last}s`);
+      last = s.at;
+      // In time order: the first one at or after durationS ends the opening.
+      if (!(s.at < durationS)) {
+        it.return?.();
+        return undefined;
+      }
+      return s;
+    };
+  }
+  const list = driver
+    .start()
+    .filter((it) => it.at < durationS)
+    .sort((a, b) => a.at - b.at);
+  let i = 0;
+  return () => (i < list.length ? list[i++] : undefined);
 }
 
 /**

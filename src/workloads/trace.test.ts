@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { countTokens } from '../engine/tokens.js';
-import { parseTrace, TraceError, traceWorkload } from './trace.js';
+import { parseTrace, guessTraceFormat, TraceError, traceWorkload } from './trace.js';
+import { azureTime } from './trace-azure.js';
+import { engineBlockHashes } from './trace-blocks.js';
 
 function file(text: string): string {
   const p = join(mkdtempSync(join(tmpdir(), 'llmlb-trace-')), 'trace.jsonl');
@@ -79,5 +81,191 @@ describe('trace', () => {
   it('same seed → identical output', () => {
     const p = file(TRACE);
     assert.deepEqual(traceWorkload({ path: p }, 1).start(), traceWorkload({ path: p }, 1).start());
+  });
+});
+
+function fileNamed(name: string, text: string): string {
+  const p = join(mkdtempSync(join(tmpdir(), 'llmlb-trace-')), name);
+  writeFileSync(p, text);
+  return p;
+}
+
+// Each public format's exact shape (header and columns as the published files have them).
+const MOONCAKE = [
+  '{"timestamp": 0, "input_length": 1200, "output_length": 20, "hash_ids": [0, 1, 2]}',
+  '{"timestamp": 1500, "input_length": 1100, "output_length": 0, "hash_ids": [0, 1, 3]}',
+  '{"timestamp": 2250, "input_length": 300, "output_length": 7, "hash_ids": [9]}',
+].join('\n');
+const AZURE = [
+  'TIMESTAMP,ContextTokens,GeneratedTokens',
+  '2023-11-16 18:15:46.6805900,374,44',
+  '2023-11-16 18:15:50.9951690,396,109',
+  '2023-11-16 18:15:51.1000000,2048,1',
+].join('\r\n');
+const BURSTGPT = [
+  'Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type',
+  '5,ChatGPT,472,18,490,Conversation log',
+  '45,GPT-4,1087,62,1149,API log',
+  '46,ChatGPT,12,0,12,Conversation log',
+].join('\n');
+
+describe('trace importers', () => {
+  it('guesses each format from its first line', () => {
+    assert.equal(guessTraceFormat(fileNamed('a.jsonl', MOONCAKE)).name, 'mooncake');
+    assert.equal(guessTraceFormat(fileNamed('a.csv', AZURE)).name, 'azure');
+    assert.equal(guessTraceFormat(fileNamed('b.csv', BURSTGPT)).name, 'burstgpt');
+    assert.equal(guessTraceFormat(fileNamed('c.jsonl', TRACE)).name, 'llmlb');
+    assert.throws(() => guessTraceFormat(fileNamed('d.csv', 'x,y\n1,2')), /:1: cannot tell the trace format/);
+  });
+
+  it('mooncake: ms timestamps, exact lengths, shared hash_ids → shared stand-in prefix and engine blocks', () => {
+    const rs = traceWorkload({ path: fileNamed('m.jsonl', MOONCAKE) }, 1).start();
+    assert.deepEqual(
+      rs.map((s) => [s.at, s.request.promptTokens, s.request.outputTokens]),
+      [
+        [0, 1200, 20],
+        [1.5, 1100, 1],
+        [2.25, 300, 7],
+      ],
+    );
+    const [a, b, c] = rs.map((s) => s.request);
+    // One stand-in char per 8 tokens; 1024 shared tokens = 128 shared chars, then they differ.
+    assert.equal(a!.prompt!.length, 150);
+    assert.equal(a!.prompt!.slice(0, 128), b!.prompt!.slice(0, 128));
+    assert.notEqual(a!.prompt!.slice(128, 136), b!.prompt!.slice(128, 136));
+    assert.notEqual(a!.prompt!.slice(0, 8), c!.prompt!.slice(0, 8));
+    // Engine blocks of 16 tokens: 64 shared (two 512-token blocks), then different.
+    const ha = engineBlockHashes(a!.prefixBlocks!, 1200, a!.tailState!, 16);
+    const hb = engineBlockHashes(b!.prefixBlocks!, 1100, b!.tailState!, 16);
+    assert.equal(ha.length, 75);
+    assert.equal(hb.length, 68);
+    assert.deepEqual(ha.slice(0, 64), hb.slice(0, 64));
+    assert.ok(ha.slice(64).every((h) => !hb.includes(h)));
+    assert.equal(new Set(ha).size, ha.length);
+  });
+
+  it('azure: dates rebased to the first row, CRLF lines', () => {
+    const rs = traceWorkload({ path: fileNamed('a.csv', AZURE) }, 1).start();
+    assert.deepEqual(
+      rs.map((s) => [Number(s.at.toFixed(6)), s.request.promptTokens, s.request.outputTokens]),
+      [
+        [0, 374, 44],
+        [4.314579, 396, 109],
+        [4.41941, 2048, 1],
+      ],
+    );
+    // No shared blocks: every stand-in is its own.
+    assert.notEqual(rs[0]!.request.prompt!.slice(0, 8), rs[1]!.request.prompt!.slice(0, 8));
+    assert.equal(azureTime('2023-11-16 18:15:46.5'), Date.UTC(2023, 10, 16, 18, 15, 46) / 1000 + 0.5);
+  });
+
+  it('burstgpt: seconds, model and log type as label, failed answers as one token', () => {
+    const rs = traceWorkload({ path: fileNamed('b.csv', BURSTGPT), api: 'openai-chat' }, 1).start();
+    assert.deepEqual(
+      rs.map((s) => [s.at, s.request.promptTokens, s.request.outputTokens, s.request.label]),
+      [
+        [5, 472, 18, 'ChatGPT conversation'],
+        [45, 1087, 62, 'GPT-4 api'],
+        [46, 12, 1, 'ChatGPT conversation'],
+      ],
+    );
+    assert.equal(rs[0]!.request.messages!.length, 1);
+  });
+
+  it('llmlb captured lines: blocks and lengths, no text', () => {
+    const cap = [
+      '{"at": 0.5, "model": "m", "api": "ollama-chat", "promptTokens": 200, "outputTokens": 5, "blockTokens": 64, "blocks": ["aa", "bb", "cc"], "sessionKey": "k1", "backend": "b0", "ttftS": 0.2, "e2eS": 1.1, "status": 200}',
+      '{"at": 0.7, "model": "m", "api": "ollama-chat", "promptTokens": 130, "outputTokens": 9, "blockTokens": 64, "blocks": ["aa", "bb"], "status": 200}',
+    ].join('\n');
+    const rs = traceWorkload({ path: fileNamed('cap.jsonl', cap) }, 1).start();
+    const [a, b] = rs.map((s) => s.request);
+    assert.equal(a!.promptTokens, 200);
+    assert.equal(a!.sessionKey, 'k1');
+    assert.equal(a!.messages![0]!.content.length, 25);
+    assert.equal(a!.messages![0]!.content.slice(0, 16), b!.messages![0]!.content.slice(0, 16));
+    assert.throws(
+      () => parseTrace('{"at": 0, "outputTokens": 1, "prompt": "x", "blocks": ["a"]}', 't'),
+      /t:1: promptTokens: blocks need promptTokens/,
+    );
+  });
+
+  it('malformed lines: an error naming file, line and field, or skipped and counted', () => {
+    const cases: [string, string, RegExp][] = [
+      [
+        'm.jsonl',
+        MOONCAKE + '\n{"timestamp": 3000, "input_length": "x", "output_length": 1}',
+        /m\.jsonl:4: input_length: /,
+      ],
+      [
+        'm.jsonl',
+        MOONCAKE + '\n{"timestamp": 3000, "input_length": 5, "output_length": 1, "hash_ids": [1.5]}',
+        /:4: hash_ids: /,
+      ],
+      [
+        'm.jsonl',
+        '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": []}\n{"timestamp": 1, ',
+        /:2: not JSON/,
+      ],
+      ['a.csv', AZURE + '\r\n2023-11-16 18:15:52.0,12', /a\.csv:5: expected 3 columns/],
+      [
+        'a.csv',
+        AZURE + '\r\n2023-11-16 18:15:52.0,12,-3',
+        /a\.csv:5: GeneratedTokens: expected a non-negative integer/,
+      ],
+      ['a.csv', AZURE + '\r\nyesterday,12,3', /a\.csv:5: TIMESTAMP: /],
+      ['b.csv', BURSTGPT + '\n47,ChatGPT,ten,1,11,API log', /b\.csv:5: Request tokens: /],
+      [
+        'b.csv',
+        'Timestamp,Model,Request tokens,Total tokens\n1,a,2,3',
+        /b\.csv:1: header lacks column 'Response tokens'/,
+      ],
+    ];
+    for (const [name, text, re] of cases) {
+      const path = fileNamed(name, text);
+      const format = name === 'b.csv' ? 'burstgpt' : undefined;
+      assert.throws(
+        () => traceWorkload({ path, format }, 1),
+        (e: unknown) => e instanceof TraceError && re.test(e.message),
+      );
+    }
+    const bad = fileNamed(
+      'm.jsonl',
+      MOONCAKE + '\nnot json\n{"timestamp": 4000, "input_length": 1, "output_length": 1}\n{}',
+    );
+    const replay = traceWorkload({ path: bad, skipBad: true }, 1);
+    assert.equal(replay.start().length, 4);
+    assert.equal(replay.stats.skipped, 2);
+    assert.match(replay.stats.firstBad!, /:4: not JSON/);
+  });
+
+  it('time window, sampling and limit; streamed like start()', () => {
+    const lines = Array.from(
+      { length: 200 },
+      (_, i) => `{"timestamp": ${i * 100}, "input_length": 64, "output_length": 4, "hash_ids": [${i}]}`,
+    );
+    const path = fileNamed('m.jsonl', lines.join('\n'));
+    const win = traceWorkload({ path, startS: 5, endS: 10 }, 1).start();
+    assert.equal(win.length, 50);
+    assert.equal(win[0]!.at, 0);
+    assert.equal(win[0]!.request.id, 'l51');
+    const half = traceWorkload({ path, sample: 0.5 }, 1).start();
+    assert.ok(half.length > 70 && half.length < 130, `sampled ${half.length}`);
+    assert.deepEqual(
+      traceWorkload({ path, sample: 0.5 }, 1)
+        .start()
+        .map((s) => s.request.id),
+      half.map((s) => s.request.id),
+    );
+    assert.equal(traceWorkload({ path, limit: 7, rateScale: 10 }, 1).start().at(-1)!.at, 0.06);
+    const replay = traceWorkload({ path, durationS: 3 }, 1);
+    const streamed: string[] = [];
+    const it = replay.stream();
+    for (let r = it.next(); !r.done; r = it.next()) streamed.push(r.value.request.id);
+    assert.deepEqual(
+      streamed,
+      replay.start().map((s) => s.request.id),
+    );
+    assert.equal(streamed.length, 30);
+    assert.equal(replay.stats.promptTokens, 30 * 64);
   });
 });

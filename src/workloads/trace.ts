@@ -1,30 +1,45 @@
 /**
- * Trace replay (open loop): a JSONL file, one request per line —
- *   {"at": 0.25, "model": "llama3", "prompt": "…", "outputTokens": 120}
- *   {"at": 0.40, "api": "openai-chat", "messages": [{"role": "user", "content": "…"}], "outputTokens": 80, "sessionKey": "u7"}
- *   {"at": 0.90, "promptTokens": 512, "outputTokens": 64}       ← lengths only: text is synthesized
- * Fields are those of WorkloadRequest plus `at` (seconds from start) and `promptTokens`; `id`
- * defaults to `l<line>`, `model`/`api` to the workload's. Blank lines are skipped. Lines may come
- * in any order; they are sent sorted by `at` (ties in file order). Errors name the line and field.
+ * Trace replay (open loop), streamed from a file in one of four formats:
+ *   - llmlb (JSONL, one request per line; also what `serve` captures, src/trace/):
+ *       {"at": 0.25, "model": "llama3", "prompt": "…", "outputTokens": 120}
+ *       {"at": 0.40, "api": "openai-chat", "messages": [{"role": "user", "content": "…"}], "outputTokens": 80, "sessionKey": "u7"}
+ *       {"at": 0.90, "promptTokens": 512, "outputTokens": 64}       ← lengths only: text is synthesized
+ *       {"at": 1.20, "promptTokens": 300, "outputTokens": 9, "blockTokens": 64, "blocks": ["9f0c…", "41aa…"]}  ← captured
+ *     Fields are those of WorkloadRequest plus `at` (seconds from start), `promptTokens`, the prompt's
+ *     block hashes (`blocks`, `blockTokens` tokens each) and what a capture records for reports
+ *     (`backend`, `ttftS`, `e2eS`, `status`). `id` defaults to `l<line>`, `model`/`api` to the
+ *     workload's.
+ *   - mooncake, azure, burstgpt: the public traces (trace-mooncake.ts, trace-azure.ts,
+ *     trace-burstgpt.ts show a sample of each).
+ * The format is guessed from the first line when not given. Requests known by lengths and block ids
+ * only get a short stand-in text and exact token counts (trace-blocks.ts), so memory and time stay
+ * flat in prompt length; memory is flat in trace length too (the file is read in chunks, requests
+ * built as the replay reaches them).
+ *
+ * Lines may come slightly out of time order (a capture writes a request when it ends): they are
+ * sent sorted by time (ties in file order) through a window of REORDER_WINDOW lines. Blank lines are
+ * skipped. A bad line is an error naming the file, line and field, or with `skipBad` is skipped and
+ * counted (TraceReplay.stats, which `llmlb whatif` reports).
  */
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { createRng, deriveSeed } from '../core/rng.js';
-import {
-  ApiSchema,
-  DEFAULT_MODEL,
-  openLoop,
-  parseParams,
-  positiveInt,
-  requestFromMessages,
-} from './common.js';
+import { ApiSchema, DEFAULT_MODEL, parseParams, positiveInt, requestFromMessages } from './common.js';
 import { TextSource } from './text.js';
-import type { ChatMessage, ClientDriver, ScheduledRequest } from './types.js';
+import { chainBlockIds, standInText, uniqueState } from './trace-blocks.js';
+import { azureFormat } from './trace-azure.js';
+import { burstgptFormat } from './trace-burstgpt.js';
+import { LineError, type TraceEntry, type TraceFormat } from './trace-format.js';
+import { readLines, firstLine } from './trace-lines.js';
+import { mooncakeFormat } from './trace-mooncake.js';
+import type { ChatMessage, ClientDriver, ScheduledRequest, WorkloadRequest } from './types.js';
 
 const MessageSchema = z.strictObject({
   role: z.enum(['system', 'user', 'assistant']),
   content: z.string(),
 });
+
+/** Block size of a captured trace line that gives `blocks` without `blockTokens`. */
+export const DEFAULT_BLOCK_TOKENS = 64;
 
 export const TraceLineSchema = z
   .strictObject({
@@ -43,6 +58,14 @@ export const TraceLineSchema = z
     task: z.string().optional(),
     sizeClass: z.enum(['LL', 'LH', 'HL', 'HH']).optional(),
     timeoutS: z.number().finite().positive().optional(),
+    /** Hash chain of the prompt's blocks (a capture's record; text is then not needed). */
+    blocks: z.array(z.union([z.string().min(1), z.number().int()])).optional(),
+    blockTokens: positiveInt.optional(),
+    /** What a capture records about how the request went (reports and `llmlb profile --trace`). */
+    backend: z.string().optional(),
+    ttftS: z.number().finite().nonnegative().optional(),
+    e2eS: z.number().finite().nonnegative().optional(),
+    status: z.number().int().optional(),
   })
   .refine((l) => l.prompt !== undefined || l.messages !== undefined || l.promptTokens !== undefined, {
     message: 'give prompt, messages or promptTokens',
@@ -51,17 +74,71 @@ export const TraceLineSchema = z
   .refine((l) => l.prompt === undefined || l.messages === undefined, {
     message: 'give prompt or messages, not both',
     path: ['messages'],
+  })
+  .refine((l) => l.blocks === undefined || l.promptTokens !== undefined, {
+    message: 'blocks need promptTokens',
+    path: ['promptTokens'],
   });
 export type TraceLine = z.output<typeof TraceLineSchema>;
 
+/** The llmlb format: each line checked against TraceLineSchema. */
+export const llmlbFormat: TraceFormat<TraceLine> = {
+  name: 'llmlb',
+  absoluteTime: false,
+  detect: (line) => line.trimStart().startsWith('{') && line.includes('"at"'),
+  reader: () => {
+    const ids = new Set<string>();
+    return (raw) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(raw);
+      } catch (e) {
+        throw new LineError(undefined, `not JSON (${(e as Error).message})`);
+      }
+      const r = TraceLineSchema.safeParse(json);
+      if (!r.success) {
+        const issue = r.error.issues[0]!;
+        const path = issue.code === 'unrecognized_keys' ? [...issue.path, ...issue.keys] : issue.path;
+        throw new LineError(path.join('.') || undefined, issue.message);
+      }
+      // Only explicit ids are remembered (generated ones are unique by line number).
+      const id = r.data.id;
+      if (id !== undefined) {
+        if (ids.has(id)) throw new LineError('id', `duplicate id '${id}'`);
+        ids.add(id);
+      }
+      return r.data;
+    };
+  },
+};
+
+export const TRACE_FORMATS: readonly TraceFormat[] = [
+  llmlbFormat,
+  mooncakeFormat,
+  azureFormat,
+  burstgptFormat,
+];
+export const TraceFormatSchema = z.enum(['llmlb', 'mooncake', 'azure', 'burstgpt']);
+export type TraceFormatName = z.output<typeof TraceFormatSchema>;
+
 export const traceParamsSchema = z.strictObject({
-  /** JSONL file; a scenario resolves a relative path against the scenario file's folder. */
+  /** The trace file; a scenario resolves a relative path against the scenario file's folder. */
   path: z.string().min(1),
+  /** Guessed from the file's first line when absent. */
+  format: TraceFormatSchema.optional(),
   /** Replay speed: 2 sends the trace twice as fast (at / rateScale). */
   rateScale: z.number().finite().positive().default(1),
-  /** Replay only the first `limit` lines (after sorting by time). */
+  /** Replay only the first `limit` requests (after the window and sampling, in time order). */
   limit: positiveInt.optional(),
-  /** Drop requests at or after durationS (the scenario fills it in). */
+  /** Time window on the trace's clock (seconds from its start): requests before startS are dropped
+   * and the replay starts at startS; requests at or after endS are dropped. */
+  startS: z.number().finite().nonnegative().default(0),
+  endS: z.number().finite().positive().optional(),
+  /** Keep each request with this probability (seeded; 1 = all). */
+  sample: z.number().gt(0).lte(1).default(1),
+  /** Skip malformed lines (counted) instead of failing on the first. */
+  skipBad: z.boolean().default(false),
+  /** Drop requests sent at or after durationS (the scenario fills it in). */
   durationS: z.number().finite().positive().optional(),
   /** Defaults for lines without their own. */
   model: z.string().min(1).default(DEFAULT_MODEL),
@@ -82,69 +159,290 @@ export class TraceError extends Error {
   }
 }
 
-/** Parse JSONL text into validated lines with their line numbers. Throws TraceError. */
+/** The format of a trace file from its first non-blank line; TraceError when none matches. */
+export function guessTraceFormat(path: string): TraceFormat {
+  const first = firstLine(path);
+  if (first === undefined) throw new TraceError(path, 1, undefined, 'empty trace');
+  const f = TRACE_FORMATS.find((x) => x.detect(first));
+  if (!f)
+    throw new TraceError(
+      path,
+      1,
+      undefined,
+      `cannot tell the trace format from its first line; give format: ${TraceFormatSchema.options.join(' | ')}`,
+    );
+  return f;
+}
+
+export function traceFormat(name: TraceFormatName): TraceFormat {
+  return TRACE_FORMATS.find((f) => f.name === name)!;
+}
+
+/** Parse JSONL text (llmlb format) into validated lines with their line numbers. Throws TraceError. */
 export function parseTrace(text: string, source: string): { line: number; entry: TraceLine }[] {
+  const read = llmlbFormat.reader();
   const out: { line: number; entry: TraceLine }[] = [];
-  const ids = new Set<string>();
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const raw = lines[i]!.trim();
     if (raw === '') continue;
-    let json: unknown;
     try {
-      json = JSON.parse(raw);
+      const entry = read(raw)!;
+      out.push({ line: i + 1, entry: { ...entry, id: entry.id ?? `l${i + 1}` } });
     } catch (e) {
-      throw new TraceError(source, i + 1, undefined, `not JSON (${(e as Error).message})`);
+      if (e instanceof LineError) throw new TraceError(source, i + 1, e.field, e.message);
+      throw e;
     }
-    const r = TraceLineSchema.safeParse(json);
-    if (!r.success) {
-      const issue = r.error.issues[0]!;
-      const path = issue.code === 'unrecognized_keys' ? [...issue.path, ...issue.keys] : issue.path;
-      throw new TraceError(source, i + 1, path.join('.') || undefined, issue.message);
-    }
-    const id = r.data.id ?? `l${i + 1}`;
-    if (ids.has(id)) throw new TraceError(source, i + 1, 'id', `duplicate id '${id}'`);
-    ids.add(id);
-    out.push({ line: i + 1, entry: { ...r.data, id } });
   }
   return out;
 }
 
-export function traceWorkload(params: TraceParams, seed: number): ClientDriver {
-  const p = parseParams(traceParamsSchema, params);
-  // Read and validate now, so a scenario with a bad trace fails at load, not mid-run.
-  const lines = parseTrace(readFileSync(p.path, 'utf8'), p.path);
-  return openLoop(() => {
+/** What a pass over the file saw. */
+export interface TraceStats {
+  /** Non-blank lines read (headers included). */
+  lines: number;
+  /** Requests replayed (after window, sampling, limit and durationS). */
+  requests: number;
+  /** Malformed lines skipped (skipBad). */
+  skipped: number;
+  /** The first skipped line's error. */
+  firstBad: string | undefined;
+  /** Prompt and output tokens of the replayed requests. */
+  promptTokens: number;
+  outputTokens: number;
+}
+
+/** Lines a capture may be out of time order by: the reorder buffer's size. */
+export const REORDER_WINDOW = 65_536;
+
+interface Pending {
+  readonly t: number;
+  readonly order: number;
+  readonly line: number;
+  readonly entry: TraceEntry & Partial<TraceLine>;
+}
+
+function before(a: Pending, b: Pending): boolean {
+  return a.t < b.t || (a.t === b.t && a.order < b.order);
+}
+
+/** A min-heap by (time, file order): the reorder window. */
+class PendingHeap {
+  private readonly a: Pending[] = [];
+  get size(): number {
+    return this.a.length;
+  }
+  push(p: Pending): void {
+    const a = this.a;
+    let i = a.length;
+    a.push(p);
+    while (i > 0) {
+      const up = (i - 1) >> 1;
+      if (!before(p, a[up]!)) break;
+      a[i] = a[up]!;
+      i = up;
+    }
+    a[i] = p;
+  }
+  pop(): Pending | undefined {
+    const a = this.a;
+    const top = a[0];
+    const last = a.pop();
+    if (a.length === 0 || last === undefined) return top;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= a.length) break;
+      const r = l + 1;
+      const c = r < a.length && before(a[r]!, a[l]!) ? r : l;
+      if (!before(a[c]!, last)) break;
+      a[i] = a[c]!;
+      i = c;
+    }
+    a[i] = last;
+    return top;
+  }
+}
+
+type Params = z.output<typeof traceParamsSchema>;
+
+/**
+ * A trace replay: start() materialises the requests (the live bench), stream() yields them one at
+ * a time (the simulator). Each pass rereads the file; the same seed gives the same requests.
+ */
+export class TraceReplay implements ClientDriver {
+  readonly format: TraceFormat;
+  /** Of the latest completed pass. */
+  stats: TraceStats = emptyStats();
+
+  constructor(
+    private readonly p: Params,
+    private readonly seed: number,
+  ) {
+    this.format = p.format !== undefined ? traceFormat(p.format) : guessTraceFormat(p.path);
+  }
+
+  start(): ScheduledRequest[] {
+    return [...this.requests()];
+  }
+
+  stream(): Iterator<ScheduledRequest> {
+    return this.requests();
+  }
+
+  onFinish(): ScheduledRequest[] {
+    return [];
+  }
+
+  /** One full pass (validation at load; whatif's counts). */
+  check(): TraceStats {
+    for (const _ of this.requests()) void _;
+    return this.stats;
+  }
+
+  private *requests(): Generator<ScheduledRequest> {
+    const p = this.p;
+    const path = p.path;
+    const stats = emptyStats();
+    const read = this.format.reader();
+    const sampleRng = createRng(deriveSeed(this.seed, 'trace-sample'));
+    const build = this.builder();
+    const heap = new PendingHeap();
+    let origin: number | undefined = this.format.absoluteTime ? undefined : 0;
+    let order = 0;
+    let lastT = -Infinity;
+    let done = false;
+
+    const emit = (q: Pending): ScheduledRequest | undefined => {
+      lastT = q.t;
+      const at = (q.t - p.startS) / p.rateScale;
+      if (
+        (p.limit !== undefined && stats.requests >= p.limit) ||
+        (p.durationS !== undefined && at >= p.durationS)
+      ) {
+        done = true;
+        return undefined;
+      }
+      const s = build(q, at);
+      stats.requests++;
+      stats.promptTokens += s.request.promptTokens ?? q.entry.promptTokens ?? 0;
+      stats.outputTokens += s.request.outputTokens;
+      return s;
+    };
+
+    for (const [n, text] of readLines(path)) {
+      if (text.trim() === '') continue;
+      stats.lines++;
+      let entry: TraceEntry | undefined;
+      try {
+        entry = read(text);
+      } catch (e) {
+        if (!(e instanceof LineError)) throw e;
+        const err = new TraceError(path, n, e.field, e.message);
+        if (!p.skipBad) throw err;
+        stats.skipped++;
+        stats.firstBad ??= err.message;
+        continue;
+      }
+      if (entry === undefined) continue;
+      origin ??= entry.at;
+      const t = entry.at - origin;
+      if (t < p.startS || (p.endS !== undefined && t >= p.endS)) continue;
+      if (p.sample < 1 && sampleRng() >= p.sample) continue;
+      if (t < lastT) {
+        throw new TraceError(
+          path,
+          n,
+          'at',
+          `time ${t}s is before requests already replayed: the trace is more than ${REORDER_WINDOW} lines out of order`,
+        );
+      }
+      heap.push({ t, order: order++, line: n, entry: entry as Pending['entry'] });
+      if (heap.size > REORDER_WINDOW) {
+        const s = emit(heap.pop()!);
+        if (done) break;
+        if (s) yield s;
+      }
+    }
+    while (!done && heap.size > 0) {
+      const s = emit(heap.pop()!);
+      if (s) yield s;
+    }
+    this.stats = stats;
+  }
+
+  /** Builds the request of a line: text-bearing llmlb lines as written, others with a stand-in text. */
+  private builder(): (q: Pending, at: number) => ScheduledRequest {
+    const p = this.p;
+    const seed = this.seed;
     const text = new TextSource(seed);
     const rng = createRng(deriveSeed(seed, 'trace-text'));
-    const sorted = lines
-      .map((l, order) => ({ ...l, order }))
-      .sort((a, b) => a.entry.at - b.entry.at || a.order - b.order);
-    const out: ScheduledRequest[] = [];
-    for (const { entry: e } of sorted) {
-      if (p.limit !== undefined && out.length >= p.limit) break;
-      const at = e.at / p.rateScale;
-      if (p.durationS !== undefined && at >= p.durationS) break;
-      const id = e.id!;
-      const messages: ChatMessage[] = e.messages ?? [
-        { role: 'user', content: e.prompt ?? text.fill(rng, e.promptTokens ?? 0, `[${id}] `) },
-      ];
-      const request = requestFromMessages(
-        {
-          id,
-          model: e.model ?? p.model,
-          api: e.api ?? p.api,
-          outputTokens: e.outputTokens,
-          maxTokens: e.maxTokens,
-          sessionKey: e.sessionKey,
-          label: e.label,
-          task: e.task,
-          sizeClass: e.sizeClass,
-        },
-        messages,
-      );
-      out.push({ at, request: e.timeoutS !== undefined ? { ...request, timeoutS: e.timeoutS } : request });
-    }
-    return out;
-  });
+    const chat = p.api === 'ollama-chat' || p.api === 'openai-chat';
+    return (q, at) => {
+      const e = q.entry;
+      const id = e.id ?? `l${q.line}`;
+      const api = e.api ?? p.api;
+      const model = e.model ?? p.model;
+      if (
+        e.prompt !== undefined ||
+        e.messages !== undefined ||
+        (e.blocks === undefined && this.format === llmlbFormat)
+      ) {
+        const messages: ChatMessage[] = e.messages ?? [
+          { role: 'user', content: e.prompt ?? text.fill(rng, e.promptTokens ?? 0, `[${id}] `) },
+        ];
+        const request = requestFromMessages(
+          {
+            id,
+            model,
+            api,
+            outputTokens: e.outputTokens,
+            maxTokens: e.maxTokens,
+            sessionKey: e.sessionKey,
+            label: e.label,
+            task: e.task,
+            sizeClass: e.sizeClass,
+          },
+          messages,
+        );
+        return { at, request: e.timeoutS !== undefined ? { ...request, timeoutS: e.timeoutS } : request };
+      }
+      // Lengths and block ids only: stand-in text, exact counts (trace-blocks.ts).
+      const promptTokens = e.promptTokens ?? 0;
+      const prefixBlocks = {
+        blockTokens: e.blockTokens ?? DEFAULT_BLOCK_TOKENS,
+        chain: e.blocks ? chainBlockIds(e.blocks) : [],
+      };
+      const tailState = uniqueState(id, seed);
+      const content = standInText(prefixBlocks, promptTokens, tailState);
+      const isChat = e.api !== undefined ? e.api === 'ollama-chat' || e.api === 'openai-chat' : chat;
+      const request: WorkloadRequest = {
+        id,
+        model,
+        api,
+        ...(isChat ? { messages: [{ role: 'user', content }] } : { prompt: content }),
+        outputTokens: e.outputTokens,
+        ...(e.maxTokens !== undefined ? { maxTokens: e.maxTokens } : {}),
+        ...(e.sessionKey !== undefined ? { sessionKey: e.sessionKey } : {}),
+        ...(e.label !== undefined ? { label: e.label } : {}),
+        ...(e.timeoutS !== undefined ? { timeoutS: e.timeoutS } : {}),
+        promptTokens,
+        prefixBlocks,
+        tailState,
+      };
+      return { at, request };
+    };
+  }
+}
+
+function emptyStats(): TraceStats {
+  return { lines: 0, requests: 0, skipped: 0, firstBad: undefined, promptTokens: 0, outputTokens: 0 };
+}
+
+export function traceWorkload(params: TraceParams, seed: number): TraceReplay {
+  const p = parseParams(traceParamsSchema, params);
+  const replay = new TraceReplay(p, seed);
+  // A whole pass now, so a scenario with a bad trace fails at load, not mid-run.
+  replay.check();
+  return replay;
 }

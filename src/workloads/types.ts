@@ -33,6 +33,21 @@ export interface WorkloadRequest {
   readonly sizeClass?: 'LL' | 'LH' | 'HL' | 'HH';
   /** Client-side timeout, seconds (e.g. workload.py's --timeout); absent = the runner's default. */
   readonly timeoutS?: number;
+  /**
+   * Exact prompt length when the text is a short stand-in (trace requests known only by their
+   * lengths and block ids: src/workloads/trace-blocks.ts); absent = count the text's tokens.
+   */
+  readonly promptTokens?: number;
+  /** The prompt's shared blocks when the text is a stand-in (engine prefix cache, see above). */
+  readonly prefixBlocks?: PrefixBlocks;
+  /** Chain state for the stand-in's blocks that no trace block covers (unique to the request). */
+  readonly tailState?: number;
+}
+
+/** A prompt as a chain of fixed-size blocks: chain[i] identifies the first i+1 blocks. */
+export interface PrefixBlocks {
+  readonly blockTokens: number;
+  readonly chain: readonly number[];
 }
 
 export interface ScheduledRequest {
@@ -49,4 +64,9 @@ export interface ClientDriver {
   start(): ScheduledRequest[];
   /** `now` in seconds; `outputText` is what the engine answered (for sessions that resend history). */
   onFinish(id: string, now: number, ok: boolean, outputText: string): ScheduledRequest[];
+  /**
+   * The opening requests one at a time, in send order (what start() returns, without holding them
+   * all: trace replay streams its file). The simulator prefers it when present.
+   */
+  stream?(): Iterator<ScheduledRequest>;
 }
