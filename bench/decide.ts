@@ -7,6 +7,11 @@
  * fleet. Goal: p99 ≤ 200 µs at 1000 backends. Then the trie's memory per entry (heap after N
  * inserts, array buffers included, with GC forced), and the bound holding over a long run.
  *
+ * Then the router queue under overload: HELD requests held by least-connections + SP-P over 100
+ * backends, and what one event costs (a probe letting one request go, an arrival, a completion),
+ * for the incremental scheduler and the one before it (which re-asked for every held request on
+ * every event). Goal: ≤ 50 µs per event with 10k held; both must decide the same.
+ *
  * Figures go to stdout as tables and to bench-out/decide.json.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -17,6 +22,8 @@ import { endpointPickerConfigSchema } from '../src/core/policies/endpoint-picker
 import { ProfilePolicy } from '../src/core/policies/profile.js';
 import { PrefixTrie } from '../src/core/prefix/prefix-trie.js';
 import { createRng } from '../src/core/rng.js';
+import { Scheduler } from '../src/core/scheduler.js';
+import { ReferenceScheduler } from '../src/core/scheduler-reference.testing.js';
 import { backendView } from '../src/core/testing.js';
 import type { BackendView, Policy, RequestInfo } from '../src/core/types.js';
 import { formatTable } from '../src/report/table.js';
@@ -26,6 +33,9 @@ const TRIE_ENTRIES = Number(process.env.DECIDE_TRIE_ENTRIES ?? 100_000);
 const DECISIONS = Number(process.env.DECIDE_N ?? 20_000);
 const WARMUP = 2_000;
 const GOAL_P99_US = 200;
+const HELD = Number(process.env.DECIDE_HELD ?? 10_000);
+const HELD_BACKENDS = 100;
+const GOAL_EVENT_US = 50;
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
@@ -202,6 +212,93 @@ function run(spec: PolicySpec | string, n: number): Row {
   };
 }
 
+interface HeldRow {
+  scheduler: string;
+  held: number;
+  backends: number;
+  events: number;
+  p50us: number;
+  meanUs: number;
+  p99us: number;
+}
+
+/**
+ * Overload: every engine reports a request waiting, so SP-P holds all HELD requests in the router
+ * queue. Each round, one engine's probe says it has room (one request goes), two requests arrive
+ * (held), and a request pushed a while ago completes (its engine takes one more). Returns per-event times and the dispatches
+ * in order, to check both schedulers decide the same.
+ */
+function heldQueue(
+  make: (policy: Policy) => Scheduler | ReferenceScheduler,
+  label: string,
+  rounds: number,
+): { row: HeldRow; dispatches: string[] } {
+  const s = make(createPolicy({ name: 'least-connections', params: { push: 'sp-p' } }, createRng(1)));
+  const rnd = createRng(9);
+  const names = Array.from({ length: HELD_BACKENDS }, (_, i) => `b${i}`);
+  // Capped at 0 while filling, so the old scheduler's per-arrival pump stays a cheap scan.
+  for (const name of names)
+    s.addBackend({ name, api: 'openai', models: ['m'], maxConcurrency: 0, weight: 1 });
+  let id = 0;
+  const req = (now: number): RequestInfo => ({
+    id: String(id++),
+    model: 'm',
+    api: 'openai',
+    arrivedAt: now,
+    promptText: 'hello',
+  });
+  for (let i = 0; i < HELD; i++) s.submit(req(0), 0);
+  for (const name of names) s.setMetrics(name, { running: 8, waiting: 1, kvUsage: 0.5, at: 0 });
+  for (const name of names) s.updateBackend(name, { maxConcurrency: Infinity }, 0);
+  const dispatches: string[] = [];
+  const pushed: string[] = [];
+  const record = (ds: readonly { type: string; request: RequestInfo; backend?: string }[]): void => {
+    for (const d of ds)
+      if (d.type === 'dispatch') {
+        dispatches.push(`${d.request.id}->${d.backend}`);
+        pushed.push(d.request.id);
+      }
+  };
+  const times: number[] = [];
+  const timed = <T>(f: () => T): T => {
+    const t0 = performance.now();
+    const r = f();
+    times.push((performance.now() - t0) * 1000);
+    return r;
+  };
+  for (let r = 1; r <= rounds; r++) {
+    const name = names[Math.floor(rnd() * names.length)]!;
+    // The probe (setMetrics) and the pump the host runs after it: one event.
+    record(
+      timed(() => {
+        s.setMetrics(name, { running: 8, waiting: 0, kvUsage: 0.5, at: r });
+        return s.pump(r);
+      }),
+    );
+    // Two arrivals a round: the probe and the completion each let one request go.
+    record(timed(() => s.submit(req(r), r)));
+    record(timed(() => s.submit(req(r), r)));
+    if (pushed.length > 8) {
+      const done = pushed.shift()!;
+      record(timed(() => s.complete(done, { ok: true, dispatchedAt: r - 1, finishedAt: r }, r)));
+    }
+  }
+  if (s.queueLength < HELD * 0.9) throw new Error(`held-queue bench: only ${s.queueLength} held`);
+  const sorted = Float64Array.from(times).sort();
+  return {
+    row: {
+      scheduler: label,
+      held: s.queueLength,
+      backends: HELD_BACKENDS,
+      events: times.length,
+      p50us: quantile(sorted, 0.5),
+      meanUs: times.reduce((a, b) => a + b, 0) / times.length,
+      p99us: quantile(sorted, 0.99),
+    },
+    dispatches,
+  };
+}
+
 /** The trie of a prefix-trie picker inside a profile policy, if it has one. */
 function trieOf(policy: Policy): PrefixTrie | undefined {
   if (!(policy instanceof ProfilePolicy)) return undefined;
@@ -315,6 +412,46 @@ console.log(
     .join(' ')} on ${cpus().length} cores`,
 );
 
+// The router queue under overload: the scheduler before (a few rounds: each event costs ms) and now.
+const REF_ROUNDS = Number(process.env.DECIDE_HELD_REF_ROUNDS ?? 30);
+const before = heldQueue(
+  (policy) => new ReferenceScheduler({ policy }),
+  'before (rescan all held)',
+  REF_ROUNDS,
+);
+const after = heldQueue((policy) => new Scheduler({ policy }), 'incremental', Math.max(REF_ROUNDS, 5_000));
+const same = before.dispatches.every((d, i) => after.dispatches[i] === d);
+const heldRows = [before.row, after.row];
+console.log(
+  `\nrouter queue under overload: ${HELD} held by least-connections + SP-P, ${HELD_BACKENDS} backends; events are a probe + pump, an arrival, a completion\n`,
+);
+console.log(
+  formatTable(
+    [
+      'scheduler',
+      'held',
+      'backends',
+      'events',
+      'p50 µs / event',
+      'p99 µs / event',
+      'mean µs / event',
+      `p99 ≤ ${GOAL_EVENT_US} µs`,
+    ],
+    heldRows.map((r) => [
+      r.scheduler,
+      String(r.held),
+      String(r.backends),
+      String(r.events),
+      r.p50us.toFixed(1),
+      r.p99us.toFixed(1),
+      r.meanUs.toFixed(1),
+      r.p99us <= GOAL_EVENT_US ? 'yes' : 'NO',
+    ]),
+  ),
+);
+console.log(`same decisions over the first ${before.dispatches.length} dispatches: ${same ? 'yes' : 'NO'}`);
+if (!same) process.exitCode = 1;
+
 if (!gc) console.log('\n(memory figures need --expose-gc: run through npm run bench:decide)');
 const mem = [
   { entries: 100_000, chunkChars: 64, backends: 100, evict: false },
@@ -359,7 +496,12 @@ console.log(
   writeFileSync(
     'bench-out/decide.json',
     JSON.stringify(
-      { decisions: rows, memory: mem, bound: { inserted, maxSize: max, limit: TRIE_ENTRIES } },
+      {
+        decisions: rows,
+        heldQueue: heldRows,
+        memory: mem,
+        bound: { inserted, maxSize: max, limit: TRIE_ENTRIES },
+      },
       null,
       2,
     ),

@@ -31,9 +31,36 @@ interface BackendState {
 
 interface Queued {
   req: RequestInfo;
-  exclude: ReadonlySet<string> | undefined;
   enqueuedAt: number;
+  /** Arrival order in the router queue. */
+  seq: number;
+  group: Group;
 }
+
+/**
+ * Waiting requests that see the same candidates: one model and the same backends already tried.
+ * Within a pump, the first one held (no backend below its cap, or the policy holding on load)
+ * means every later one is held too, so the rest are not asked.
+ */
+interface Group {
+  model: string;
+  exclude: ReadonlySet<string>;
+  key: string;
+  /** FIFO (a Map keeps insertion order and deletes anywhere in O(1)). */
+  members: Map<string, Queued>;
+}
+
+/** A group's place in one pump: the member it is at. */
+interface Cursor {
+  group: Group;
+  at: Queued;
+  rest: Iterator<Queued>;
+  /** Some backend serving the model is up and untried (fixed during a pump). */
+  eligible: boolean;
+}
+
+/** What asking for one request gave: pushed, no backend below its cap, or the policy held it. */
+type Attempt = Decision | 'full' | 'held';
 
 interface Pushed {
   req: RequestInfo;
@@ -50,6 +77,42 @@ export interface SchedulerOptions {
 export type BackendPatch = Partial<Pick<BackendSpec, 'weight' | 'maxConcurrency' | 'region' | 'models'>>;
 
 const EMPTY: ReadonlySet<string> = new Set();
+const NONE: readonly BackendState[] = [];
+
+function groupKey(model: string, exclude: ReadonlySet<string>): string {
+  return JSON.stringify(exclude.size === 0 ? [model] : [model, ...[...exclude].sort()]);
+}
+
+/** A binary min-heap of cursors by their member's queue position: FIFO across groups. */
+function heapPush(h: Cursor[], c: Cursor): void {
+  let i = h.push(c) - 1;
+  while (i > 0) {
+    const p = (i - 1) >> 1;
+    if (h[p]!.at.seq <= c.at.seq) break;
+    h[i] = h[p]!;
+    i = p;
+  }
+  h[i] = c;
+}
+
+function heapPop(h: Cursor[]): Cursor {
+  const top = h[0]!;
+  const last = h.pop()!;
+  if (h.length > 0) {
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= h.length) break;
+      const r = l + 1;
+      const m = r < h.length && h[r]!.at.seq < h[l]!.at.seq ? r : l;
+      if (h[m]!.at.seq >= last.at.seq) break;
+      h[i] = h[m]!;
+      i = m;
+    }
+    h[i] = last;
+  }
+  return top;
+}
 
 /**
  * The scheduling core: owns the router queue and every backend's in-flight count, asks the
@@ -63,11 +126,27 @@ const EMPTY: ReadonlySet<string> = new Set();
 export class Scheduler {
   private policy: Policy;
   private readonly backends = new Map<string, BackendState>();
-  private readonly queue: Queued[] = [];
+  /** The router queue in FIFO order, by request id. */
+  private readonly queue = new Map<string, Queued>();
+  private readonly groups = new Map<string, Group>();
+  private readonly groupsByModel = new Map<string, Set<Group>>();
+  /**
+   * Groups to ask again at the next pump: a backend serving their model changed (a slot freed,
+   * metrics, health, settings), or they are new. The others' first member is held and stays so.
+   */
+  private readonly dirty = new Set<Group>();
+  /** Groups with a member the policy held for another reason than load: asked on every pump. */
+  private readonly volatile = new Set<Group>();
   private readonly pushed = new Map<string, Pushed>();
   private nextIndex = 0;
+  private nextSeq = 0;
+  private lastEnqueuedAt = -Infinity;
+  /** Every enqueue came at or after the previous one, so the queue is in enqueuedAt order too. */
+  private enqueuedInOrder = true;
   private maxQueueLength: number;
   private modelsCache: Set<string> | undefined;
+  /** Live backends serving each model, in registration order (the order candidates are offered). */
+  private servingCache: Map<string, BackendState[]> | undefined;
 
   constructor(opts: SchedulerOptions) {
     this.policy = opts.policy;
@@ -86,6 +165,7 @@ export class Scheduler {
   /** Swap the policy at run time; in-flight accounting is untouched. */
   setPolicy(policy: Policy, now: number): Decision[] {
     this.policy = policy;
+    for (const g of this.groups.values()) this.dirty.add(g);
     return this.pump(now);
   }
 
@@ -94,9 +174,10 @@ export class Scheduler {
   }
 
   addBackend(spec: BackendSpec, healthy = true): void {
-    this.modelsCache = undefined;
     const existing = this.backends.get(spec.name);
     if (existing && !existing.removed) throw new Error(`backend '${spec.name}' already exists`);
+    this.fleetChanged();
+    for (const m of spec.models) this.touchModel(m);
     if (existing) {
       // Re-added while its old requests still run: revive the same record so they settle on it.
       Object.assign(existing, {
@@ -142,12 +223,14 @@ export class Scheduler {
   /** Change a backend's settings; raising a cap may let queued requests go. */
   updateBackend(name: string, patch: BackendPatch, now: number): Decision[] {
     const b = this.live(name);
+    this.touch(b);
     if (patch.weight !== undefined) b.weight = patch.weight;
     if (patch.maxConcurrency !== undefined) b.maxConcurrency = patch.maxConcurrency;
     if (patch.region !== undefined) b.region = patch.region;
     if (patch.models !== undefined) {
       b.models = new Set(patch.models);
-      this.modelsCache = undefined;
+      this.fleetChanged();
+      this.touch(b);
     }
     return this.pump(now);
   }
@@ -156,7 +239,8 @@ export class Scheduler {
   removeBackend(name: string, now: number): Decision[] {
     const b = this.live(name);
     b.removed = true;
-    this.modelsCache = undefined;
+    this.fleetChanged();
+    this.touch(b);
     if (b.inFlight === 0) this.backends.delete(name);
     this.policy.onBackendRemoved?.(name);
     return this.pump(now);
@@ -166,12 +250,15 @@ export class Scheduler {
     const b = this.backends.get(name);
     if (!b || b.removed || b.healthy === healthy) return [];
     b.healthy = healthy;
+    this.touch(b);
     return this.pump(now);
   }
 
   /** A draining backend takes no new requests; its in-flight ones finish. */
   setDraining(name: string, draining: boolean, now: number): Decision[] {
-    this.live(name).draining = draining;
+    const b = this.live(name);
+    b.draining = draining;
+    this.touch(b);
     return this.pump(now);
   }
 
@@ -179,6 +266,7 @@ export class Scheduler {
     const b = this.backends.get(name);
     if (!b || b.removed) return;
     b.metrics = metrics;
+    this.touch(b);
     // The scrape already counts what was pushed before it; only later changes are the router's to credit.
     b.dispatchedSinceMetrics = 0;
     b.completedSinceMetrics = 0;
@@ -187,7 +275,9 @@ export class Scheduler {
   /** Models the engine has loaded in memory (Ollama /api/ps). */
   setLoadedModels(name: string, models: ReadonlySet<string>): void {
     const b = this.backends.get(name);
-    if (b && !b.removed) b.loadedModels = models;
+    if (!b || b.removed) return;
+    b.loadedModels = models;
+    this.touch(b);
   }
 
   /** Models served by live backends (healthy or not): the fleet's union. Cached: read per request. */
@@ -216,7 +306,7 @@ export class Scheduler {
   }
 
   get queueLength(): number {
-    return this.queue.length;
+    return this.queue.size;
   }
 
   get inFlightTotal(): number {
@@ -229,23 +319,27 @@ export class Scheduler {
    * and others.
    */
   submit(req: RequestInfo, now: number, exclude?: ReadonlySet<string>): Decision[] {
-    if (this.pushed.has(req.id) || this.queue.some((q) => q.req.id === req.id)) {
+    if (this.pushed.has(req.id) || this.queue.has(req.id)) {
       throw new Error(`request '${req.id}' is already scheduled`);
     }
-    if (!this.hasEligible(req, exclude ?? EMPTY)) {
+    const ex = exclude ?? EMPTY;
+    if (!this.hasEligible(req.model, ex)) {
       return [{ type: 'reject', request: req, reason: 'no-backend' }];
     }
-    if (this.queue.length >= this.maxQueueLength) {
+    if (this.queue.size >= this.maxQueueLength) {
       return [{ type: 'reject', request: req, reason: 'queue-full' }];
     }
     // Fast path: nobody waits, so FIFO order is not at stake — decide this request alone.
-    if (this.queue.length === 0) {
-      const d = this.tryDispatch(req, exclude ?? EMPTY, now);
-      if (d) return [d];
-      this.queue.push({ req, exclude, enqueuedAt: now });
+    if (this.queue.size === 0) {
+      const d = this.tryDispatch(req, ex, now);
+      if (typeof d !== 'string') return [d];
+      const g = this.enqueue(req, ex, now);
+      if (d === 'held' && this.policy.heldByLoad?.() !== true) this.volatile.add(g);
       return [];
     }
-    this.queue.push({ req, exclude, enqueuedAt: now });
+    const g = this.enqueue(req, ex, now);
+    // Joining a group whose first member is held (and nothing changed since): held as well.
+    if (g.members.size === 1) this.dirty.add(g);
     return this.pump(now);
   }
 
@@ -257,6 +351,7 @@ export class Scheduler {
     const b = p.backend;
     b.inFlight--;
     if (b.metrics) b.completedSinceMetrics++;
+    this.touch(b);
     if (b.removed && b.inFlight === 0) this.backends.delete(b.name);
     this.policy.onComplete?.(p.req, b, report, now);
     return this.pump(now);
@@ -267,9 +362,9 @@ export class Scheduler {
    * reported to the policy as not ok. Returns whether the id was known.
    */
   cancel(id: string, now: number): { known: boolean; decisions: Decision[] } {
-    const i = this.queue.findIndex((q) => q.req.id === id);
-    if (i >= 0) {
-      this.queue.splice(i, 1);
+    const q = this.queue.get(id);
+    if (q) {
+      this.dequeue(q);
       return { known: true, decisions: [] };
     }
     const p = this.pushed.get(id);
@@ -281,44 +376,134 @@ export class Scheduler {
   /** Reject requests that waited longer than `maxWaitMs` in the router queue. */
   expire(now: number, maxWaitMs: number): Decision[] {
     const out: Decision[] = [];
-    for (let i = 0; i < this.queue.length;) {
-      const q = this.queue[i]!;
+    for (const q of this.queue.values()) {
       if (now - q.enqueuedAt >= maxWaitMs) {
-        this.queue.splice(i, 1);
+        this.dequeue(q);
         out.push({ type: 'reject', request: q.req, reason: 'queue-timeout' });
-      } else i++;
+      } else if (this.enqueuedInOrder) break; // the rest came later
     }
     return out;
   }
 
-  /** Reconsider every waiting request in FIFO order (after a slot frees or state changes). */
+  /**
+   * Reconsider waiting requests in FIFO order (after a slot frees or state changes): those of the
+   * groups a change touched or that the policy holds for other reasons than load. The rest would
+   * be held again, so skipping them gives the same decisions as asking for every one.
+   */
   pump(now: number): Decision[] {
     const out: Decision[] = [];
-    if (this.queue.length === 0) return out;
-    let kept = 0;
-    for (let i = 0; i < this.queue.length; i++) {
-      const q = this.queue[i]!;
-      const exclude = q.exclude ?? EMPTY;
-      if (!this.hasEligible(q.req, exclude)) {
+    if (this.queue.size === 0 || (this.dirty.size === 0 && this.volatile.size === 0)) return out;
+    const heap: Cursor[] = [];
+    for (const g of this.dirty) this.startCursor(heap, g);
+    for (const g of this.volatile) if (!this.dirty.has(g)) this.startCursor(heap, g);
+    this.dirty.clear();
+    this.volatile.clear();
+    while (heap.length > 0) {
+      const c = heapPop(heap);
+      const q = c.at;
+      if (!c.eligible) {
+        this.dequeue(q);
         out.push({ type: 'reject', request: q.req, reason: 'no-backend' as RejectReason });
-        continue;
+      } else {
+        const d = this.tryDispatch(q.req, c.group.exclude, now);
+        // No backend below its cap: the same for every later member, until a slot frees.
+        if (d === 'full') continue;
+        if (d === 'held') {
+          if (this.policy.heldByLoad?.() === true) continue;
+          this.volatile.add(c.group);
+        } else {
+          this.dequeue(q);
+          out.push(d);
+        }
       }
-      const d = this.anyCapacity() ? this.tryDispatch(q.req, exclude, now) : undefined;
-      if (d) out.push(d);
-      else this.queue[kept++] = q;
+      const next = c.rest.next();
+      if (!next.done) {
+        c.at = next.value;
+        heapPush(heap, c);
+      }
     }
-    this.queue.length = kept;
     return out;
   }
 
-  private tryDispatch(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Decision | undefined {
-    const candidates: BackendState[] = [];
-    for (const b of this.backends.values()) {
-      if (this.eligible(b, req, exclude) && b.inFlight < b.maxConcurrency) candidates.push(b);
+  private startCursor(heap: Cursor[], g: Group): void {
+    if (g.members.size === 0) return;
+    const rest = g.members.values();
+    const first = rest.next();
+    if (first.done) return;
+    heapPush(heap, { group: g, at: first.value, rest, eligible: this.hasEligible(g.model, g.exclude) });
+  }
+
+  private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Group {
+    const key = groupKey(req.model, exclude);
+    let g = this.groups.get(key);
+    if (!g) {
+      g = { model: req.model, exclude, key, members: new Map() };
+      this.groups.set(key, g);
+      let byModel = this.groupsByModel.get(req.model);
+      if (!byModel) this.groupsByModel.set(req.model, (byModel = new Set()));
+      byModel.add(g);
     }
-    if (candidates.length === 0) return undefined;
+    const q: Queued = { req, enqueuedAt: now, seq: this.nextSeq++, group: g };
+    g.members.set(req.id, q);
+    this.queue.set(req.id, q);
+    if (now < this.lastEnqueuedAt) this.enqueuedInOrder = false;
+    this.lastEnqueuedAt = now;
+    return g;
+  }
+
+  private dequeue(q: Queued): void {
+    this.queue.delete(q.req.id);
+    const g = q.group;
+    g.members.delete(q.req.id);
+    if (g.members.size > 0) return;
+    // Empty groups go, so retries' one-off exclude sets do not pile up.
+    this.groups.delete(g.key);
+    const byModel = this.groupsByModel.get(g.model);
+    byModel?.delete(g);
+    if (byModel?.size === 0) this.groupsByModel.delete(g.model);
+    this.dirty.delete(g);
+    this.volatile.delete(g);
+  }
+
+  /** Something about `b` changed: waiters for its models are asked again at the next pump. */
+  private touch(b: BackendState): void {
+    for (const m of b.models) this.touchModel(m);
+  }
+
+  private touchModel(model: string): void {
+    const gs = this.groupsByModel.get(model);
+    if (gs) for (const g of gs) this.dirty.add(g);
+  }
+
+  private fleetChanged(): void {
+    this.modelsCache = undefined;
+    this.servingCache = undefined;
+  }
+
+  private serving(model: string): readonly BackendState[] {
+    if (!this.servingCache) {
+      const cache = new Map<string, BackendState[]>();
+      for (const b of this.backends.values()) {
+        if (b.removed) continue;
+        for (const m of b.models) {
+          let list = cache.get(m);
+          if (!list) cache.set(m, (list = []));
+          list.push(b);
+        }
+      }
+      this.servingCache = cache;
+    }
+    return this.servingCache.get(model) ?? NONE;
+  }
+
+  private tryDispatch(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Attempt {
+    const candidates: BackendState[] = [];
+    for (const b of this.serving(req.model)) {
+      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) candidates.push(b);
+    }
+    if (candidates.length === 0) return 'full';
     const chosen = this.policy.pick(req, candidates, now);
-    if (!chosen) return undefined;
+    if (!chosen) return 'held';
     const b = this.backends.get(chosen.name);
     if (!b || !candidates.includes(b)) throw new Error(`policy ${this.policy.name} picked a non-candidate`);
     b.inFlight++;
@@ -328,19 +513,13 @@ export class Scheduler {
     return { type: 'dispatch', request: req, backend: b.name };
   }
 
-  private anyCapacity(): boolean {
-    for (const b of this.backends.values()) {
-      if (!b.removed && b.healthy && !b.draining && b.inFlight < b.maxConcurrency) return true;
-    }
-    return false;
+  /** b serves the model (the caller's list says so) and may take it. */
+  private eligible(b: BackendState, exclude: ReadonlySet<string>): boolean {
+    return b.healthy && !b.draining && !exclude.has(b.name);
   }
 
-  private eligible(b: BackendState, req: RequestInfo, exclude: ReadonlySet<string>): boolean {
-    return !b.removed && b.healthy && !b.draining && b.models.has(req.model) && !exclude.has(b.name);
-  }
-
-  private hasEligible(req: RequestInfo, exclude: ReadonlySet<string>): boolean {
-    for (const b of this.backends.values()) if (this.eligible(b, req, exclude)) return true;
+  private hasEligible(model: string, exclude: ReadonlySet<string>): boolean {
+    for (const b of this.serving(model)) if (this.eligible(b, exclude)) return true;
     return false;
   }
 

@@ -102,6 +102,15 @@ export interface Policy {
    */
   readonly metricsIntervalMs?: number | undefined;
   pick(req: RequestInfo, candidates: readonly BackendView[], now: number): BackendView | undefined;
+  /**
+   * Asked right after `pick` held a request: true when the hold came from the candidates' load
+   * alone (their views: in flight, engine metrics and the counts since), as selective pushing
+   * does — not from the request, the time, or policy state a dispatch could change — and a
+   * dispatch only adds load, so it never lifts such a hold. The scheduler then holds the model's
+   * later requests without asking and asks again only when a backend serving the model changes.
+   * Absent or false: the held request is asked again on every pump.
+   */
+  heldByLoad?(): boolean;
   /** The request was pushed to `backend` (inFlight already counts it). */
   onDispatch?(req: RequestInfo, backend: BackendView, now: number): void;
   /** A pushed request ended (inFlight no longer counts it). */

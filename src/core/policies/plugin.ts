@@ -32,6 +32,12 @@ export interface Filter extends PluginHooks {
   readonly type: string;
   /** The instance name (defaults to the type). */
   readonly name: string;
+  /**
+   * True when the answer depends only on each candidate's view (not the request or the time) and
+   * keeps no more backends as their load grows: a hold from it stands until one of them changes,
+   * so the scheduler need not ask again for every waiting request (Policy.heldByLoad).
+   */
+  readonly byLoad?: boolean;
   filter(req: RequestInfo, candidates: readonly BackendView[], now: number): readonly BackendView[];
 }
 

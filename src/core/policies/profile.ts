@@ -74,6 +74,9 @@ export class ProfilePolicy implements Policy {
   private readonly rules: RuleState[];
   private readonly plugins: readonly Plugin[];
   private readonly fallbacks = new Map<string, readonly string[]>();
+  /** Filters before this position all hold on load alone (Filter.byLoad). */
+  private readonly byLoadUpTo: number;
+  private lastHoldByLoad = false;
   /** Score buffers, and views of them sized to the last candidate count (subarray allocates). */
   private scratchBuffer = new Float64Array(16);
   private totalsBuffer = new Float64Array(16);
@@ -83,6 +86,8 @@ export class ProfilePolicy implements Policy {
   constructor(def: ProfileDefinition) {
     this.name = def.name;
     this.filters = def.filters;
+    const i = def.filters.findIndex((f) => f.byLoad !== true);
+    this.byLoadUpTo = i < 0 ? def.filters.length : i;
     this.scorers = def.scorers;
     this.weights = Float64Array.from(def.scorers, (s) => s.weight);
     this.picker = def.picker;
@@ -120,9 +125,11 @@ export class ProfilePolicy implements Policy {
 
   pick(req: RequestInfo, candidates: readonly BackendView[], now: number): BackendView | undefined {
     let c = candidates;
-    for (const f of this.filters) {
+    for (let i = 0; i < this.filters.length; i++) {
+      const f = this.filters[i]!;
       c = f.filter(req, c, now);
       if (c.length === 0) {
+        this.lastHoldByLoad = i < this.byLoadUpTo;
         this.explain?.(
           { profile: this.name, backends: [], scorers: [], totals: [], picked: [], heldBy: f.name },
           req,
@@ -178,7 +185,10 @@ export class ProfilePolicy implements Policy {
         },
         req,
       );
-    if (picked.length === 0) return undefined;
+    if (picked.length === 0) {
+      this.lastHoldByLoad = false; // a picker's hold may depend on the request or the time
+      return undefined;
+    }
     if (picked.length > 1) {
       if (this.fallbacks.size >= MAX_REMEMBERED) this.fallbacks.delete(this.fallbacks.keys().next().value!);
       this.fallbacks.set(
@@ -187,6 +197,11 @@ export class ProfilePolicy implements Policy {
       );
     }
     return picked[0];
+  }
+
+  /** Whether the last hold came from filters that hold on load alone (see Policy.heldByLoad). */
+  heldByLoad(): boolean {
+    return this.lastHoldByLoad;
   }
 
   onDispatch(req: RequestInfo, backend: BackendView, now: number): void {

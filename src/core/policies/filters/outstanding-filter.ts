@@ -24,6 +24,7 @@ export function outstandingFilter(ctx: PluginContext): Filter {
     kind: 'filter',
     type: 'outstanding-filter',
     name: ctx.name,
+    byLoad: true,
     filter: (_req, candidates, now) => keepWhere(candidates, ok, now, kept),
   };
 }
