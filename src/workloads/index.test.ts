@@ -29,6 +29,7 @@ const SPECS: ({ type: string } & Record<string, unknown>)[] = [
   { type: 'constant', rate: 2, durationS: 30 },
   { type: 'poisson', rate: 2, durationS: 30 },
   { type: 'bursts', burstRate: 5, burstDurationS: 2, periodS: 10, durationS: 30 },
+  { type: 'bursty', rate: 2, cv: 2, modulation: { windowS: 10, cv: 0.5 }, durationS: 30 },
   { type: 'heimdall', total: 60, heavySeeds: 4 },
   { type: 'multi-turn', clients: 3, durationS: 60 },
   { type: 'tree-of-thought', clients: 2, durationS: 60 },

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { burstsParamsSchema, burstsWorkload } from './bursts.js';
+import { burstyParamsSchema, burstyWorkload } from './bursty.js';
 import { constantParamsSchema, constantWorkload } from './constant.js';
 import { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
 import { checkMixParams, mixParamsSchema, mixWorkload, type PartBinder } from './mix.js';
@@ -60,6 +61,7 @@ const registry = new Map<string, WorkloadType>(
     define('constant', constantParamsSchema, constantWorkload, { takesDuration: true }),
     define('poisson', poissonParamsSchema, poissonWorkload, { takesDuration: true }),
     define('bursts', burstsParamsSchema, burstsWorkload, { takesDuration: true }),
+    define('bursty', burstyParamsSchema, burstyWorkload, { takesDuration: true }),
     define('heimdall', heimdallParamsSchema, heimdallWorkload, { takesDuration: false }),
     define('multi-turn', multiTurnParamsSchema, multiTurnWorkload, { takesDuration: true }),
     define('tree-of-thought', treeOfThoughtParamsSchema, treeOfThoughtWorkload, { takesDuration: true }),
@@ -127,6 +129,7 @@ export function createWorkload(
 }
 
 export { burstsParamsSchema, burstsWorkload } from './bursts.js';
+export { burstyParamsSchema, burstyWorkload } from './bursty.js';
 export { constantParamsSchema, constantWorkload } from './constant.js';
 export { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
 export { mixParamsSchema, mixWorkload } from './mix.js';
