@@ -104,3 +104,87 @@ test('predicted output length follows observed answers and the client cap', () =
   // pending work for a capped request: at most 5 tokens of decode + prefill
   assert.ok(p.describe!('a').pendingWorkS! <= 0.1 * 1 + 5 * 0.01 + 1e-9);
 });
+
+/** Dispatch and complete one request on `b` as a batching engine reports it, `batch` running. */
+function batchSample(
+  p: Policy,
+  b: BackendView,
+  id: string,
+  batch: number,
+  msPerToken: (batch: number) => number,
+  now: number,
+): void {
+  // `batch - 1` others in flight for the whole life of this one, so its mean batch is `batch`.
+  const others = Array.from({ length: batch - 1 }, (_, i) => req(`${id}-o${i}`));
+  for (const [i, o] of others.entries()) p.onDispatch?.(o, view(b.name, b.index, i), now);
+  const r = req(id);
+  p.onDispatch?.(r, view(b.name, b.index, batch - 1), now);
+  const evalMs = 100 * msPerToken(batch);
+  const end = now + 10 + evalMs;
+  const report = { ok: true, dispatchedAt: now, promptTokens: 100, completionTokens: 100 };
+  p.onComplete?.(
+    r,
+    view(b.name, b.index, batch - 1),
+    { ...report, finishedAt: end, promptEvalMs: 10, evalMs },
+    end,
+  );
+  for (const o of others)
+    p.onComplete?.(o, view(b.name, b.index, 0), { ok: false, dispatchedAt: now, finishedAt: end }, end);
+}
+
+test('issue #20: a batching backend is costed at the batch the request joins, not at a queue', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  const a = view('a', 0);
+  // A batching engine: each sequence in the batch adds 1 ms to every token's step (10 ms alone).
+  const step = (n: number): number => 10 + (n - 1);
+  for (let i = 0; i < 40; i++) batchSample(p, a, `s${i}`, 1 + (i % 12), step, i * 10_000);
+  const d = p.describe!('a');
+  assert.ok(Math.abs(d.decodeSlopeSPerSeq! - 0.001) < 2e-4, JSON.stringify(d));
+  assert.ok(d.slots! >= 12);
+  // 20 in flight: above every count seen, yet no queue is charged — only the slower step.
+  for (let i = 0; i < 20; i++) p.onDispatch?.(req(`f${i}`), view('a', 0, i), 500_000);
+  const out = new Float64Array(1);
+  p.estimates(req('n'), [view('a', 0, 20)], 500_000, out);
+  const service = 0.1 /* prefill */ + 100 * 0.001 * step(21);
+  assert.ok(Math.abs(out[0]! - service) / service < 0.15, `estimate ${out[0]} vs ${service}`);
+});
+
+test('issue #20: identical replicas whose fits differ only by noise split load by in-flight count', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  const bs = [view('a', 0), view('b', 1)];
+  // Same engine, noisy samples: a looks 2 % faster by chance.
+  for (let i = 0; i < 30; i++) {
+    const noise = i % 2 === 0 ? 1.1 : 0.9;
+    batchSample(p, bs[0]!, `a${i}`, 1 + (i % 6), (n) => (10 + n) * noise * 0.98, i * 10_000);
+    batchSample(p, bs[1]!, `b${i}`, 1 + (i % 6), (n) => (10 + n) * noise, i * 10_000);
+  }
+  for (let i = 0; i < 3; i++) p.onDispatch?.(req(`x${i}`), view('a', 0, i), 400_000);
+  // a is "faster" but has 3 in flight to b's none: within noise, the lighter one wins.
+  assert.equal(p.pick(req('n'), [view('a', 0, 3), view('b', 1, 0)], 400_000)?.name, 'b');
+});
+
+test('issue #20: a request pushed behind a long prefill is costed the rest of that prefill', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  const a = view('a', 0);
+  const b = view('b', 1);
+  teach(p, a, 't1', 1, 10, 0);
+  teach(p, b, 't2', 1, 10, 0);
+  // a long prompt (40 000 chars ≈ 10 000 tokens ≈ 10 s of prefill) just went to a.
+  p.onDispatch?.(req('long', 40_000), a, 10_000);
+  const out = new Float64Array(2);
+  p.estimates(req('n'), [view('a', 0, 1), view('b', 1, 0)], 10_500, out);
+  assert.ok(out[0]! - out[1]! > 9, JSON.stringify([...out]));
+});
+
+test('engine metrics: requests waiting inside the engine mean a queue, whatever was learned', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  const a = view('a', 0);
+  for (let i = 0; i < 20; i++) batchSample(p, a, `s${i}`, 1 + (i % 8), (n) => 10 + n, i * 10_000);
+  for (let i = 0; i < 8; i++) p.onDispatch?.(req(`f${i}`), view('a', 0, i), 300_000);
+  const out = new Float64Array(1);
+  const metrics = (waiting: number) => ({ running: 8, waiting, kvUsage: 1, at: 300_000 });
+  p.estimates(req('n'), [backendView('a', 0, { inFlight: 8, metrics: metrics(0) })], 300_000, out);
+  const free = out[0]!;
+  p.estimates(req('n'), [backendView('a', 0, { inFlight: 8, metrics: metrics(2) })], 300_000, out);
+  assert.ok(out[0]! > free, `${out[0]} vs ${free}`);
+});

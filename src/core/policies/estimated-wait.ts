@@ -1,31 +1,41 @@
 import { z } from 'zod';
 import { Ema } from '../estimators/guard.js';
+import { LinearFit } from '../estimators/linear-fit.js';
 import { OutputLengthPredictor } from '../estimators/output-length.js';
 import type { BackendView, CompletionReport, Policy, PolicyContext, RequestInfo } from '../types.js';
 import { parseParams } from './params.js';
 
 /**
  * Our estimated-wait router (the default). For each candidate it predicts when *this* request
- * would finish there, and picks the earliest. It fixes what seed 000's estimate gets wrong:
+ * would finish there, and picks the earliest. It fixes what seed 000's estimate gets wrong, and
+ * models a continuous-batching engine (issue #20, docs/results.md):
  *
  * - Rates come from the engine's own durations (Ollama prompt_eval_duration / eval_duration), so
  *   queueing inside the engine does not inflate "time per token"; prefill and decode are
- *   separate rates (a long prompt and a long answer cost differently).
- * - A backend runs `slots` sequences at once: the request waits only if all are busy, and then
- *   for the earliest one to finish — computed from the remaining work of each in-flight request
- *   (its expected tokens minus what has elapsed), not from a character count.
+ *   separate (a long prompt and a long answer cost differently).
+ * - A batching engine's decode step slows with every sequence in the batch. Each backend's time
+ *   per output token is fitted against the batch it was measured in (the router's in-flight count
+ *   averaged over the request's life), and a new request is costed at the batch it would join
+ *   (in flight + 1). So load shows in the estimate before any queue forms, and a rate measured
+ *   under a heavy batch is not taken for a slow backend (the feedback loop an EMA of raw rates
+ *   had: a backend that looked fast got work, then looked slow, …).
+ * - Prefill time is fitted against prompt length (its intercept is the decode step the prefill
+ *   shares with the batch).
+ * - A request waits for a slot only when the engine is full: at its learned slot count (a lower
+ *   bound raised by requests that did not queue, an upper one set by requests that did), or when
+ *   its probed metrics show requests waiting. A backend seen batching with no limit seen is not
+ *   charged a queue at all. When full, the in-flight requests are replayed FIFO over the slots.
  * - Output length is predicted per model and prompt-length bucket (online), capped by the
  *   client's max tokens.
+ * - Estimates within `tieTolerance` of the best are ties (their difference is below the noise of
+ *   the fits): the one with fewer in flight wins, then an unmeasured one, then round-robin order.
+ *   Identical replicas then split load evenly rather than by their fits' noise.
  * - No winner-takes-all: a backend with no samples, or whose samples went stale while it sat
- *   idle, is costed with the best rates in the fleet, so it is tried (re-measured) when idle.
- *
- * Slots are learned from the engine durations: a request whose wall time matches its engine time
- * did not queue inside the engine, so the backend ran at least as many sequences as were in
- * flight when it was pushed.
+ *   idle, is costed with the fleet's best fits, so it is tried (re-measured) when idle.
  */
 const Params = z.strictObject({
-  /** EMA smoothing for rates. */
-  alpha: z.number().gt(0).lte(1).default(0.2),
+  /** Forgetting rate of the fitted rates (weight each new sample takes). */
+  alpha: z.number().gt(0).lte(1).default(0.05),
   /** Output length assumed before any answer for a model was seen. */
   defaultOutputTokens: z.number().int().positive().default(128),
   /** Sequences a backend is assumed to run at once until learned (or its maxConcurrency, if lower). */
@@ -41,6 +51,15 @@ const Params = z.strictObject({
   /** Seconds per prompt / output token assumed when no backend has a sample yet. */
   priorPrefillS: z.number().positive().default(0.001),
   priorDecodeS: z.number().positive().default(0.05),
+  /** Relative difference of estimates below which two backends always count as tied. */
+  tieTolerance: z.number().nonnegative().lt(1).default(0.03),
+  /**
+   * Estimates closer than this many standard errors of their fits also tie: a difference the
+   * fits cannot tell from noise is no reason to load one backend more.
+   */
+  tieStdErrors: z.number().nonnegative().default(2),
+  /** Weight of the delay this request adds to those already running there. */
+  othersWeight: z.number().nonnegative().default(0),
 });
 
 interface Flight {
@@ -49,18 +68,33 @@ interface Flight {
   readonly expectedOut: number;
   /** Requests in flight on the backend when this one was pushed (itself excluded). */
   readonly ahead: number;
+  /** The backend's in-flight area (request·ms) when this one was pushed. */
+  readonly area0: number;
 }
 
 interface Backend {
-  readonly prefill: Ema;
-  readonly decode: Ema;
+  /** Prefill seconds (first-token time in the engine) against prompt tokens. */
+  readonly prefill: LinearFit;
+  /** Seconds per output token against the batch it ran in. */
+  readonly decode: LinearFit;
   /** Learned lower bound on sequences run at once. */
   slots: number;
+  /** Lowest in-flight count at which a pushed request queued in the engine (Infinity: never seen). */
+  queuedAt: number;
   lastSampleAt: number | undefined;
   /** Routing decision count when it last produced a sample. */
   lastSampleDecision: number;
+  /** ∫ in-flight dt (request·ms), for each request's mean batch. */
+  area: number;
+  areaAt: number;
   /** In dispatch order (Map keeps insertion order). */
   readonly flights: Map<string, Flight>;
+}
+
+/** Fitted cost of a backend: prefill seconds for a prompt, seconds per output token in a batch. */
+interface Cost {
+  readonly prefill: LinearFit;
+  readonly decode: LinearFit;
 }
 
 /** The policy, plus its per-candidate estimates for estimated-wait-scorer. */
@@ -77,16 +111,22 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   let cursor = 0;
   let lastNow = 0;
   let decisions = 0;
+  let scratch = new Float64Array(8);
 
   const state = (name: string): Backend => {
     let b = backends.get(name);
     if (!b) {
       b = {
-        prefill: new Ema(p.alpha),
-        decode: new Ema(p.alpha),
+        // Prompt lengths spread widely in real traffic; a spread of 8 tokens is enough to fit.
+        prefill: new LinearFit({ alpha: p.alpha, minSpread: 8, throughOrigin: true }),
+        // Batch sizes: half a request of spread before a slope is believed.
+        decode: new LinearFit({ alpha: p.alpha, minSpread: 0.5 }),
         slots: 1,
+        queuedAt: Infinity,
         lastSampleAt: undefined,
         lastSampleDecision: 0,
+        area: 0,
+        areaAt: 0,
         flights: new Map(),
       };
       backends.set(name, b);
@@ -96,31 +136,53 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   const promptTokensOf = (req: RequestInfo): number =>
     Math.max(1, Math.round(req.promptText.length * (tokensPerChar.value ?? p.initialTokensPerChar)));
 
-  /** Best (lowest) rates in the fleet: the optimistic cost of an unmeasured backend. */
-  const bestRates = (): { prefill: number; decode: number } => {
-    let prefill = Infinity;
-    let decode = Infinity;
-    for (const b of backends.values()) {
-      if (b.prefill.value !== undefined) prefill = Math.min(prefill, b.prefill.value);
-      if (b.decode.value !== undefined) decode = Math.min(decode, b.decode.value);
-    }
-    return {
-      prefill: Number.isFinite(prefill) ? prefill : p.priorPrefillS,
-      decode: Number.isFinite(decode) ? decode : p.priorDecodeS,
-    };
+  /** Bring the in-flight area up to `now` (call before flights change). */
+  const advance = (b: Backend, now: number): void => {
+    if (now > b.areaAt) b.area += b.flights.size * (now - b.areaAt);
+    b.areaAt = Math.max(b.areaAt, now);
   };
 
+  const prefillS = (c: Cost, promptTokens: number): number =>
+    c.prefill.at(promptTokens) ?? promptTokens * p.priorPrefillS;
+  const decodeS = (c: Cost, batch: number): number => c.decode.at(batch) ?? p.priorDecodeS;
+
+  /** The measured backend that would serve a lone request of this shape fastest. */
+  const bestCost = (promptTokens: number, out: number): Cost | undefined => {
+    let best: Cost | undefined;
+    let bestT = Infinity;
+    for (const b of backends.values()) {
+      if (b.lastSampleAt === undefined) continue;
+      const t = prefillS(b, promptTokens) + out * decodeS(b, 1);
+      if (t < bestT) {
+        bestT = t;
+        best = b;
+      }
+    }
+    return best;
+  };
+
+  /** Sequences the engine admits at once now (Infinity: no limit seen). */
   const slotsOf = (b: Backend, view: BackendView): number => {
-    let s = Math.max(b.slots, p.defaultSlots, view.metrics?.running ?? 0);
+    const m = view.metrics;
+    const batching = b.slots >= 2 || (m !== undefined && m.running >= 2);
+    let s: number;
+    if (m !== undefined) {
+      // The engine says whether it queues: requests waiting inside it now → it admits no more
+      // than it runs. Otherwise a batching engine takes more (a queue once seen at some count
+      // may have been a burst's KV pressure or one long prefill step, not a limit).
+      if (m.waiting > 0) s = Math.max(1, m.running);
+      else s = batching ? Infinity : Math.max(b.slots, p.defaultSlots);
+    } else if (Number.isFinite(b.queuedAt)) s = Math.max(b.slots, b.queuedAt);
+    else s = batching ? Infinity : Math.max(b.slots, p.defaultSlots);
     if (Number.isFinite(view.maxConcurrency)) s = Math.min(s, view.maxConcurrency);
     return Math.max(1, s);
   };
 
-  const ratesOf = (b: Backend, view: BackendView, now: number, best: { prefill: number; decode: number }) => {
+  const costOf = (b: Backend, view: BackendView, best: Cost | undefined): Cost => {
     const stale =
       b.lastSampleAt === undefined ||
       (view.inFlight === 0 && decisions - b.lastSampleDecision >= p.exploreAfterDecisions);
-    return stale ? best : { prefill: b.prefill.value ?? best.prefill, decode: b.decode.value ?? best.decode };
+    return stale && best ? best : b;
   };
 
   /** Seconds from `now` until the request would finish on this backend. */
@@ -130,18 +192,31 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     now: number,
     promptTokens: number,
     out: number,
-    best: { prefill: number; decode: number },
+    best: Cost | undefined,
   ): number => {
-    const r = ratesOf(b, view, now, best);
-    const service = promptTokens * r.prefill + out * r.decode;
+    const c = costOf(b, view, best);
     const slots = slotsOf(b, view);
-    if (b.flights.size < slots) return service;
+    const n = b.flights.size;
+    // The batch it joins (itself included), at most what the engine runs at once.
+    const batch = Math.min(n + 1, slots);
+    const step = decodeS(c, batch);
+    const service = prefillS(c, promptTokens) + out * step;
+    if (n < slots) {
+      // An engine runs a prompt's prefill as one step the whole batch waits on: a request pushed
+      // while earlier prompts are still in prefill starts after them.
+      let prefilling = 0;
+      for (const f of b.flights.values()) {
+        const left = prefillS(c, f.promptTokens) - (now - f.dispatchedAt) / 1000;
+        if (left > prefilling) prefilling = left;
+      }
+      return prefilling + service;
+    }
     // All slots busy: replay the in-flight requests FIFO over `slots` servers (a min-heap of the
     // times each server frees) and see when one frees for this request.
     const free: number[] = [];
     let i = 0;
     for (const f of b.flights.values()) {
-      const work = f.promptTokens * r.prefill + f.expectedOut * r.decode;
+      const work = prefillS(c, f.promptTokens) + f.expectedOut * step;
       if (i < slots) {
         // Running: what is left of its expected work (at least a sliver: it has not finished yet).
         heapPush(free, Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
@@ -151,6 +226,54 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       i++;
     }
     return free[0]! + service;
+  };
+
+  /** Seconds this request would add, summed, to the requests already running on the backend. */
+  const delayToOthers = (
+    b: Backend,
+    view: BackendView,
+    now: number,
+    promptTokens: number,
+    out: number,
+    best: Cost | undefined,
+  ): number => {
+    const c = costOf(b, view, best);
+    const slots = slotsOf(b, view);
+    const n = b.flights.size;
+    if (n === 0 || n >= slots) return 0;
+    const stall = (c.prefill.slope ?? p.priorPrefillS) * promptTokens;
+    const v = c.decode.slope ?? 0;
+    const step = decodeS(c, n + 1);
+    let overlap = 0;
+    for (const f of b.flights.values()) {
+      const elapsed = (now - f.dispatchedAt) / 1000 - prefillS(c, f.promptTokens);
+      const rem = Math.max(1, f.expectedOut - Math.max(0, elapsed) / step);
+      overlap += Math.min(out, rem);
+    }
+    return n * stall + v * overlap;
+  };
+
+  /** Standard error of a backend's service estimate for this request (its fits' uncertainty). */
+  const serviceError = (
+    b: Backend,
+    view: BackendView,
+    promptTokens: number,
+    out: number,
+    best: Cost | undefined,
+  ): number => {
+    const c = costOf(b, view, best);
+    const batch = Math.min(b.flights.size + 1, slotsOf(b, view));
+    return Math.hypot(c.prefill.stderr(promptTokens), out * c.decode.stderr(batch));
+  };
+
+  const fill = (req: RequestInfo, candidates: readonly BackendView[], now: number, out: Float64Array) => {
+    const promptTokens = promptTokensOf(req);
+    const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+    const best = bestCost(promptTokens, predicted);
+    for (let i = 0; i < candidates.length; i++) {
+      const c = candidates[i]!;
+      out[i] = finishEstimate(state(c.name), c, now, promptTokens, predicted, best);
+    }
   };
 
   const tieBreak = (c: BackendView, chosen: BackendView): boolean => {
@@ -165,48 +288,68 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     name: 'estimated-wait',
     pick(req, candidates, now) {
       lastNow = now;
-      const promptTokens = promptTokensOf(req);
-      const out = output.predict(req.model, promptTokens, req.maxTokens);
-      const best = bestRates();
-      let chosen: BackendView | undefined;
-      let bestT = Infinity;
-      for (const c of candidates) {
-        const t = finishEstimate(state(c.name), c, now, promptTokens, out, best);
-        // Equal estimates (e.g. nothing known yet): fewer in flight, then an unmeasured backend
-        // (to measure it), then round-robin order.
-        const better =
-          chosen === undefined || t < bestT * (1 - 1e-9) || (t <= bestT * (1 + 1e-9) && tieBreak(c, chosen));
-        if (better) {
-          chosen = c;
-          bestT = t;
+      if (candidates.length === 0) return undefined;
+      if (scratch.length < candidates.length) scratch = new Float64Array(candidates.length * 2);
+      fill(req, candidates, now, scratch);
+      if (p.othersWeight > 0) {
+        const promptTokens = promptTokensOf(req);
+        const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+        const best = bestCost(promptTokens, predicted);
+        for (let i = 0; i < candidates.length; i++) {
+          const c = candidates[i]!;
+          scratch[i]! += p.othersWeight * delayToOthers(state(c.name), c, now, promptTokens, predicted, best);
         }
       }
-      if (chosen) {
-        cursor = chosen.index + 1;
-        decisions++;
+      let min = Infinity;
+      let at = 0;
+      for (let i = 0; i < candidates.length; i++) {
+        if (scratch[i]! < min) {
+          min = scratch[i]!;
+          at = i;
+        }
       }
+      // Near-best estimates are ties: fewer in flight, then an unmeasured backend (to measure
+      // it), then round-robin order. Near: within tieTolerance, or within tieStdErrors of the
+      // two fits' combined standard error.
+      const promptTokens = promptTokensOf(req);
+      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+      const best = bestCost(promptTokens, predicted);
+      const errOf = (i: number): number =>
+        p.tieStdErrors > 0
+          ? serviceError(state(candidates[i]!.name), candidates[i]!, promptTokens, predicted, best)
+          : 0;
+      const minErr = errOf(at);
+      let chosen: BackendView | undefined;
+      for (let i = 0; i < candidates.length; i++) {
+        const c = candidates[i]!;
+        const t = scratch[i]!;
+        const near =
+          t <= min * (1 + p.tieTolerance) + 1e-12 || t - min <= p.tieStdErrors * Math.hypot(errOf(i), minErr);
+        if (!near) continue;
+        if (chosen === undefined || tieBreak(c, chosen)) chosen = c;
+      }
+      // Every estimate is finite and ≥ 0 (fits are clamped), so one is always within the limit.
+      chosen ??= candidates[0]!;
+      cursor = chosen.index + 1;
+      decisions++;
       return chosen;
     },
     estimates(req, candidates, now, out) {
       lastNow = now;
-      const promptTokens = promptTokensOf(req);
-      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
-      const best = bestRates();
-      for (let i = 0; i < candidates.length; i++) {
-        const c = candidates[i]!;
-        out[i] = finishEstimate(state(c.name), c, now, promptTokens, predicted, best);
-      }
+      fill(req, candidates, now, out);
       decisions++;
     },
     onDispatch(req, backend, now) {
       lastNow = now;
       const b = state(backend.name);
       const promptTokens = promptTokensOf(req);
+      advance(b, now);
       b.flights.set(req.id, {
         dispatchedAt: now,
         promptTokens,
         expectedOut: output.predict(req.model, promptTokens, req.maxTokens),
         ahead: b.flights.size,
+        area0: b.area,
       });
     },
     onComplete(req, backend, report, now) {
@@ -214,9 +357,10 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const b = state(backend.name);
       const f = b.flights.get(req.id);
       if (!f) return;
+      advance(b, now);
       b.flights.delete(req.id);
       if (!report.ok) return;
-      learn(b, req, f, report, now);
+      learn(b, backend, req, f, report, now);
     },
     onBackendRemoved(name) {
       backends.delete(name);
@@ -225,16 +369,20 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const b = backends.get(name);
       if (!b) return {};
       const out: Record<string, number> = { slots: b.slots, inFlightTracked: b.flights.size };
-      if (b.prefill.value !== undefined) out.prefillSPerToken = b.prefill.value;
-      if (b.decode.value !== undefined) out.decodeSPerToken = b.decode.value;
+      if (Number.isFinite(b.queuedAt)) out.queuedAtInFlight = b.queuedAt;
+      const batch = Math.max(1, b.flights.size);
+      const prefill = b.prefill.slope;
+      if (prefill !== undefined) out.prefillSPerToken = prefill;
+      const decode = b.decode.at(batch);
+      if (decode !== undefined) {
+        out.decodeSPerToken = decode;
+        out.decodeSlopeSPerSeq = b.decode.slope ?? 0;
+      }
       let pending = 0;
-      const best = bestRates();
       for (const f of b.flights.values()) {
-        const prefill = b.prefill.value ?? best.prefill;
-        const decode = b.decode.value ?? best.decode;
         pending += Math.max(
           0,
-          f.promptTokens * prefill + f.expectedOut * decode - (lastNow - f.dispatchedAt) / 1000,
+          prefillS(b, f.promptTokens) + f.expectedOut * decodeS(b, batch) - (lastNow - f.dispatchedAt) / 1000,
         );
       }
       out.pendingWorkS = pending;
@@ -242,7 +390,14 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     },
   };
 
-  function learn(b: Backend, req: RequestInfo, f: Flight, r: CompletionReport, now: number): void {
+  function learn(
+    b: Backend,
+    view: BackendView,
+    req: RequestInfo,
+    f: Flight,
+    r: CompletionReport,
+    now: number,
+  ): void {
     const promptTokens = r.promptTokens;
     const outTokens = r.completionTokens;
     if (promptTokens !== undefined && promptTokens > 0 && req.promptText.length > 0) {
@@ -254,25 +409,38 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         output.observe(req.model, promptTokens ?? f.promptTokens, outTokens);
     }
     const wallS = (r.finishedAt - r.dispatchedAt) / 1000;
+    // The batch it ran in: the backend's mean in-flight count over its life (itself included),
+    // at most what the engine runs at once (requests queued behind a serial engine do not slow it).
+    const lifeMs = now - f.dispatchedAt;
+    const slots = slotsOf(b, view);
+    const batch = Math.min(slots, lifeMs > 0 ? (b.area - f.area0) / lifeMs : f.ahead + 1);
+    const tokens = promptTokens !== undefined && promptTokens > 0 ? promptTokens : f.promptTokens;
     if (r.promptEvalMs !== undefined && r.evalMs !== undefined) {
       // Engine-measured: exact rates, and whether the request queued inside the engine.
-      if (promptTokens !== undefined && promptTokens > 0)
-        b.prefill.update(r.promptEvalMs / 1000 / promptTokens);
-      if (outTokens !== undefined && outTokens > 0) b.decode.update(r.evalMs / 1000 / outTokens);
+      b.prefill.update(tokens, r.promptEvalMs / 1000);
+      if (outTokens !== undefined && outTokens > 0)
+        b.decode.update(batch, r.evalMs / 1000 / outTokens, Math.min(outTokens, 512));
       const engineS = (r.promptEvalMs + r.evalMs) / 1000;
-      // Relative threshold: the gap also holds network and proxy time (ms), and runs may be time-scaled.
-      const queued = wallS - engineS > 0.002 + 0.02 * wallS;
-      if (!queued) b.slots = Math.max(b.slots, f.ahead + 1);
+      // Relative threshold: the gap also holds network and proxy time (ms), runs may be
+      // time-scaled, and a batching engine admits a request only at its next step.
+      const step = decodeS(b, batch);
+      const queued = wallS - engineS > 0.002 + 0.02 * wallS + 1.5 * step;
+      if (!queued) {
+        b.slots = Math.max(b.slots, f.ahead + 1);
+        // It ran beside more than the engine was thought to admit: the limit seen was transient.
+        if (b.slots > b.queuedAt) b.queuedAt = Infinity;
+      } else if (f.ahead >= b.slots) {
+        b.queuedAt = Math.min(b.queuedAt, f.ahead);
+      }
     } else if (f.ahead < slotsOfLearned(b)) {
       // Wall-clock only, and the request should not have queued: split it at the first byte.
       const first = r.firstByteAt;
       if (first !== undefined && outTokens !== undefined && outTokens > 1 && first < r.finishedAt) {
-        if (promptTokens !== undefined && promptTokens > 0)
-          b.prefill.update((first - r.dispatchedAt) / 1000 / promptTokens);
-        b.decode.update((r.finishedAt - first) / 1000 / (outTokens - 1));
+        b.prefill.update(tokens, (first - r.dispatchedAt) / 1000);
+        b.decode.update(batch, (r.finishedAt - first) / 1000 / (outTokens - 1), Math.min(outTokens, 512));
       } else if (outTokens !== undefined && outTokens > 0) {
-        const prefillS = (promptTokens ?? 0) * (b.prefill.value ?? 0);
-        b.decode.update(Math.max(0, wallS - prefillS) / outTokens);
+        const pre = b.prefill.at(tokens) ?? 0;
+        b.decode.update(batch, Math.max(0, wallS - pre) / outTokens, Math.min(outTokens, 512));
       }
     }
     b.lastSampleAt = now;
@@ -280,7 +448,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   }
 
   function slotsOfLearned(b: Backend): number {
-    return Math.max(b.slots, p.defaultSlots);
+    return Number.isFinite(b.queuedAt) || b.slots < 2 ? Math.max(b.slots, p.defaultSlots) : Infinity;
   }
 }
 
