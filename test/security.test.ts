@@ -183,7 +183,7 @@ describe('admin with a token on the client port', () => {
       { origin: 'http://evil.example' },
       { 'sec-fetch-site': 'cross-site' },
       { origin: 'null' },
-    ]) {
+    ] as Record<string, string>[]) {
       const res = await call(`${url}/admin/backends/a/drain`, 'POST', undefined, { ...AUTH, ...h });
       assert.equal(res.status, 403, JSON.stringify(h));
       assert.match(res.text, /cross_site/);
