@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { createPolicy } from '../core/policies/index.js';
+import { Scheduler } from '../core/scheduler.js';
+import type { Decision } from '../core/types.js';
+import { withSharedView } from '../federation/shared-view-policy.js';
+import { SharedView } from './shared-view.js';
+
+const URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0';
+const CAPS = new Map([
+  ['a', 2],
+  ['b', 3],
+  ['c', Infinity],
+]);
+
+/** A router reduced to its scheduler, sharing its view through Redis (or not). */
+function router(id: string, redis: Redis | undefined, prefix: string) {
+  let view: SharedView | undefined;
+  const policy = createPolicy('least-connections', () => 0.5);
+  const scheduler = new Scheduler({
+    policy: redis ? withSharedView(policy, (n) => view!.othersOf(n)) : policy,
+  });
+  for (const [name, cap] of CAPS)
+    scheduler.addBackend({ name, api: 'ollama', models: ['m'], maxConcurrency: cap, weight: 1 });
+  const decisions: Decision[] = [];
+  if (redis) {
+    view = new SharedView(
+      redis,
+      {
+        backends: () =>
+          scheduler
+            .backendViews()
+            .map((b) => ({ name: b.name, inFlight: b.inFlight, cap: CAPS.get(b.name)! })),
+        queued: () => scheduler.queueLength,
+        applyCaps: (caps) => {
+          for (const [name, cap] of caps)
+            decisions.push(...scheduler.updateBackend(name, { maxConcurrency: cap }, Date.now()));
+        },
+      },
+      { routerId: id, intervalMs: 5, prefix, ttlMs: 1000 },
+    );
+  }
+  return { id, scheduler, view, decisions };
+}
+
+type R = ReturnType<typeof router>;
+
+/** Drive three routers: 60 requests each, each held 2–10 ms; returns the most in flight at once per backend. */
+async function run(routers: R[]): Promise<Map<string, number>> {
+  const peak = new Map<string, number>();
+  const inFlight = new Map<string, number>();
+  let done = 0;
+  const total = routers.length * 60;
+  const dispatch = (r: R, ds: readonly Decision[]): void => {
+    for (const d of ds) {
+      if (d.type !== 'dispatch') continue;
+      const n = (inFlight.get(d.backend) ?? 0) + 1;
+      inFlight.set(d.backend, n);
+      peak.set(d.backend, Math.max(peak.get(d.backend) ?? 0, n));
+      setTimeout(
+        () => {
+          inFlight.set(d.backend, inFlight.get(d.backend)! - 1);
+          done++;
+          dispatch(
+            r,
+            r.scheduler.complete(d.request.id, { ok: true, dispatchedAt: 0, finishedAt: 1 }, Date.now()),
+          );
+        },
+        2 + ((d.request.id.length * 7 + done) % 9),
+      );
+    }
+  };
+  const pumps = routers.map((r) =>
+    setInterval(() => {
+      dispatch(r, r.decisions.splice(0));
+    }, 1),
+  );
+  for (const r of routers) r.view?.start();
+  // First rounds in (connections open, script loaded) before the load starts.
+  for (let t = 0; t < 200 && routers.some((r) => r.view && !r.view.up); t++)
+    await new Promise((ok) => setTimeout(ok, 10));
+  for (let i = 0; i < 60; i++)
+    for (const r of routers)
+      dispatch(
+        r,
+        r.scheduler.submit(
+          { id: `${r.id}-${i}`, model: 'm', api: 'ollama', arrivedAt: 0, promptText: '' },
+          Date.now(),
+        ),
+      );
+  const t0 = Date.now();
+  while (done < total && Date.now() - t0 < 15_000) await new Promise((ok) => setTimeout(ok, 10));
+  for (const p of pumps) clearInterval(p);
+  for (const r of routers) r.view?.stop();
+  assert.equal(done, total, 'every request finished');
+  return peak;
+}
+
+describe('shared view through Redis', () => {
+  const conns: Redis[] = [];
+  after(() => {
+    for (const c of conns) c.disconnect();
+  });
+
+  it('three routers sharing one Redis never exceed a backend’s maxConcurrency together', async () => {
+    const prefix = `llmlb-test-${process.pid}-${Date.now()}`;
+    const routers = ['r0', 'r1', 'r2'].map((id) => {
+      const c = new Redis(URL);
+      conns.push(c);
+      return router(id, c, prefix);
+    });
+    const peak = await run(routers);
+    assert.ok(peak.get('a')! <= 2, `a peaked at ${peak.get('a')}`);
+    assert.ok(peak.get('b')! <= 3, `b peaked at ${peak.get('b')}`);
+    // The capped backends were used, up to their caps: the bound is not met by leaving them idle.
+    assert.ok(peak.get('a')! >= 1 && peak.get('b')! >= 2, `peaks ${[...peak]}`);
+    assert.ok(routers.every((r) => r.view!.up));
+  });
+
+  it('without it, the same three routers do exceed the caps (what the test guards against)', async () => {
+    const peak = await run(['r0', 'r1', 'r2'].map((id) => router(id, undefined, '')));
+    assert.ok(peak.get('a')! > 2 || peak.get('b')! > 3, `peaks ${[...peak]}`);
+  });
+
+  it('a router that loses Redis keeps routing on its own view and says so', async () => {
+    const dead = new Redis('redis://127.0.0.1:1/0', {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+      retryStrategy: () => null,
+    });
+    conns.push(dead);
+    dead.on('error', () => {});
+    const r = router('lonely', dead, 'x');
+    await r.view!.sync();
+    assert.equal(r.view!.up, false);
+    assert.equal(r.view!.failures, 1);
+    // Its configured caps, and it still routes.
+    assert.equal(r.scheduler.backend('a')!.maxConcurrency, 2);
+    const ds = r.scheduler.submit({ id: 'q', model: 'm', api: 'ollama', arrivedAt: 0, promptText: '' }, 0);
+    assert.equal(ds[0]?.type, 'dispatch');
+  });
+});

@@ -1,0 +1,146 @@
+/**
+ * Several routers in front of one fleet (issue #19, HA): a shared view of per-backend in-flight
+ * counts through Redis (`state.redis`), so N routers neither herd onto the backend each thinks idle
+ * nor together push a backend past its `maxConcurrency`.
+ *
+ * Every `intervalMs` each router runs one Lua round (redis/shared-view.lua) that publishes its own
+ * in-flight per backend and reads the others'. Policies see own (live) + others' (at the last
+ * round) through withSharedView (src/federation/shared-view-policy.ts): in-flight-based pickers
+ * (least-connections, estimated-wait, active-request-scorer) need it; SP-P and other engine-metric
+ * pickers read engine-reported counts, global already. Caps are split as allowances: a router may
+ * push a capped backend only up to its allowance, and allowances together never exceed the cap.
+ *
+ * A router that loses Redis keeps routing on its own view (its configured caps, its own counts:
+ * the routers together may then exceed a cap) and says so: `up` is false (llmlb_shared_view_up 0).
+ */
+import { readFileSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+
+export interface SharedBackendState {
+  readonly name: string;
+  /** This router's requests in flight there. */
+  readonly inFlight: number;
+  /** The configured cap (Infinity = none). */
+  readonly cap: number;
+}
+
+export interface SharedViewHost {
+  /** This router's backends now. */
+  backends(): readonly SharedBackendState[];
+  /** Requests waiting in this router's queue (its demand for more allowance). */
+  queued(): number;
+  /** The caps to enforce now: allowances, or the configured caps when Redis is lost. */
+  applyCaps(caps: ReadonlyMap<string, number>): void;
+}
+
+export interface SharedViewOptions {
+  /** Unique per router process. */
+  readonly routerId: string;
+  readonly intervalMs?: number;
+  /** A router silent this long is presumed gone; its share returns to the others. */
+  readonly ttlMs?: number;
+  readonly prefix?: string;
+  /** Allowance a router keeps above its in-flight, so a new request need not wait for a round. */
+  readonly headroom?: number;
+  readonly now?: () => number;
+}
+
+const LUA = readFileSync(new URL('./redis/shared-view.lua', import.meta.url), 'utf8');
+
+export class SharedView {
+  private readonly others = new Map<string, number>();
+  /** The allowance each capped backend is held to now (0 before the first round). */
+  private readonly enforced = new Map<string, number>();
+  private readonly opts: Required<Omit<SharedViewOptions, 'now'>>;
+  private readonly now: () => number;
+  private timer: NodeJS.Timeout | undefined;
+  private inRound = false;
+  private isUp = false;
+  /** Rounds that failed (Redis down or slow); for /metrics. */
+  failures = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly host: SharedViewHost,
+    opts: SharedViewOptions,
+  ) {
+    this.opts = {
+      routerId: opts.routerId,
+      intervalMs: opts.intervalMs ?? 100,
+      ttlMs: opts.ttlMs ?? 2000,
+      prefix: opts.prefix ?? 'llmlb',
+      headroom: opts.headroom ?? 1,
+    };
+    this.now = opts.now ?? Date.now;
+    redis.defineCommand('llmlbSharedView', { lua: LUA });
+  }
+
+  /** Other routers' in-flight requests on a backend at the last round (0 while Redis is lost). */
+  readonly othersOf = (backend: string): number => this.others.get(backend) ?? 0;
+
+  /** Whether the last round reached Redis. */
+  get up(): boolean {
+    return this.isUp;
+  }
+
+  /** Capped backends get no allowance before the first round (the others may hold it all). */
+  start(): void {
+    if (this.timer) return;
+    const zero = new Map<string, number>();
+    for (const b of this.host.backends()) if (Number.isFinite(b.cap)) zero.set(b.name, 0);
+    this.host.applyCaps(zero);
+    this.timer = setInterval(() => void this.sync(), this.opts.intervalMs);
+    this.timer.unref();
+    void this.sync();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One round; never throws (a failure switches to the router's own view). */
+  async sync(): Promise<void> {
+    if (this.inRound) return;
+    this.inRound = true;
+    const list = this.host.backends();
+    const extra = this.opts.headroom + Math.ceil(this.host.queued() / Math.max(1, list.length));
+    const keys = list.map((b) => `${this.opts.prefix}:shared-view:${b.name}`);
+    const args: (string | number)[] = [this.opts.routerId, Math.floor(this.now()), this.opts.ttlMs];
+    for (const b of list) {
+      const capped = Number.isFinite(b.cap);
+      args.push(
+        b.inFlight,
+        capped ? b.cap : -1,
+        Math.min(b.inFlight + extra, 1e9),
+        capped ? (this.enforced.get(b.name) ?? 0) : -1,
+      );
+    }
+    try {
+      const cmd = (
+        this.redis as unknown as {
+          llmlbSharedView(n: number, ...a: (string | number)[]): Promise<[number, number][]>;
+        }
+      ).llmlbSharedView;
+      const res = await cmd.call(this.redis, keys.length, ...keys, ...args);
+      const caps = new Map<string, number>();
+      this.others.clear();
+      list.forEach((b, i) => {
+        const [othersIn, allowance] = res[i]!;
+        this.others.set(b.name, othersIn);
+        caps.set(b.name, allowance < 0 ? b.cap : allowance);
+        if (allowance >= 0) this.enforced.set(b.name, allowance);
+      });
+      this.isUp = true;
+      this.host.applyCaps(caps);
+    } catch {
+      this.failures++;
+      this.isUp = false;
+      this.others.clear();
+      for (const b of list) if (Number.isFinite(b.cap)) this.enforced.set(b.name, b.cap);
+      this.host.applyCaps(new Map(list.map((b) => [b.name, b.cap])));
+    } finally {
+      this.inRound = false;
+    }
+  }
+}
