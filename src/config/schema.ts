@@ -154,6 +154,12 @@ export const configSchema = z.strictObject({
     .strictObject({
       redis: z.string().refine(isRedisUrl, 'must be a redis:// or rediss:// URL'),
       keyPrefix: z.string().min(1).default('llmlb:{quota}:'),
+      // While Redis can't be reached, proxied requests for models with a quota pass ungated
+      // (counted, logged once per outage) instead of 503; /schedule answers 503 either way.
+      failOpen: z.boolean().default(false),
+      // A Redis command unanswered this long fails; the store then answers 503 at once until
+      // Redis answers again.
+      commandTimeoutMs: z.number().int().min(10).max(60_000).default(500),
     })
     .optional(),
   quotas: z.strictObject({ models: z.record(z.string().min(1), quotaLimitsSchema).default({}) }).optional(),
@@ -216,7 +222,16 @@ export interface RouterConfig {
   readonly sessionKey?: { readonly header: string; readonly bodyPath: readonly string[] } | undefined;
   readonly log: { readonly level: LogLevel; readonly prompts: boolean };
   // Optional so configurations built in code (benches, tests) need not spell them out.
-  readonly state?: { readonly redis: string; readonly keyPrefix: string } | undefined;
+  readonly state?:
+    | {
+        readonly redis: string;
+        readonly keyPrefix: string;
+        /** Default false; optional so configurations built in code need not spell it out. */
+        readonly failOpen?: boolean;
+        /** Default 500. */
+        readonly commandTimeoutMs?: number;
+      }
+    | undefined;
   readonly quotas?: { readonly models: Readonly<Record<string, QuotaLimitsEntry>> } | undefined;
   readonly admission?:
     { readonly leaseTtlMs: number; readonly reclaimIntervalMs: number; readonly tickMs: number } | undefined;

@@ -1,0 +1,71 @@
+/**
+ * Config keys for federation (design §2): `region:` for this router and `peers: [{ name, url, region }]`,
+ * plus the tuning under `federation:`. Spread `federationConfigKeys` into the config schema and run
+ * `checkFederationConfig` after it parses (peer names unique, peers need a region of their own).
+ *
+ * ```yaml
+ * region: us
+ * peers: [ { name: eu, url: http://eu-lb:8080, region: eu } ]
+ * federation: { probeIntervalMs: 100, tau: 2, peerSelection: trie, ejectMs: 10000 }
+ * ```
+ */
+import { z } from 'zod';
+
+const httpUrl = z.string().refine((u) => {
+  try {
+    const p = new URL(u);
+    return (p.protocol === 'http:' || p.protocol === 'https:') && p.username === '' && p.password === '';
+  } catch {
+    return false;
+  }
+}, 'must be an http(s) URL without credentials');
+
+export const peerSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'must be letters, digits, . _ -'),
+  url: httpUrl,
+  region: z.string().min(1),
+});
+
+export const federationConfigKeys = {
+  region: z.string().min(1).optional(),
+  peers: z.array(peerSchema).optional(),
+  federation: z
+    .strictObject({
+      /** Algorithm 1's probe interval. */
+      probeIntervalMs: z.number().int().positive().default(100),
+      probeTimeoutMs: z.number().int().positive().default(1000),
+      /** τ: a peer whose router queue exceeds this takes nothing. */
+      tau: z.number().int().nonnegative().default(2),
+      /** trie (prefix-trie policies) or ring (consistent-hash); default follows the local policy. */
+      peerSelection: z.enum(['trie', 'ring']).optional(),
+      /** A failed peer is skipped this long. */
+      ejectMs: z.number().int().positive().default(10_000),
+      /** Regional snapshot trie bound (nodes). */
+      snapshotMaxEntries: z.number().int().positive().default(100_000),
+    })
+    .optional(),
+};
+
+export interface FederationConfigProblem {
+  readonly path: readonly (string | number)[];
+  readonly message: string;
+}
+
+/** Cross-field checks the schema cannot express. */
+export function checkFederationConfig(c: {
+  region?: string | undefined;
+  peers?: readonly { name: string; region: string }[] | undefined;
+}): FederationConfigProblem[] {
+  const out: FederationConfigProblem[] = [];
+  const peers = c.peers ?? [];
+  if (peers.length > 0 && c.region === undefined)
+    out.push({ path: ['region'], message: 'peers need this router’s own region' });
+  const seen = new Set<string>();
+  peers.forEach((p, i) => {
+    if (seen.has(p.name)) out.push({ path: ['peers', i, 'name'], message: `peer '${p.name}' listed twice` });
+    seen.add(p.name);
+    if (p.region === c.region)
+      out.push({ path: ['peers', i, 'region'], message: `peer in this router's own region '${p.region}'` });
+  });
+  return out;
+}
