@@ -119,7 +119,10 @@ export function handleAdmission(
     if (err instanceof HttpError) return sendError(res, format, err.status, err.message, err.code);
     if (err instanceof QuotaError) return sendError(res, format, statusOf(err), err.message, err.code);
     admission.metrics.decisions.inc({ outcome: 'error' });
-    sendError(res, format, 503, `quota store unavailable: ${(err as Error).message}`, 'store_unavailable');
+    // The store fails fast in an outage and probes for Redis every 250 ms: worth a retry soon.
+    sendError(res, format, 503, `quota store unavailable: ${(err as Error).message}`, 'store_unavailable', {
+      'retry-after': '1',
+    });
   });
   return true;
 }

@@ -8,6 +8,12 @@ export interface QuotaMetrics {
   reclaimed: Counter;
   /** Proxied requests waiting in the quota gate (they are not in the scheduler's queue yet). */
   gateWaiting: Gauge<'model'>;
+  /** Proxied requests let through ungated because the store was down (`state.failOpen`). */
+  failOpen: Counter<'model'>;
+  /** Store outages, rebuilds of lost state, leases put back after a loss. */
+  outages: Counter;
+  reseeds: Counter;
+  reregistered: Counter;
 }
 
 const PER_MODEL: [string, string, (m: QuotaSnapshot) => number][] = [
@@ -28,8 +34,13 @@ const PER_MODEL: [string, string, (m: QuotaSnapshot) => number][] = [
 export function registerQuotaMetrics(registry: Registry, store: () => QuotaStore | undefined): QuotaMetrics {
   const registers = [registry];
   let reading: Promise<QuotaSnapshot[]> | undefined;
+  // A store that is down yields no per-model series (llmlb_quota_store_up says why), never a
+  // failed scrape.
   const read = (s: QuotaStore): Promise<QuotaSnapshot[]> =>
-    (reading ??= s.snapshot().finally(() => setImmediate(() => (reading = undefined))));
+    (reading ??= s
+      .snapshot()
+      .catch(() => [])
+      .finally(() => setImmediate(() => (reading = undefined))));
   for (const [name, help, pick] of PER_MODEL) {
     new Gauge({
       name,
@@ -51,7 +62,20 @@ export function registerQuotaMetrics(registry: Registry, store: () => QuotaStore
     registers,
     async collect() {
       const s = store();
-      if (s) this.set((await s.advice()).backpressure_score);
+      if (!s) return;
+      try {
+        this.set((await s.advice()).backpressure_score);
+      } catch {
+        this.reset(); // store down: no value rather than a stale one
+      }
+    },
+  });
+  new Gauge({
+    name: 'llmlb_quota_store_up',
+    help: 'Whether the quota store answers (0 while Redis is unreachable: quota-gated requests get 503 unless state.failOpen)',
+    registers,
+    collect() {
+      this.set(store()?.health?.().up === false ? 0 : 1);
     },
   });
   return {
@@ -70,6 +94,27 @@ export function registerQuotaMetrics(registry: Registry, store: () => QuotaStore
     reclaimed: new Counter({
       name: 'llmlb_admission_reclaimed_total',
       help: 'Leases reclaimed after their TTL',
+      registers,
+    }),
+    failOpen: new Counter({
+      name: 'llmlb_quota_gate_fail_open_total',
+      help: 'Proxied requests passed without a quota lease because the quota store was down (state.failOpen)',
+      labelNames: ['model'],
+      registers,
+    }),
+    outages: new Counter({
+      name: 'llmlb_quota_store_outages_total',
+      help: 'Times the quota store became unreachable',
+      registers,
+    }),
+    reseeds: new Counter({
+      name: 'llmlb_quota_store_reseeds_total',
+      help: 'Times the shared quota state was found lost or rolled back and rebuilt from configuration',
+      registers,
+    }),
+    reregistered: new Counter({
+      name: 'llmlb_quota_leases_reregistered_total',
+      help: 'Leases this replica put back after the shared state lost them',
       registers,
     }),
   };

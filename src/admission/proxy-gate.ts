@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { QuotaError, TooLargeError } from '../core/quota/index.js';
+import { StoreUnavailableError } from '../state/quota-store.js';
 import type { Admission } from './service.js';
 
 /** Output tokens assumed when a request sets no max_tokens / num_predict. */
@@ -64,9 +65,24 @@ export async function passGate(
       } catch (err) {
         if (err instanceof TooLargeError)
           return { kind: 'fail', status: 413, message: err.message, code: err.code };
-        // A reload removed the model's quota between hasQuota and acquire: nothing to enforce.
-        if (err instanceof QuotaError && err.code === 'unknown_model') return { kind: 'go' };
-        log.error({ err, model }, 'quota store unavailable');
+        if (err instanceof QuotaError && err.code === 'unknown_model') {
+          // A reload removed the model's quota between hasQuota and acquire: nothing to enforce.
+          if (!admission.hasQuota(model)) return { kind: 'go' };
+          // Configured here but absent from the shared state (another replica's configuration
+          // differs): a configured model is never let through ungated.
+          log.error({ model }, 'model has a quota in this configuration but none in the shared state');
+          return {
+            kind: 'fail',
+            status: 503,
+            message: `the quota of model '${model}' is missing from the shared state`,
+            code: 'quota_state_missing',
+            retryAfterS: 1,
+          };
+        }
+        if (err instanceof StoreUnavailableError) {
+          admission.noteGateOutage(model, err, admission.failOpen);
+          if (admission.failOpen) return { kind: 'go' };
+        } else log.error({ err, model }, 'quota store failed');
         return {
           kind: 'fail',
           status: 503,

@@ -61,7 +61,7 @@ export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError';
   readonly code = 'store_unavailable';
   constructor(message: string, options?: { cause?: unknown }) {
-    super(`quota store unavailable: ${message}`, options);
+    super(message, options);
   }
 }
 
