@@ -1,14 +1,5 @@
 import { readFileSync } from 'node:fs';
-import {
-  isMap,
-  isNode,
-  isPair,
-  isScalar,
-  LineCounter,
-  parseDocument,
-  type Document,
-  type YAMLError,
-} from 'yaml';
+import { LineCounter, parseDocument, type Document, type YAMLError } from 'yaml';
 import type { z } from 'zod';
 import { backendRefs } from '../core/policies/index.js';
 import {
@@ -30,6 +21,7 @@ import {
   type PolicySpec,
   type RouterConfig,
 } from './schema.js';
+import { parsePolicySpec, PolicySpecError, UNKNOWN_KEY, yamlPosition } from './policy-spec.js';
 
 export type { ApiKind, BackendEntry, LogLevel, PolicySpec, RouterConfig } from './schema.js';
 
@@ -100,26 +92,7 @@ interface Positions {
 /** The 1-based line of the node at `path` (or of `key` inside it), when the document has one. */
 function lineOf(pos: Positions | undefined, path: readonly PathKey[], key?: string): number | undefined {
   if (!pos) return undefined;
-  // Walk as deep as the document goes: a missing field points at its parent.
-  let node: unknown = pos.doc.contents;
-  let at: number | undefined = isNode(node) ? node.range?.[0] : undefined;
-  for (const k of path) {
-    const next: unknown =
-      isNode(node) && 'get' in node
-        ? (node as { get(k: unknown, keep: true): unknown }).get(k, true)
-        : undefined;
-    if (next === undefined) break;
-    node = next;
-    if (isNode(node) && node.range) at = node.range[0];
-  }
-  // An unknown key is pointed at on its own line, not on its parent's.
-  if (key !== undefined && isMap(node)) {
-    for (const item of node.items) {
-      if (isPair(item) && isScalar(item.key) && item.key.value === key && item.key.range)
-        at = item.key.range[0];
-    }
-  }
-  return at === undefined ? undefined : pos.lc.linePos(at).line;
+  return yamlPosition(pos.doc, pos.lc, key === undefined ? path : [...path, key])?.line;
 }
 
 /** "Invalid input: expected string, received undefined" says less than "required". */
@@ -132,7 +105,7 @@ function zodIssues(error: z.ZodError, pos?: Positions): ConfigIssue[] {
     const path = issue.path as PathKey[];
     if (issue.code === 'unrecognized_keys') {
       for (const key of issue.keys) {
-        out.push({ path: formatPath([...path, key]), message: 'unknown key', line: lineOf(pos, path, key) });
+        out.push({ path: formatPath([...path, key]), message: UNKNOWN_KEY, line: lineOf(pos, path, key) });
       }
       continue;
     }
@@ -204,17 +177,14 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 /** The policy as written, when its shape is right (the schema reports it otherwise). */
-function rawPolicy(
-  raw: Record<string, unknown>,
-): { name: string; params: Record<string, unknown> } | undefined {
-  const p = raw.policy;
-  if (p === undefined) return { name: DEFAULT_POLICY, params: {} };
-  if (typeof p === 'string' && p !== '') return { name: p, params: {} };
-  if (isRecord(p) && typeof p.name === 'string' && p.name !== '') {
-    const { name, ...params } = p;
-    return { name, params };
+function rawPolicy(raw: Record<string, unknown>): PolicySpec | undefined {
+  if (raw.policy === undefined) return { name: DEFAULT_POLICY, params: {} };
+  try {
+    return parsePolicySpec(raw.policy);
+  } catch (err) {
+    if (err instanceof PolicySpecError) return undefined;
+    throw err;
   }
-  return undefined;
 }
 
 function policyIssue(

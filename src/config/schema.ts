@@ -3,6 +3,9 @@ import {
   endpointPickerConfigSchema,
   type EndpointPickerConfig,
 } from '../core/policies/endpoint-picker-config.js';
+import { policySpecSchema, type PolicySpec } from './policy-spec.js';
+
+export type { PolicySpec } from './policy-spec.js';
 
 /**
  * The router's configuration file (design §2), validated once at load. Every object is strict:
@@ -54,11 +57,6 @@ export const backendSchema = z.strictObject({
   region: z.string().min(1).optional(),
 });
 
-/** `least-connections` or `{ name: estimated-wait, alpha: 0.3 }`: the other keys are the policy's params. */
-const policySchema = z.union([z.string().min(1), z.looseObject({ name: z.string().min(1) })], {
-  error: 'must be a policy name or an object { name: <policy>, ...params }',
-});
-
 function isRedisUrl(u: string): boolean {
   try {
     const p = new URL(u);
@@ -87,7 +85,7 @@ export const configSchema = z.strictObject({
     })
     .prefault({}),
   backends: z.array(backendSchema).min(1, 'at least one backend is required'),
-  policy: policySchema.default(DEFAULT_POLICY),
+  policy: policySpecSchema.default({ name: DEFAULT_POLICY, params: {} }),
   // Scheduling profiles (filters → weighted scorers → picker) in llm-d's EndpointPickerConfig shape.
   scheduling: endpointPickerConfigSchema.optional(),
   retry: z
@@ -154,12 +152,6 @@ export const configSchema = z.strictObject({
     .strictObject({
       redis: z.string().refine(isRedisUrl, 'must be a redis:// or rediss:// URL'),
       keyPrefix: z.string().min(1).default('llmlb:{quota}:'),
-      // While Redis can't be reached, proxied requests for models with a quota pass ungated
-      // (counted, logged once per outage) instead of 503; /schedule answers 503 either way.
-      failOpen: z.boolean().default(false),
-      // A Redis command unanswered this long fails; the store then answers 503 at once until
-      // Redis answers again.
-      commandTimeoutMs: z.number().int().min(10).max(60_000).default(500),
     })
     .optional(),
   quotas: z.strictObject({ models: z.record(z.string().min(1), quotaLimitsSchema).default({}) }).optional(),
@@ -195,12 +187,6 @@ export interface BackendEntry {
   readonly region?: string | undefined;
 }
 
-/** A policy by name with its parameters (`{}` when the file gave a bare name). */
-export interface PolicySpec {
-  readonly name: string;
-  readonly params: Readonly<Record<string, unknown>>;
-}
-
 /** The validated configuration with every default applied. */
 export interface RouterConfig {
   readonly server: { readonly host: string; readonly port: number; readonly maxBodyBytes: number };
@@ -222,16 +208,7 @@ export interface RouterConfig {
   readonly sessionKey?: { readonly header: string; readonly bodyPath: readonly string[] } | undefined;
   readonly log: { readonly level: LogLevel; readonly prompts: boolean };
   // Optional so configurations built in code (benches, tests) need not spell them out.
-  readonly state?:
-    | {
-        readonly redis: string;
-        readonly keyPrefix: string;
-        /** Default false; optional so configurations built in code need not spell it out. */
-        readonly failOpen?: boolean;
-        /** Default 500. */
-        readonly commandTimeoutMs?: number;
-      }
-    | undefined;
+  readonly state?: { readonly redis: string; readonly keyPrefix: string } | undefined;
   readonly quotas?: { readonly models: Readonly<Record<string, QuotaLimitsEntry>> } | undefined;
   readonly admission?:
     { readonly leaseTtlMs: number; readonly reclaimIntervalMs: number; readonly tickMs: number } | undefined;
@@ -278,18 +255,11 @@ export function normalizeBackend(b: z.output<typeof backendSchema>): BackendEntr
   };
 }
 
-/** Splits `{ name, ...params }` (or a bare name) into a PolicySpec. */
-export function toPolicySpec(p: z.output<typeof policySchema>): PolicySpec {
-  if (typeof p === 'string') return { name: p, params: {} };
-  const { name, ...params } = p;
-  return { name, params };
-}
-
 export function normalize(c: z.output<typeof configSchema>): RouterConfig {
   return {
     server: c.server,
     backends: c.backends.map(normalizeBackend),
-    policy: toPolicySpec(c.policy),
+    policy: c.policy,
     scheduling: c.scheduling,
     retry: c.retry,
     timeouts: c.timeouts,

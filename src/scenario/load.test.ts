@@ -190,7 +190,7 @@ policies: [round-robin, { name: estimated-wait, alpha: 0.3 }, { name: least-conn
 });
 
 describe('scenario errors name the field (and line)', () => {
-  it('unknown top-level field', () => expectError(MINIMAL + 'colour: red\n', 'colour', /unknown field/, 8));
+  it('unknown top-level field', () => expectError(MINIMAL + 'colour: red\n', 'colour', /unknown key/, 8));
   it('missing required field', () =>
     expectError(MINIMAL.replace('durationS: 10\n', ''), 'durationS', /number/));
   it('wrong type', () =>
@@ -206,7 +206,7 @@ describe('scenario errors name the field (and line)', () => {
     expectError(
       MINIMAL.replace('- name: a', '- name: a\n    profile: { slot: 2 }'),
       'fleet[0].profile.slot',
-      /unknown field/,
+      /unknown key/,
       6,
     ));
   it('bad backend name', () =>
@@ -230,7 +230,7 @@ describe('scenario errors name the field (and line)', () => {
   it('bad workload param', () =>
     expectError(MINIMAL.replace('rate: 1', 'rate: -1'), 'workload.rate', />0/, 6));
   it('unknown workload param', () =>
-    expectError(MINIMAL.replace('rate: 1', 'rate: 1, burst: 2'), 'workload.burst', /unknown field/, 6));
+    expectError(MINIMAL.replace('rate: 1', 'rate: 1, burst: 2'), 'workload.burst', /unknown key/, 6));
   it('bad length distribution', () =>
     expectError(
       MINIMAL.replace('rate: 1', 'rate: 1, promptTokens: { dist: uniform, min: 9, max: 3 }'),

@@ -39,9 +39,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import type { PolicySpec } from '../core/policies/index.js';
+import { policySpecSchema, UNKNOWN_KEY, yamlPosition } from '../config/policy-spec.js';
 import {
   checkEndpointPickerConfig,
   endpointPickerConfigSchema,
@@ -106,9 +107,6 @@ const backendFields = {
 
 const FleetEntry = z.strictObject({ name, count: z.number().int().positive().default(1), ...backendFields });
 
-// `{ name, ...params }`; the params themselves are each policy's business.
-const PolicyEntry = z.union([name, z.looseObject({ name })]);
-
 const ScenarioFile = z.strictObject({
   name,
   description: z.string().optional(),
@@ -119,7 +117,8 @@ const ScenarioFile = z.strictObject({
   defaults: z.strictObject(backendFields).optional(),
   fleet: z.array(FleetEntry).min(1),
   workload: z.looseObject({ type: z.string().min(1) }),
-  policies: z.array(PolicyEntry).min(1),
+  // A name, `{ name, ...params }` or `{ name, params }`: read as the config's policy is.
+  policies: z.array(policySpecSchema).min(1),
   // Scheduling profiles a policy entry may name (llm-d EndpointPickerConfig shape).
   scheduling: endpointPickerConfigSchema.optional(),
   // More than one router (src/scenario/federation.ts).
@@ -137,42 +136,15 @@ function problems(error: z.ZodError, prefix: Path = []): Problem[] {
   return error.issues.flatMap((i): Problem[] => {
     const path = [...prefix, ...(i.path as (string | number)[])];
     if (i.code === 'unrecognized_keys') {
-      return i.keys.map((k) => ({ path: [...path, k], message: 'unknown field' }));
+      return i.keys.map((k) => ({ path: [...path, k], message: UNKNOWN_KEY }));
     }
     return [{ path, message: i.message }];
   });
 }
 
-/** Line/column of the deepest part of `path` present in the document (1-based). */
-function locate(doc: Document, lc: LineCounter, path: Path): { line: number; col: number } | undefined {
-  for (let n = path.length; n >= 0; n--) {
-    const sub = path.slice(0, n);
-    const node: unknown = n === 0 ? doc.contents : doc.getIn(sub, true);
-    let range: readonly number[] | undefined | null = (node as { range?: readonly number[] } | undefined)
-      ?.range;
-    // For an unknown key, point at the key rather than its value.
-    if (n === path.length && n > 0) {
-      const parent: unknown = n === 1 ? doc.contents : doc.getIn(path.slice(0, n - 1), true);
-      if (isMap(parent)) {
-        const pair = parent.items.find((p) => (p.key as { value?: unknown } | null)?.value === path[n - 1]);
-        const keyRange = (pair?.key as { range?: readonly number[] } | null)?.range;
-        if (keyRange) range = keyRange;
-      } else if (isSeq(parent)) {
-        range =
-          (parent.items[path[n - 1] as number] as { range?: readonly number[] } | undefined)?.range ?? range;
-      }
-    }
-    if (range) {
-      const pos = lc.linePos(range[0]!);
-      return { line: pos.line, col: pos.col };
-    }
-  }
-  return undefined;
-}
-
 function fail(source: string, doc: Document, lc: LineCounter, list: readonly Problem[]): never {
   const lines = list.slice(0, 8).map((p) => {
-    const where = locate(doc, lc, p.path);
+    const where = yamlPosition(doc, lc, p.path);
     const field = formatPath(p.path);
     return {
       text: `${source}${where ? `:${where.line}:${where.col}` : ''}: ${field ? `${field}: ` : ''}${p.message}`,
@@ -323,16 +295,9 @@ export function parseScenario(text: string, source: string): Scenario {
     regions = built.regions;
   }
 
-  const policies: PolicySpec[] = s.policies.map((p) => {
-    if (typeof p === 'string') return { name: p };
-    const { name: policyName, ...rest } = p;
-    // `{ name, params: {…} }` is accepted as well as the flat `{ name, …params }`.
-    const only = Object.keys(rest);
-    const nested =
-      only.length === 1 && only[0] === 'params' && rest.params !== null && typeof rest.params === 'object';
-    const params = nested ? (rest.params as Record<string, unknown>) : rest;
-    return Object.keys(params).length > 0 ? { name: policyName, params } : { name: policyName };
-  });
+  const policies: PolicySpec[] = s.policies.map((p) =>
+    Object.keys(p.params).length > 0 ? p : { name: p.name },
+  );
 
   return {
     name: s.name,
