@@ -4,7 +4,7 @@ import cliProgress from 'cli-progress';
 import { writeCharts } from '../report/charts.js';
 import { policyResult, resultsJson, type Results } from '../report/results.js';
 import { backendTable, comparisonTable, localityTable } from '../report/table.js';
-import { choosePolicies, loadScenarioOrUsage } from '../sim/command.js';
+import { choosePolicies, loadScenarioOrUsage, UsageError } from '../sim/command.js';
 import { policyLabel } from '../sim/simulator.js';
 import { runLive, type LiveRun } from './live.js';
 
@@ -23,6 +23,9 @@ export async function runBenchCommand(opts: {
   quiet?: boolean;
 }): Promise<Results> {
   const scenario = loadScenarioOrUsage(opts.scenarioPath);
+  // The live bench drives one router; multi-router scenarios are the simulator's for now.
+  if (scenario.regions || scenario.routers)
+    throw new UsageError(`scenario '${scenario.name}' has regions or routers: run it with llmlb simulate`);
   const specs = choosePolicies(scenario, opts.policies);
   const seed = opts.seed ?? scenario.seed;
   const timeScale = opts.timeScale ?? scenario.timeScale;
