@@ -40,6 +40,12 @@ export interface BackendRuntime {
   /** Host time /api/ps was last read. */
   psAt: number | undefined;
   scraping: boolean;
+  /**
+   * Whether it answers POST /v1/responses itself (learned once, after its first good probe);
+   * until known, Responses requests are translated to chat completions, which every backend has.
+   */
+  responsesApi: boolean | undefined;
+  checkingResponses: boolean;
 }
 
 type Obj = Record<string, unknown>;
@@ -94,9 +100,13 @@ export class Fleet {
       hasPs: undefined,
       psAt: undefined,
       scraping: false,
+      responsesApi: undefined,
+      checkingResponses: false,
     };
     this.backends.set(config.name, rt);
     const discover = config.models === undefined;
+    // Not healthy until a first probe answers: a backend that refuses connections must not show
+    // healthy (and take traffic) until enough requests have failed on it.
     this.scheduler.addBackend(
       {
         name: config.name,
@@ -106,10 +116,12 @@ export class Fleet {
         weight: config.weight,
         region: config.region,
       },
-      !discover,
+      false,
     );
     if (config.models) rt.tags = config.models.map((m) => syntheticTag(m));
-    if (discover) await this.probe(rt);
+    await this.probe(rt);
+    if (!discover && this.scheduler.backend(config.name)?.healthy !== true)
+      this.log.warn({ backend: config.name, error: rt.lastError }, 'backend not answering; waiting for it');
   }
 
   /** Remove a backend: it takes nothing new; its pool closes once in-flight requests finish. */
@@ -254,6 +266,7 @@ export class Fleet {
       if (path === '/api/version' && isObj(body) && typeof body.version === 'string')
         rt.version = body.version;
       rt.failures = 0;
+      if (rt.responsesApi === undefined && !rt.checkingResponses) void this.checkResponses(rt);
       if (!this.scheduler.backend(config.name)?.healthy) {
         this.log.info({ backend: config.name }, 'backend healthy');
         this.apply(this.scheduler.setHealth(config.name, true, this.now()));
@@ -261,6 +274,32 @@ export class Fleet {
     } catch (err) {
       if (this.backends.get(config.name) !== rt) return;
       this.recordFailure(config.name, `probe ${path}: ${(err as Error).message}`);
+    }
+  }
+
+  /**
+   * Does the backend serve /v1/responses? An empty body is refused with a 400 where the route
+   * exists (no generation runs) and with a 404/405 where it does not. Asked once per backend.
+   */
+  private async checkResponses(rt: BackendRuntime): Promise<void> {
+    rt.checkingResponses = true;
+    try {
+      const res = await rt.pool.request({
+        path: '/v1/responses',
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+        headersTimeout: this.opts.probeTimeoutMs,
+        bodyTimeout: this.opts.probeTimeoutMs,
+      });
+      await res.body.dump();
+      const s = res.statusCode;
+      if (s === 404 || s === 405 || s === 501) rt.responsesApi = false;
+      else if (s < 500) rt.responsesApi = true;
+    } catch {
+      // Unreachable now: the next good probe asks again.
+    } finally {
+      rt.checkingResponses = false;
     }
   }
 

@@ -23,6 +23,7 @@ import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
 import { admitAdmin, dashboardAllowed, isLoopback } from './admin-auth.js';
 import { BodyTooLarge, readBody } from './body.js';
 import { sendError, sendJson, type ErrorFormat } from './errors.js';
+import { handleFleetRoute } from './fleet-routes.js';
 import { BadRequest, PROXY_ROUTES, parseBody, type ParsedRequest, type ProxyRoute } from './routes.js';
 import { ollamaToOpenAI } from './translate.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
@@ -234,6 +235,9 @@ export class Router implements AdminTarget {
         `the admin listener serves /admin, /dashboard, /healthz and /metrics only`,
         'not_found',
       );
+    // HEAD is GET without the body (node drops it for a HEAD request): every GET route answers it.
+    if (req.method === 'HEAD') req.method = 'GET';
+    if (handleFleetRoute(req, res, path, this)) return;
     const route = PROXY_ROUTES.get(path);
     if (route) {
       if (req.method !== 'POST') return this.methodNotAllowed(res, path, 'POST');

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { errorBody, streamErrorChunk, type ErrorFormat } from './errors.js';
-import { SseToNdjson, openAIResponseToOllama, type OllamaKind } from './translate.js';
+import { streamErrorChunk, type ErrorFormat } from './errors.js';
+import { upstreamTranslation, type OllamaKind, type StreamConverter, type Translation } from './translate.js';
 import { TailBuffer, responseUsage, type Usage } from './usage.js';
 
 /** How one attempt on one backend ended. */
@@ -26,8 +26,10 @@ export interface ExchangeRequest {
   readonly format: ErrorFormat;
   readonly stream: boolean;
   readonly model: string;
-  /** Set when an Ollama request goes to an OpenAI backend: the answer is converted back. */
-  readonly translateFrom: OllamaKind | undefined;
+  /** The request was translated for its backend (upstreamTranslation): the answer is converted back. */
+  readonly translation?: Translation | undefined;
+  /** Older form of `translation` for Ollama generation only: an Ollama request on an OpenAI backend. */
+  readonly translateFrom?: OllamaKind | undefined;
   /** Client arrival time (the clock's units, ms): Ollama's total_duration for translated answers. */
   readonly arrivedAt: number;
 }
@@ -60,7 +62,8 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   private tail: TailBuffer | undefined;
   /** A non-streamed answer's first chunk, not yet written. */
   private held: Buffer | undefined;
-  private sse: SseToNdjson | undefined;
+  private sse: StreamConverter | undefined;
+  private readonly tr: Translation | undefined;
   /** Translated whole bodies (and translated error bodies) are converted at the end. */
   private whole: Buffer[] | undefined;
   private contentType: string | undefined;
@@ -71,7 +74,13 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     private readonly req: ExchangeRequest,
     private readonly clock: () => number,
     private readonly finish: (end: ExchangeEnd) => void,
-  ) {}
+  ) {
+    this.tr =
+      req.translation ??
+      (req.translateFrom !== undefined
+        ? upstreamTranslation(req.translateFrom, { api: 'openai' }, { model: req.model }, req.stream)
+        : undefined);
+  }
 
   /** The client left: abort the upstream request (now, or as soon as undici starts it). */
   cancel(): void {
@@ -98,10 +107,11 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       return true;
     }
     const failed = statusCode >= 400;
-    const from = this.req.translateFrom;
-    if (from !== undefined && this.req.stream && !failed) this.sse = new SseToNdjson(from, this.req.model);
-    else if (from !== undefined) this.whole = [];
-    else {
+    const tr = this.tr;
+    if (tr !== undefined) {
+      if (this.req.stream && !failed) this.sse = tr.stream();
+      if (this.sse === undefined) this.whole = [];
+    } else {
       this.tail = new TailBuffer(this.req.stream ? 4096 : 1 << 20);
       for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
         const k = rawHeaders[i]!;
@@ -167,26 +177,14 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     let usage: Usage;
     if (this.whole) {
       const text = Buffer.concat(this.whole).toString('utf8');
-      const conv =
-        this.status < 400
-          ? openAIResponseToOllama(
-              req.translateFrom!,
-              req.model,
-              text,
-              this.clock() - req.arrivedAt,
-              new Date(),
-            )
-          : undefined;
+      const conv = this.status < 400 ? this.tr!.whole(text, this.clock() - req.arrivedAt) : undefined;
       usage = conv?.counts ?? {};
       if (!res.headersSent) this.writeHead();
-      res.end(conv?.body ?? ollamaErrorFromOpenAI(text));
+      res.end(conv?.body ?? this.tr!.error(text, this.status < 400 ? 502 : this.status));
     } else if (this.sse) {
+      const last = this.sse.end(this.clock() - req.arrivedAt);
       usage = this.sse.counts ?? {};
-      this.send(
-        this.sse.error !== undefined
-          ? streamErrorChunk('ollama', this.sse.error)
-          : this.sse.end(this.clock() - req.arrivedAt),
-      );
+      this.send(last);
       res.end();
     } else {
       usage = responseUsage(this.tail!, req.format, req.stream);
@@ -222,8 +220,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       'x-llmlb-backend': this.req.backend,
       'x-request-id': this.req.requestId,
     };
-    if (this.req.translateFrom !== undefined)
-      h['content-type'] = this.sse ? 'application/x-ndjson' : 'application/json; charset=utf-8';
+    if (this.tr !== undefined) h['content-type'] = this.tr.contentType(this.sse !== undefined);
     else {
       if (this.contentType !== undefined) h['content-type'] = this.contentType;
       if (this.contentLength !== undefined) h['content-length'] = this.contentLength;
@@ -253,16 +250,4 @@ export function isTimeout(e: Error & { code?: string }): boolean {
     e.code === 'UND_ERR_BODY_TIMEOUT' ||
     e.code === 'UND_ERR_CONNECT_TIMEOUT'
   );
-}
-
-/** An OpenAI error body (or anything else) as an Ollama `{"error": "…"}`. */
-function ollamaErrorFromOpenAI(text: string): string {
-  try {
-    const o = JSON.parse(text) as { error?: { message?: unknown } | string };
-    const m =
-      typeof o.error === 'string' ? o.error : typeof o.error?.message === 'string' ? o.error.message : text;
-    return errorBody('ollama', 500, m, '');
-  } catch {
-    return errorBody('ollama', 500, text, '');
-  }
 }
