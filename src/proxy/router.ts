@@ -236,7 +236,8 @@ export class Router implements AdminTarget {
         'not_found',
       );
     // HEAD is GET without the body (node drops it for a HEAD request): every GET route answers it.
-    if (req.method === 'HEAD') req.method = 'GET';
+    // Not the dashboard's: it answers HEAD itself (as GET, its event stream would never end).
+    if (req.method === 'HEAD' && !path.startsWith('/dashboard')) req.method = 'GET';
     if (handleFleetRoute(req, res, path, this)) return;
     const route = PROXY_ROUTES.get(path);
     if (route) {
