@@ -4,6 +4,7 @@
  * index and the engine's prefix cache see the same prompt.
  */
 import { HttpError, positiveInt, type Obj } from './http.js';
+import { responsesPromptText } from '../proxy/responses.js';
 import { flattenMessages, promptText } from './tokens.js';
 import type { EndpointKind } from './wire.js';
 
@@ -47,6 +48,18 @@ export function parseGeneration(kind: EndpointKind, body: Obj): GenerationReques
       stream: body.stream !== false, // Ollama streams unless told not to
       includeUsage: false,
       loadOnly: input === undefined || (!chat && input === ''),
+    };
+  }
+  if (kind === 'openai-responses') {
+    if (typeof body.input !== 'string' && !Array.isArray(body.input))
+      throw new HttpError(400, 'input is required', 'missing_input');
+    return {
+      model,
+      text: responsesPromptText(body),
+      cap: positiveInt(body.max_output_tokens),
+      stream: body.stream === true,
+      includeUsage: false,
+      loadOnly: false,
     };
   }
   let text: string;

@@ -46,6 +46,8 @@ export interface EngineServerOptions {
   readonly faults?: EngineFaults;
   /** Shown in sequence ids and /_emulator/stats. */
   readonly name?: string;
+  /** Whether POST /v1/responses is served (default true; false plays an older engine without it). */
+  readonly responses?: boolean;
 }
 
 export interface EngineServer {
@@ -66,6 +68,20 @@ interface Route {
   /** A listing route that `failRate` also fails (generation routes apply their own faults). */
   readonly probe?: boolean;
   readonly handle: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+}
+
+/** Length of the emulated embedding vectors (unless a request asks for `dimensions`). */
+const EMBEDDING_DIMS = 32;
+
+/** A deterministic unit vector for a text: equal texts embed equally, different ones differently. */
+function embed(text: string, dims: number): number[] {
+  const v: number[] = [];
+  for (let block = 0; v.length < dims; block++) {
+    const h = createHash('sha256').update(`${block}\0${text}`).digest();
+    for (let i = 0; i + 1 < h.length && v.length < dims; i += 2) v.push(h.readUInt16BE(i) / 32768 - 1);
+  }
+  const norm = Math.hypot(...v) || 1;
+  return v.map((x) => x / norm);
 }
 
 /** A fixed-looking digest for a model name, so /api/tags and /api/ps look like Ollama's. */
@@ -100,7 +116,12 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
   const stats = (): EngineStats & { requests: number } => ({ ...driver.model.stats(), requests });
 
   /** Generation endpoints: parse, apply faults, submit to the model, answer from its events. */
-  async function generate(kind: EndpointKind, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function generate(
+    kind: EndpointKind,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body?: Obj,
+  ): Promise<void> {
     const format: ErrorFormat = kind.startsWith('openai') ? 'openai' : 'ollama';
     requests++;
     const f = faults;
@@ -122,7 +143,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       gone = true;
       driver.cancel(id);
     });
-    const g = parseGeneration(kind, await readJson(req));
+    const g = parseGeneration(kind, body ?? (await readJson(req)));
     if (!knownModel(g.model)) {
       throw format === 'ollama'
         ? new HttpError(404, `model '${g.model}' not found`, 'model_not_found')
@@ -175,9 +196,69 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       handle: (req, res) => generate(kind, req, res),
     });
   };
+  const modelOr404 = (format: ErrorFormat, m: unknown): string => {
+    if (typeof m !== 'string' || m === '') throw new HttpError(400, 'model is required', 'missing_model');
+    if (!knownModel(m))
+      throw format === 'ollama'
+        ? new HttpError(404, `model '${m}' not found`, 'model_not_found')
+        : new HttpError(404, `The model \`${m}\` does not exist.`, 'model_not_found');
+    return m;
+  };
+  /** Embeddings: answered at once (no batch slot), as the vectors of the inputs. */
+  const embeddings = (format: ErrorFormat, answer: (model: string, b: Obj) => object): Route => ({
+    method: 'POST',
+    format,
+    handle: async (req, res) => {
+      requests++;
+      const b = await readJson(req);
+      sendJson(res, 200, answer(modelOr404(format, b.model), b));
+    },
+  });
+  const inputs = (v: unknown): string[] => {
+    if (typeof v === 'string') return [v];
+    if (Array.isArray(v)) return v.map((x) => (typeof x === 'string' ? x : JSON.stringify(x)));
+    throw new HttpError(400, 'input must be a string or an array of strings', 'invalid_input');
+  };
+  const dims = (b: Obj): number =>
+    typeof b.dimensions === 'number' && Number.isInteger(b.dimensions) && b.dimensions >= 1
+      ? Math.min(b.dimensions, 4096)
+      : EMBEDDING_DIMS;
+
   // Ollama serves the OpenAI-compatible routes too, so every engine has them.
   post('/v1/completions', 'openai-completions');
   post('/v1/chat/completions', 'openai-chat');
+  if (opts.responses !== false) {
+    routes.set('/v1/responses', {
+      method: 'POST',
+      format: 'openai',
+      handle: async (req, res) => {
+        const b = await readJson(req);
+        // A body without a model is refused before it counts as a request or draws a fault, so
+        // the router's capability check (an empty body) leaves seeded runs as they were.
+        modelOr404('openai', b.model);
+        return generate('openai-responses', req, res, b);
+      },
+    });
+  }
+  routes.set(
+    '/v1/embeddings',
+    embeddings('openai', (model, b) => {
+      const texts = inputs(b.input);
+      const tokens = texts.reduce((n, t) => n + countTokens(t), 0);
+      return {
+        object: 'list',
+        // The openai SDK asks for base64 (little-endian float32) unless told otherwise.
+        data: texts.map((t, index) => {
+          const v = embed(t, dims(b));
+          const embedding =
+            b.encoding_format === 'base64' ? Buffer.from(new Float32Array(v).buffer).toString('base64') : v;
+          return { object: 'embedding', index, embedding };
+        }),
+        model,
+        usage: { prompt_tokens: tokens, total_tokens: tokens },
+      };
+    }),
+  );
   routes.set('/v1/models', {
     method: 'GET',
     format: 'openai',
@@ -204,6 +285,47 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
         families: ['llama'],
         parameter_size: '8.0B',
         quantization_level: 'Q4_0',
+      },
+    });
+    routes.set(
+      '/api/embed',
+      embeddings('ollama', (model, b) => {
+        const texts = inputs(b.input);
+        return {
+          model,
+          embeddings: texts.map((t) => embed(t, dims(b))),
+          total_duration: 1_000_000,
+          load_duration: 0,
+          prompt_eval_count: texts.reduce((n, t) => n + countTokens(t), 0),
+        };
+      }),
+    );
+    routes.set(
+      '/api/embeddings',
+      embeddings('ollama', (_model, b) => ({
+        embedding: embed(typeof b.prompt === 'string' ? b.prompt : '', EMBEDDING_DIMS),
+      })),
+    );
+    routes.set('/api/show', {
+      method: 'POST',
+      format: 'ollama',
+      handle: async (req, res) => {
+        const b = await readJson(req);
+        const m = modelOr404('ollama', b.model ?? b.name);
+        sendJson(res, 200, {
+          license: '',
+          modelfile: `FROM ${m}\n`,
+          parameters: 'stop "<|eot_id|>"',
+          template: '{{ .Prompt }}',
+          details: entry(m).details,
+          model_info: {
+            'general.architecture': 'llama',
+            'general.parameter_count': 8_030_261_248,
+            'llama.context_length': 8192,
+          },
+          capabilities: ['completion'],
+          modified_at: startedAt,
+        });
       },
     });
     routes.set('/api/tags', {
@@ -272,9 +394,21 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
     },
   });
 
+  /** GET /v1/models/{id}: the model's entry, or OpenAI's 404. */
+  const modelRoute = (id: string): Route => ({
+    method: 'GET',
+    format: 'openai',
+    handle: (_q, res) => {
+      modelOr404('openai', id);
+      sendJson(res, 200, { id, object: 'model', created: 0, owned_by: 'llmlb' });
+    },
+  });
+
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0]!;
-    const route = routes.get(path);
+    const route =
+      routes.get(path) ??
+      (path.startsWith('/v1/models/') ? modelRoute(decodeURIComponent(path.slice(11))) : undefined);
     const format: ErrorFormat = route?.format ?? (path.startsWith('/v1/') ? 'openai' : 'ollama');
     if (!route) {
       sendError(res, format, 404, `no route for ${path}`, 'not_found');

@@ -4,7 +4,10 @@
  * chunks of one response share.
  */
 
-export type EndpointKind = 'ollama-generate' | 'ollama-chat' | 'openai-completions' | 'openai-chat';
+import { ResponseEvents, responseObject, type ResponseShape } from '../proxy/responses.js';
+
+export type EndpointKind =
+  'ollama-generate' | 'ollama-chat' | 'openai-completions' | 'openai-chat' | 'openai-responses';
 export type ErrorFormat = 'ollama' | 'openai';
 
 /** How a generation ended, with times in REAL seconds (model time / timeScale). */
@@ -131,6 +134,38 @@ function usage(c: Completion): object {
   };
 }
 
+/** OpenAI Responses API: one Response object, or its SSE events (the router's builders). */
+class ResponsesWire implements Wire {
+  readonly streamContentType = 'text/event-stream';
+  private readonly shape: ResponseShape;
+  private readonly events: ResponseEvents;
+  constructor(id: string, model: string) {
+    this.shape = { id: `resp_${id}`, model, createdAt: Math.floor(Date.now() / 1000) };
+    this.events = new ResponseEvents(this.shape);
+  }
+
+  chunk(text: string): string {
+    return this.events.delta(text);
+  }
+
+  end(c: Completion): string {
+    return this.events.end(
+      [],
+      { promptTokens: c.promptTokens, completionTokens: c.outputTokens },
+      c.truncated,
+    );
+  }
+
+  body(text: string, c: Completion): object {
+    return responseObject(this.shape, {
+      text,
+      toolCalls: [],
+      counts: { promptTokens: c.promptTokens, completionTokens: c.outputTokens },
+      truncated: c.truncated,
+    });
+  }
+}
+
 export function createWire(kind: EndpointKind, id: string, model: string, includeUsage: boolean): Wire {
   switch (kind) {
     case 'ollama-generate':
@@ -141,6 +176,8 @@ export function createWire(kind: EndpointKind, id: string, model: string, includ
       return new OpenAIWire(`cmpl-${id}`, model, false, includeUsage);
     case 'openai-chat':
       return new OpenAIWire(`chatcmpl-${id}`, model, true, includeUsage);
+    case 'openai-responses':
+      return new ResponsesWire(id, model);
   }
 }
 

@@ -1,6 +1,7 @@
 import { flattenMessages, promptText } from '../core/prompt.js';
 import type { ApiKind } from '../core/types.js';
-import type { OllamaKind } from './translate.js';
+import { responsesPromptText } from './responses.js';
+import type { OllamaKind, TranslateKind } from './translate.js';
 
 /** A client endpoint the router schedules and forwards. */
 export interface ProxyRoute {
@@ -9,15 +10,53 @@ export interface ProxyRoute {
   readonly upstreamPath: string;
   /** Set for Ollama generation endpoints: how to translate for an OpenAI backend. */
   readonly ollamaKind?: OllamaKind;
+  /**
+   * How the request is translated for a backend that speaks the other API or lacks the route
+   * (upstreamTranslation in translate.ts); unset: forwarded as it came, to any backend.
+   */
+  readonly translate?: TranslateKind;
   readonly chat: boolean;
+  /** What the body holds besides generation: embeddings input, a model lookup, a Response. */
+  readonly body?: 'embed' | 'embeddings' | 'show' | 'responses';
 }
 
+const generation = (
+  api: ProxyRoute['api'],
+  upstreamPath: string,
+  chat: boolean,
+  ollamaKind?: OllamaKind,
+): ProxyRoute => ({ api, upstreamPath, chat, ...(ollamaKind ? { ollamaKind, translate: ollamaKind } : {}) });
+
+/**
+ * Every POST route the router schedules and forwards, model-aware: the model is read from the
+ * body and only backends serving it are candidates.
+ */
 export const PROXY_ROUTES: ReadonlyMap<string, ProxyRoute> = new Map([
-  ['/api/generate', { api: 'ollama', upstreamPath: '/api/generate', ollamaKind: 'generate', chat: false }],
-  ['/ollama/generate', { api: 'ollama', upstreamPath: '/api/generate', ollamaKind: 'generate', chat: false }],
-  ['/api/chat', { api: 'ollama', upstreamPath: '/api/chat', ollamaKind: 'chat', chat: true }],
-  ['/v1/completions', { api: 'openai', upstreamPath: '/v1/completions', chat: false }],
-  ['/v1/chat/completions', { api: 'openai', upstreamPath: '/v1/chat/completions', chat: true }],
+  ['/api/generate', generation('ollama', '/api/generate', false, 'generate')],
+  ['/ollama/generate', generation('ollama', '/api/generate', false, 'generate')],
+  ['/api/chat', generation('ollama', '/api/chat', true, 'chat')],
+  ['/v1/completions', generation('openai', '/v1/completions', false)],
+  ['/v1/chat/completions', generation('openai', '/v1/chat/completions', true)],
+  [
+    '/api/embed',
+    { api: 'ollama', upstreamPath: '/api/embed', chat: false, body: 'embed', translate: 'embed' },
+  ],
+  [
+    '/api/embeddings',
+    {
+      api: 'ollama',
+      upstreamPath: '/api/embeddings',
+      chat: false,
+      body: 'embeddings',
+      translate: 'embeddings',
+    },
+  ],
+  ['/api/show', { api: 'ollama', upstreamPath: '/api/show', chat: false, body: 'show', translate: 'show' }],
+  ['/v1/embeddings', { api: 'openai', upstreamPath: '/v1/embeddings', chat: false, body: 'embed' }],
+  [
+    '/v1/responses',
+    { api: 'openai', upstreamPath: '/v1/responses', chat: false, body: 'responses', translate: 'responses' },
+  ],
 ] as const);
 
 export interface ParsedRequest {
@@ -58,6 +97,7 @@ export function parseBody(route: ProxyRoute, raw: Buffer): { body: Obj; parsed: 
     throw new BadRequest('request body must be a JSON object', 'invalid_body');
   }
   const o = body as Obj;
+  if (route.body !== undefined) return { body: o, parsed: parseOther(route.body, o) };
   if (typeof o.model !== 'string' || o.model === '')
     throw new BadRequest('model is required', 'missing_model');
   if (route.chat && o.messages !== undefined && !Array.isArray(o.messages)) {
@@ -89,4 +129,53 @@ export function parseBody(route: ProxyRoute, raw: Buffer): { body: Obj; parsed: 
       user: typeof o.user === 'string' ? o.user : undefined,
     },
   };
+}
+
+/** Embedding inputs as one text: a string, or strings (token-id arrays count as no text). */
+function inputText(v: unknown): string | undefined {
+  if (typeof v === 'string') return v;
+  if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v.join('\n');
+  if (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'number' || Array.isArray(x)))
+    return '';
+  return undefined;
+}
+
+/** Embeddings, /api/show and Responses bodies: never a generation, streamed only for Responses. */
+function parseOther(kind: NonNullable<ProxyRoute['body']>, o: Obj): ParsedRequest {
+  // Ollama's /api/show takes the older `name` too.
+  const model =
+    typeof o.model === 'string' && o.model !== '' ? o.model : kind === 'show' ? o.name : undefined;
+  if (typeof model !== 'string' || model === '') throw new BadRequest('model is required', 'missing_model');
+  const user = typeof o.user === 'string' ? o.user : undefined;
+  switch (kind) {
+    case 'show':
+      return { model, stream: false, promptText: '', maxTokens: undefined, user };
+    case 'embed':
+    case 'embeddings': {
+      const text = inputText(kind === 'embed' ? o.input : o.prompt);
+      if (text === undefined)
+        throw new BadRequest(
+          kind === 'embed' ? 'input must be a string or an array of strings' : 'prompt must be a string',
+          'invalid_input',
+        );
+      return { model, stream: false, promptText: text, maxTokens: undefined, user };
+    }
+    case 'responses': {
+      if (typeof o.input !== 'string' && !Array.isArray(o.input))
+        throw new BadRequest('input must be a string or an array of input items', 'invalid_input');
+      if (o.previous_response_id !== undefined && o.previous_response_id !== null)
+        // Nothing is stored between requests (another backend may answer the next one).
+        throw new BadRequest(
+          'previous_response_id is not supported: send the whole conversation',
+          'unsupported',
+        );
+      return {
+        model,
+        stream: o.stream === true,
+        promptText: responsesPromptText(o),
+        maxTokens: positiveInt(o.max_output_tokens),
+        user,
+      };
+    }
+  }
 }

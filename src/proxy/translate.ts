@@ -7,7 +7,18 @@
  * a chat endpoint), or → /v1/completions when `raw: true` (no template, as Ollama does).
  */
 
+import type { ApiKind } from '../core/types.js';
+import { errorBody, streamErrorChunk, type ErrorFormat } from './errors.js';
+import { ChatSseToResponses, chatToResponse, responsesToChat } from './responses.js';
+
 export type OllamaKind = 'generate' | 'chat';
+
+/**
+ * Which translation a route has for a backend that speaks the other API (or lacks the route):
+ * Ollama generation, Ollama embeddings (/api/embed and the older /api/embeddings), Ollama
+ * /api/show, or OpenAI /v1/responses → chat completions.
+ */
+export type TranslateKind = OllamaKind | 'embed' | 'embeddings' | 'show' | 'responses';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -91,7 +102,7 @@ export function ollamaToOpenAI(kind: OllamaKind, body: Obj, stream: boolean): Tr
 
 const finishToDone = (r: unknown): string => (r === 'length' ? 'length' : 'stop');
 
-interface Counts {
+export interface Counts {
   promptTokens: number;
   completionTokens: number;
 }
@@ -249,5 +260,218 @@ export class SseToNdjson {
     if (this.kind === 'chat') head.message = { role: 'assistant', content: '' };
     else head.response = '';
     return out + JSON.stringify({ ...head, ...doneFields(this.doneReason, this.counts, totalMs) }) + '\n';
+  }
+}
+
+/** A streamed answer converted as it comes. */
+export interface StreamConverter {
+  /** What to write for an upstream chunk. */
+  push(chunk: Buffer): string;
+  /** What to write after the last chunk (the closing event, or the error the stream carried). */
+  end(totalMs: number): string;
+  readonly counts: Counts | undefined;
+}
+
+/** One request re-addressed and re-serialised for its backend, and how its answer comes back. */
+export interface Translation {
+  readonly path: string;
+  readonly method: 'GET' | 'POST';
+  /** JSON; undefined for a GET. */
+  readonly body: string | undefined;
+  /** The client's API, the format errors are converted to. */
+  readonly client: ErrorFormat;
+  /** Content type of a converted answer, streamed or whole. */
+  contentType(streamed: boolean): string;
+  /** A whole answer's body for the client; undefined when it is not what was expected. */
+  whole(text: string, totalMs: number): { body: string; counts: Counts | undefined } | undefined;
+  /** A converter for a streamed answer; undefined when the request did not stream. */
+  stream(): StreamConverter | undefined;
+  /** An upstream error body (OpenAI format) in the client's format. */
+  error(text: string, status: number): string;
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** Any error body as the client's: OpenAI bodies pass as they are, Ollama gets `{"error": "…"}`. */
+function convertError(client: ErrorFormat, text: string, status: number): string {
+  if (client === 'openai') return text;
+  try {
+    const o = JSON.parse(text) as { error?: { message?: unknown } | string };
+    const m =
+      typeof o.error === 'string' ? o.error : typeof o.error?.message === 'string' ? o.error.message : text;
+    return errorBody('ollama', status, m, '');
+  } catch {
+    return errorBody('ollama', status, text, '');
+  }
+}
+
+class NdjsonStream implements StreamConverter {
+  private readonly sse: SseToNdjson;
+  constructor(kind: OllamaKind, model: string) {
+    this.sse = new SseToNdjson(kind, model);
+  }
+  push(chunk: Buffer): string {
+    return this.sse.push(chunk);
+  }
+  end(totalMs: number): string {
+    return this.sse.error !== undefined ? streamErrorChunk('ollama', this.sse.error) : this.sse.end(totalMs);
+  }
+  get counts(): Counts | undefined {
+    return this.sse.counts;
+  }
+}
+
+class ResponsesStream implements StreamConverter {
+  private readonly conv: ChatSseToResponses;
+  constructor(model: string) {
+    this.conv = new ChatSseToResponses(model);
+  }
+  push(chunk: Buffer): string {
+    return this.conv.push(chunk);
+  }
+  end(): string {
+    return this.conv.end();
+  }
+  get counts(): Counts | undefined {
+    return this.conv.counts;
+  }
+}
+
+function translation(
+  client: ErrorFormat,
+  path: string,
+  body: string | undefined,
+  whole: Translation['whole'],
+  stream?: () => StreamConverter,
+  streamType = 'text/event-stream',
+): Translation {
+  return {
+    path,
+    method: body === undefined ? 'GET' : 'POST',
+    body,
+    client,
+    contentType: (streamed) => (streamed ? streamType : JSON_TYPE),
+    whole,
+    stream: () => stream?.(),
+    error: (text, status) => convertError(client, text, status),
+  };
+}
+
+/** OpenAI embeddings `data` → vectors, in input order. */
+function embeddingVectors(text: string): { vectors: unknown[]; counts: Counts | undefined } | undefined {
+  let o: unknown;
+  try {
+    o = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!isObj(o) || !Array.isArray(o.data)) return undefined;
+  const rows = o.data.filter(isObj);
+  rows.sort((a, b) => (typeof a.index === 'number' && typeof b.index === 'number' ? a.index - b.index : 0));
+  const u = isObj(o.usage) ? o.usage : {};
+  const prompt = typeof u.prompt_tokens === 'number' ? u.prompt_tokens : 0;
+  return { vectors: rows.map((r) => r.embedding), counts: { promptTokens: prompt, completionTokens: 0 } };
+}
+
+/** Ollama /api/show for a model an OpenAI backend lists: the fields clients read, mostly empty. */
+function showBody(model: string, text: string): string | undefined {
+  let o: unknown;
+  try {
+    o = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const entry =
+    isObj(o) && Array.isArray(o.data) ? o.data.find((m) => isObj(m) && m.id === model) : undefined;
+  const root = isObj(entry) && typeof entry.root === 'string' ? entry.root : model;
+  const maxLen = isObj(entry) && typeof entry.max_model_len === 'number' ? entry.max_model_len : undefined;
+  return JSON.stringify({
+    modelfile: '',
+    parameters: '',
+    template: '',
+    details: {
+      parent_model: root === model ? '' : root,
+      format: '',
+      family: '',
+      families: null,
+      parameter_size: '',
+      quantization_level: '',
+    },
+    model_info: maxLen !== undefined ? { 'general.context_length': maxLen } : {},
+    capabilities: ['completion'],
+    modified_at: new Date(0).toISOString(),
+  });
+}
+
+/** What a backend can do, as the fleet knows it. */
+export interface BackendTraits {
+  readonly api: ApiKind;
+  /** Whether it answers /v1/responses itself (undefined: not known yet, so translate). */
+  readonly responsesApi?: boolean | undefined;
+}
+
+/**
+ * The translation a request needs on this backend, or undefined to forward it as it came. The
+ * request path calls this per attempt, and hands the result to UpstreamExchange (`translation`)
+ * and to the pool dispatch (path, method, body).
+ */
+export function upstreamTranslation(
+  kind: TranslateKind | undefined,
+  backend: BackendTraits,
+  body: Obj,
+  stream: boolean,
+): Translation | undefined {
+  if (kind === undefined) return undefined;
+  const model = typeof body.model === 'string' ? body.model : '';
+  if (kind === 'responses') {
+    if (backend.responsesApi === true) return undefined;
+    return translation(
+      'openai',
+      '/v1/chat/completions',
+      JSON.stringify(responsesToChat(body, stream)),
+      (text) => chatToResponse(text, model),
+      () => new ResponsesStream(model),
+    );
+  }
+  if (backend.api !== 'openai') return undefined;
+  switch (kind) {
+    case 'generate':
+    case 'chat': {
+      const tr = ollamaToOpenAI(kind, body, stream);
+      return translation(
+        'ollama',
+        tr.path,
+        tr.body,
+        (text, totalMs) => openAIResponseToOllama(kind, model, text, totalMs, new Date()),
+        () => new NdjsonStream(kind, model),
+        'application/x-ndjson',
+      );
+    }
+    case 'embed':
+    case 'embeddings': {
+      const input = kind === 'embed' ? body.input : body.prompt;
+      const req: Obj = { model, input: input ?? '' };
+      if (typeof body.dimensions === 'number') req.dimensions = body.dimensions;
+      return translation('ollama', '/v1/embeddings', JSON.stringify(req), (text, totalMs) => {
+        const e = embeddingVectors(text);
+        if (!e) return undefined;
+        const out =
+          kind === 'embeddings'
+            ? { embedding: e.vectors[0] ?? [] }
+            : {
+                model,
+                embeddings: e.vectors,
+                total_duration: Math.round(totalMs * 1e6),
+                load_duration: 0,
+                prompt_eval_count: e.counts?.promptTokens ?? 0,
+              };
+        return { body: JSON.stringify(out), counts: e.counts };
+      });
+    }
+    case 'show':
+      return translation('ollama', '/v1/models', undefined, (text) => {
+        const b = showBody(model, text);
+        return b === undefined ? undefined : { body: b, counts: undefined };
+      });
   }
 }
