@@ -82,11 +82,12 @@ test('a client that stops reading pauses the upstream (backpressure), and every 
   }
 });
 
-test('a backend answering 429 is retried elsewhere and not counted as failing', async () => {
+test('a backend answering 429 is retried elsewhere, rests for its Retry-After, and is not counted as failing', async () => {
   let busyCalls = 0;
+  let firstBusyAt = 0;
   const busy = await upstream((_req, res) => {
-    busyCalls++;
-    res.writeHead(429, { 'content-type': 'application/json' }).end('{"error":"busy"}');
+    if (busyCalls++ === 0) firstBusyAt = Date.now();
+    res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '3' }).end('{"error":"busy"}');
   });
   const ok = await engine();
   const { router: r, url } = await router(
@@ -95,13 +96,18 @@ test('a backend answering 429 is retried elsewhere and not counted as failing', 
     }),
   );
   try {
-    for (let i = 0; i < 8; i++) {
+    const ask = async (i: number): Promise<void> => {
       const res = await post(`${url}/api/generate`, { model: 'm1', prompt: `q${i}`, stream: false });
       assert.equal(res.status, 200);
       assert.equal(res.headers.get('x-llmlb-backend'), 'ok');
       assert.equal(((await res.json()) as { done?: boolean }).done, true);
-    }
-    assert.ok(busyCalls >= 3, `round-robin sent ${busyCalls} requests to the busy backend`);
+    };
+    for (let i = 0; i < 8 && (i === 0 || Date.now() - firstBusyAt < 2500); i++) await ask(i);
+    // Round robin alone would send every other request there; resting, it got the first only.
+    assert.equal(busyCalls, 1, `the resting backend got ${busyCalls} requests`);
+    await sleep(Math.max(0, firstBusyAt + 3100 - Date.now())); // its Retry-After has passed: tried again
+    for (let i = 0; i < 2; i++) await ask(100 + i);
+    assert.equal(busyCalls, 2);
     assert.equal(r.scheduler.backend('busy')?.healthy, true, 'a 429 is not a failure');
     assert.equal(r.fleet.get('busy')?.failures, 0);
     const metrics = await (await fetch(`${url}/metrics`)).text();
@@ -110,5 +116,31 @@ test('a backend answering 429 is retried elsewhere and not counted as failing', 
   } finally {
     await r.close();
     await Promise.all([closeServer(busy.server), ok.close()]);
+  }
+});
+
+test('when every backend answers 429 the client gets 429 with Retry-After, not 502', async () => {
+  const full = (after: string) =>
+    upstream((_req, res) => {
+      res
+        .writeHead(429, { 'content-type': 'application/json', 'retry-after': after })
+        .end('{"error":"busy"}');
+    });
+  const [a, b] = await Promise.all([full('3'), full('5')]);
+  const { router: r, url } = await router(settings([backend('a', a.url), backend('b', b.url)]));
+  try {
+    const res = await post(`${url}/api/generate`, { model: 'm1', prompt: 'hi', stream: false });
+    assert.equal(res.status, 429);
+    assert.equal(res.headers.get('retry-after'), '3', 'the soonest backend back');
+    const body = (await res.json()) as { error: string };
+    assert.match(body.error, /saturated/);
+    // Both rest now: the next request is told to come back without being sent anywhere.
+    const again = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x', stream: false });
+    assert.equal(again.status, 429);
+    assert.ok(Number(again.headers.get('retry-after')) >= 1);
+    assert.equal(r.scheduler.inFlightTotal, 0);
+  } finally {
+    await r.close();
+    await Promise.all([closeServer(a.server), closeServer(b.server)]);
   }
 });

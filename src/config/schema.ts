@@ -82,6 +82,8 @@ export const configSchema = z.strictObject({
       // 0 asks the OS for a free port (tests, demo).
       port: z.number().int().min(0).max(65535).default(8080),
       maxBodyBytes: positiveInt.default(10 * 1024 * 1024),
+      // Deeper JSON is refused (400) before anything recursive reads it.
+      maxJsonDepth: z.number().int().min(2).max(10_000).default(128),
     })
     .prefault({}),
   backends: z.array(backendSchema).min(1, 'at least one backend is required'),
@@ -103,6 +105,8 @@ export const configSchema = z.strictObject({
       firstByteMs: positiveInt.default(600_000),
       // Longest silence between two chunks of a stream.
       idleMs: positiveInt.default(120_000),
+      // Receiving a request's headers and body (slow senders get 408 and their socket closed).
+      bodyMs: positiveInt.default(30_000),
     })
     .prefault({}),
   health: z
@@ -112,6 +116,12 @@ export const configSchema = z.strictObject({
       probeTimeoutMs: positiveInt.default(2_000),
       // Engine load (vLLM/SGLang /metrics): scorers treat it as stale after a few missed scrapes.
       scrapeIntervalMs: positiveInt.default(1_000),
+      // A backend whose requests get no first byte for max(stallMinMs, stallFactor × its usual
+      // first-byte time), while nothing else on it progresses, is stuck: ejected, requests retried.
+      stallMinMs: positiveInt.default(10_000),
+      stallFactor: z.number().min(1).default(10),
+      // A stuck backend stays out this long even if its probe answers (hung generation, live probe).
+      quarantineMs: positiveInt.default(30_000),
     })
     .prefault({}),
   discovery: z.strictObject({ refreshMs: positiveInt.default(30_000) }).prefault({}),
@@ -152,6 +162,12 @@ export const configSchema = z.strictObject({
     .strictObject({
       redis: z.string().refine(isRedisUrl, 'must be a redis:// or rediss:// URL'),
       keyPrefix: z.string().min(1).default('llmlb:{quota}:'),
+      // While Redis can't be reached, proxied requests for models with a quota pass ungated
+      // (counted, logged once per outage) instead of 503; /schedule answers 503 either way.
+      failOpen: z.boolean().default(false),
+      // A Redis command unanswered this long fails; the store then answers 503 at once until
+      // Redis answers again.
+      commandTimeoutMs: z.number().int().min(10).max(60_000).default(500),
     })
     .optional(),
   quotas: z.strictObject({ models: z.record(z.string().min(1), quotaLimitsSchema).default({}) }).optional(),
@@ -189,17 +205,31 @@ export interface BackendEntry {
 
 /** The validated configuration with every default applied. */
 export interface RouterConfig {
-  readonly server: { readonly host: string; readonly port: number; readonly maxBodyBytes: number };
+  readonly server: {
+    readonly host: string;
+    readonly port: number;
+    readonly maxBodyBytes: number;
+    /** Optional in settings built in code; the config file always sets it. */
+    readonly maxJsonDepth?: number;
+  };
   readonly backends: readonly BackendEntry[];
   readonly policy: PolicySpec;
   readonly scheduling?: EndpointPickerConfig | undefined;
   readonly retry: { readonly attempts: number; readonly backoffMs: number };
-  readonly timeouts: { readonly connectMs: number; readonly firstByteMs: number; readonly idleMs: number };
+  readonly timeouts: {
+    readonly connectMs: number;
+    readonly firstByteMs: number;
+    readonly idleMs: number;
+    readonly bodyMs?: number;
+  };
   readonly health: {
     readonly failuresToEject: number;
     readonly probeIntervalMs: number;
     readonly probeTimeoutMs: number;
     readonly scrapeIntervalMs: number;
+    readonly stallMinMs?: number;
+    readonly stallFactor?: number;
+    readonly quarantineMs?: number;
   };
   readonly discovery: { readonly refreshMs: number };
   readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };
@@ -208,7 +238,16 @@ export interface RouterConfig {
   readonly sessionKey?: { readonly header: string; readonly bodyPath: readonly string[] } | undefined;
   readonly log: { readonly level: LogLevel; readonly prompts: boolean };
   // Optional so configurations built in code (benches, tests) need not spell them out.
-  readonly state?: { readonly redis: string; readonly keyPrefix: string } | undefined;
+  readonly state?:
+    | {
+        readonly redis: string;
+        readonly keyPrefix: string;
+        /** Default false; optional so configurations built in code need not spell it out. */
+        readonly failOpen?: boolean;
+        /** Default 500. */
+        readonly commandTimeoutMs?: number;
+      }
+    | undefined;
   readonly quotas?: { readonly models: Readonly<Record<string, QuotaLimitsEntry>> } | undefined;
   readonly admission?:
     { readonly leaseTtlMs: number; readonly reclaimIntervalMs: number; readonly tickMs: number } | undefined;

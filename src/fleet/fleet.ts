@@ -16,6 +16,8 @@ export interface FleetOptions {
   readonly scrapeIntervalMs: number;
   readonly failuresToEject: number;
   readonly refreshMs: number;
+  /** How long a backend found stuck stays out even while its probe answers (default 30 s). */
+  readonly quarantineMs?: number;
 }
 
 /** An Ollama /api/tags entry, kept as the backend returned it so /api/tags can show the union. */
@@ -46,6 +48,8 @@ export interface BackendRuntime {
    */
   responsesApi: boolean | undefined;
   checkingResponses: boolean;
+  /** Host time before which probes may not re-admit it (it hung while its probe answered). */
+  quarantinedUntil: number;
 }
 
 type Obj = Record<string, unknown>;
@@ -102,6 +106,7 @@ export class Fleet {
       scraping: false,
       responsesApi: undefined,
       checkingResponses: false,
+      quarantinedUntil: 0,
     };
     this.backends.set(config.name, rt);
     const discover = config.models === undefined;
@@ -232,8 +237,26 @@ export class Fleet {
     const view = this.scheduler.backend(name);
     if (view?.healthy && rt.failures >= this.opts.failuresToEject) {
       this.log.warn({ backend: name, failures: rt.failures, error }, 'backend ejected');
-      this.onEject(name);
+      // Out first: what onEject does (giving up its requests) must see it ejected.
       this.apply(this.scheduler.setHealth(name, false, this.now()));
+      this.onEject(name);
+    }
+  }
+
+  /**
+   * The backend hangs while answering probes: take it out now, and let probes re-admit it only
+   * after the quarantine (a probe that answers proves nothing about generation).
+   */
+  quarantine(name: string, reason: string): void {
+    const rt = this.backends.get(name);
+    if (!rt) return;
+    rt.lastError = reason;
+    rt.lastErrorAt = Date.now();
+    rt.quarantinedUntil = this.now() + (this.opts.quarantineMs ?? 30_000);
+    if (this.scheduler.backend(name)?.healthy) {
+      this.log.warn({ backend: name, reason }, 'backend ejected: stuck');
+      this.apply(this.scheduler.setHealth(name, false, this.now()));
+      this.onEject(name);
     }
   }
 
@@ -267,7 +290,7 @@ export class Fleet {
         rt.version = body.version;
       rt.failures = 0;
       if (rt.responsesApi === undefined && !rt.checkingResponses) void this.checkResponses(rt);
-      if (!this.scheduler.backend(config.name)?.healthy) {
+      if (!this.scheduler.backend(config.name)?.healthy && this.now() >= rt.quarantinedUntil) {
         this.log.info({ backend: config.name }, 'backend healthy');
         this.apply(this.scheduler.setHealth(config.name, true, this.now()));
       }

@@ -15,6 +15,8 @@ export type ExchangeEnd =
       readonly reason: string;
       readonly timeout: boolean;
       readonly status: number | undefined;
+      /** A 429's Retry-After, in seconds, when it sent one. */
+      readonly retryAfter?: string | undefined;
     }
   /** Bytes went out and the upstream failed, or the client left: the request is over. */
   | { readonly kind: 'over'; readonly reason: string | undefined };
@@ -50,6 +52,10 @@ class ClientGone extends Error {
 export class UpstreamExchange implements Dispatcher.DispatchHandler {
   /** When the first response byte arrived (clock ms), for TTFB. */
   firstByteAt: number | undefined;
+  /** When the attempt was dispatched (clock ms). */
+  readonly dispatchedAt: number;
+  /** Upstream body chunks received so far (progress, for the stall watch). */
+  chunks = 0;
   /** The upstream's status once its headers arrived (0 before). */
   status = 0;
   private abortUpstream: ((err?: Error) => void) | undefined;
@@ -68,6 +74,9 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   private whole: Buffer[] | undefined;
   private contentType: string | undefined;
   private contentLength: string | undefined;
+  private retryAfter: string | undefined;
+  /** Why the router gave this attempt up (stuck or ejected backend), if it did. */
+  private abandoned: Error | undefined;
 
   constructor(
     private readonly res: ServerResponse,
@@ -75,6 +84,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     private readonly clock: () => number,
     private readonly finish: (end: ExchangeEnd) => void,
   ) {
+    this.dispatchedAt = clock();
     this.tr =
       req.translation ??
       (req.translateFrom !== undefined
@@ -89,6 +99,16 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.abortUpstream?.(new ClientGone());
   }
 
+  /**
+   * The router gives the attempt up (its backend is stuck or was ejected): the upstream is aborted
+   * and, if nothing reached the client yet, the attempt ends as retryable.
+   */
+  abandon(reason: string): void {
+    if (this.ended || this.cancelled || this.abandoned) return;
+    this.abandoned = new Error(reason);
+    this.abortUpstream?.(this.abandoned);
+  }
+
   // undici's callback handler interface, the one its own request() API implements: the newer
   // controller interface is wrapped in an adapter that parses every response's headers into an
   // object, which costs more than this whole class does per request.
@@ -96,6 +116,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   onConnect(abort: (err?: Error) => void): void {
     this.abortUpstream = abort;
     if (this.cancelled) abort(new ClientGone());
+    else if (this.abandoned) abort(this.abandoned);
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -104,6 +125,10 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.resumeUpstream = resume;
     if (statusCode >= 500 || statusCode === 429) {
       this.discard = true;
+      if (statusCode === 429)
+        for (let i = 0; i + 1 < rawHeaders.length; i += 2)
+          if (rawHeaders[i]!.toString('latin1').toLowerCase() === 'retry-after')
+            this.retryAfter = rawHeaders[i + 1]!.toString('latin1');
       return true;
     }
     const failed = statusCode >= 400;
@@ -127,6 +152,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   onData(chunk: Buffer): boolean {
     if (this.firstByteAt === undefined) this.firstByteAt = this.clock();
+    this.chunks++;
     if (this.discard) return true;
     if (this.whole) {
       this.whole.push(chunk);
@@ -170,6 +196,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
         reason: `status ${this.status}`,
         timeout: false,
         status: this.status,
+        retryAfter: this.retryAfter,
       });
       return;
     }
@@ -200,7 +227,12 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     if (this.cancelled) return this.end({ kind: 'over', reason: undefined });
     // Nothing reached the client yet: safe to try elsewhere.
     if (!this.res.headersSent)
-      return this.end({ kind: 'retry', reason: err.message, timeout: isTimeout(err), status: undefined });
+      return this.end({
+        kind: 'retry',
+        reason: err.message,
+        timeout: this.abandoned !== undefined || isTimeout(err),
+        status: undefined,
+      });
     // Bytes went out: never retry; end the stream with an error in its own format.
     if (this.req.stream)
       this.res.end(

@@ -1,0 +1,591 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import type { RouterConfig } from '../config/schema.js';
+import type { Scheduler } from '../core/scheduler.js';
+import type { CompletionReport, Decision, RequestInfo } from '../core/types.js';
+import type { Fleet } from '../fleet/fleet.js';
+import type { LiveStats } from '../dashboard/live-stats.js';
+import type { RouterMetrics } from '../metrics/router-metrics.js';
+import { TASK_ID_HEADER, estimateRequestTokens, leaseCovers, passGate } from '../admission/proxy-gate.js';
+import type { Admission } from '../admission/service.js';
+import { BodyTooLarge, jsonDepthExceeds, readBody } from './body.js';
+import { parseRetryAfter, type Cooldowns } from './cooldowns.js';
+import type { DecisionLog, DecisionWaiters } from './decision-log.js';
+import { sendError, type ErrorFormat } from './errors.js';
+import { BadRequest, parseBody, type ParsedRequest, type ProxyRoute } from './routes.js';
+import type { StallWatch } from './stall-watch.js';
+import { upstreamTranslation } from './translate.js';
+import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
+import type { Usage } from './usage.js';
+
+/** What a flight needs from the router that runs it: shared state, read-only to the flight. */
+export interface FlightHost {
+  /** The current configuration (replaced on reload). */
+  readonly settings: RouterConfig;
+  readonly scheduler: Scheduler;
+  readonly fleet: Fleet;
+  readonly metrics: RouterMetrics;
+  readonly stats: LiveStats;
+  readonly admission: Admission;
+  readonly log: Logger;
+  readonly waiters: DecisionWaiters;
+  readonly decisionLog: DecisionLog;
+  readonly cooldowns: Cooldowns;
+  readonly stalls: StallWatch;
+  /** The attempts in flight on each backend, for giving them up when it is ejected. */
+  readonly attempts: AttemptBook;
+  nextRequestId(): string;
+}
+
+export const now = (): number => performance.now();
+
+/** JSON nesting a proxied body may have (Ollama `format` schemas and `tools` nest a dozen levels). */
+export const DEFAULT_MAX_JSON_DEPTH = 128;
+
+const HOP_BY_HOP = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'content-length',
+  'expect',
+]);
+
+/** Why an attempt did not produce a full answer. */
+type AttemptResult =
+  | { readonly kind: 'done' }
+  /** Nothing reached the client: another backend may try. */
+  | {
+      readonly kind: 'retry';
+      readonly error: string;
+      readonly timeout: boolean;
+      /** The backend answered 429: full, not broken. */
+      readonly saturated: boolean;
+    }
+  /** Bytes went out (or the client left): the request is over. */
+  | { readonly kind: 'over' };
+
+const DONE: AttemptResult = { kind: 'done' };
+const OVER: AttemptResult = { kind: 'over' };
+const NONE_TRIED: ReadonlySet<string> = new Set();
+
+/** The exchanges under way per backend: what to give up when a backend is ejected or stuck. */
+export class AttemptBook {
+  private readonly byBackend = new Map<string, Set<UpstreamExchange>>();
+
+  add(backend: string, ex: UpstreamExchange): void {
+    let s = this.byBackend.get(backend);
+    if (!s) this.byBackend.set(backend, (s = new Set()));
+    s.add(ex);
+  }
+
+  delete(backend: string, ex: UpstreamExchange): void {
+    this.byBackend.get(backend)?.delete(ex);
+  }
+
+  /** Gives up every attempt on `backend` that has not had its first byte (they retry elsewhere). */
+  abandonWaiting(backend: string, reason: string): number {
+    let n = 0;
+    for (const ex of this.byBackend.get(backend) ?? [])
+      if (ex.firstByteAt === undefined) {
+        ex.abandon(reason);
+        n++;
+      }
+    return n;
+  }
+}
+
+/**
+ * One client request's life: read and check the body, pass the quota gate, then try backends
+ * until one answers, streaming the answer back. Everything it takes is given back in one place:
+ * the scheduler slot of each attempt in `attempt`'s settle (exactly once, whatever happens), the
+ * router-queue place in `run`'s finally.
+ */
+export class Flight {
+  private info!: RequestInfo;
+  private parsed!: ParsedRequest;
+  private body!: Record<string, unknown>;
+  private raw!: Buffer;
+  private headers!: string[];
+  private readonly rid: string;
+  private readonly format: ErrorFormat;
+  private readonly t0 = now();
+  /** The attempt under way, cancelled when the client leaves. */
+  private exchange: UpstreamExchange | undefined;
+  private clientGone = false;
+  /** Waiting in the router queue (its place must be given back if the client leaves). */
+  private queued = false;
+  /** Dispatched and not yet settled: holds a scheduler slot. */
+  private holding = false;
+  private status = 0;
+  /** Tokens the backend reported generating (for the dashboard's tokens/s). */
+  private outputTokens: number | undefined;
+  /** Client-observed time to the upstream's first byte (ms from arrival), for the dashboard. */
+  private ttfbMs: number | undefined;
+
+  constructor(
+    private readonly host: FlightHost,
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly route: ProxyRoute,
+  ) {
+    const given = req.headers['x-request-id'];
+    this.rid = typeof given === 'string' && given.length > 0 && given.length <= 200 ? given : randomUUID();
+    this.format = route.api;
+  }
+
+  async run(): Promise<void> {
+    if (!(await this.readRequest())) return;
+    const h = this.host;
+    this.res.on('close', this.onClose);
+    try {
+      if (!(await this.passQuota())) return;
+      await this.dispatchLoop();
+    } finally {
+      // Whatever way the flight ends, it leaves nothing in the router queue and holds no slot.
+      if (this.queued || this.holding) {
+        this.queued = this.holding = false;
+        h.waiters.drop(this.info.id);
+        h.waiters.apply(h.scheduler.cancel(this.info.id, now()).decisions);
+      }
+      h.decisionLog.forget(this.info.id);
+    }
+  }
+
+  private fail(status: number, message: string, code: string, extra?: Record<string, string>): void {
+    // Errors carry the request id too; set per response rather than with setHeader (measurably cheaper).
+    sendError(this.res, this.format, status, message, code, { 'x-request-id': this.rid, ...extra });
+    this.host.metrics.countRequest('none', status);
+    this.host.log.info({ status, code, ms: round(now() - this.t0) }, message);
+  }
+
+  /** Body read, checked and parsed; false when the flight already answered (or the client left). */
+  private async readRequest(): Promise<boolean> {
+    const { settings } = this.host;
+    try {
+      this.raw = await readBody(this.req, settings.server.maxBodyBytes);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) {
+        this.res.setHeader('connection', 'close');
+        this.fail(413, `body over ${settings.server.maxBodyBytes} bytes`, 'body_too_large');
+      }
+      return false; // else the client went away while sending (or was cut for sending too slowly)
+    }
+    const depth = settings.server.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+    if (jsonDepthExceeds(this.raw, depth)) {
+      this.fail(400, `JSON body nested deeper than ${depth} levels`, 'body_too_deep');
+      return false;
+    }
+    try {
+      ({ body: this.body, parsed: this.parsed } = parseBody(this.route, this.raw));
+    } catch (err) {
+      if (!(err instanceof BadRequest)) throw err;
+      this.fail(400, err.message, err.code);
+      return false;
+    }
+    const known = this.host.scheduler.models();
+    if (!known.has(this.parsed.model)) {
+      const list = [...known].sort().join(', ');
+      this.fail(
+        404,
+        `model '${this.parsed.model}' not found; available: ${list || '(none)'}`,
+        'model_not_found',
+      );
+      return false;
+    }
+    this.info = {
+      id: this.host.nextRequestId(),
+      model: this.parsed.model,
+      api: this.route.api,
+      arrivedAt: this.t0,
+      promptText: this.parsed.promptText,
+      maxTokens: this.parsed.maxTokens,
+      sessionKey: this.sessionKey(),
+    };
+    // Forward the client's headers as a flat raw list (no object rebuild), minus hop-by-hop ones.
+    const rh = this.req.rawHeaders;
+    const headers: string[] = [];
+    for (let i = 0; i < rh.length; i += 2) {
+      const k = rh[i]!.toLowerCase();
+      if (!HOP_BY_HOP.has(k) && k !== 'x-request-id') headers.push(rh[i]!, rh[i + 1]!);
+    }
+    headers.push('x-request-id', this.rid);
+    this.headers = headers;
+    return true;
+  }
+
+  private sessionKey(): string | undefined {
+    const sk = this.host.settings.sessionKey;
+    const session = this.req.headers[sk?.header ?? 'x-session-token'];
+    if (typeof session === 'string' && session !== '') return session;
+    return sk && !(sk.bodyPath.length === 1 && sk.bodyPath[0] === 'user')
+      ? bodyString(this.body, sk.bodyPath)
+      : this.parsed.user;
+  }
+
+  private readonly onClose = (): void => {
+    if (this.res.writableFinished) return;
+    this.clientGone = true;
+    this.exchange?.cancel();
+    if (this.queued) {
+      const h = this.host;
+      this.queued = false;
+      h.waiters.drop(this.info.id);
+      h.decisionLog.forget(this.info.id);
+      h.waiters.apply(h.scheduler.cancel(this.info.id, now()).decisions);
+    }
+  };
+
+  /**
+   * Per-model quotas: over a target, wait here (not sent, not rejected); the lease is released
+   * when the response closes. Checked first so requests for models without a quota pay nothing,
+   * not even an await. False when the flight already answered (or the client left).
+   */
+  private async passQuota(): Promise<boolean> {
+    const { admission, settings, log } = this.host;
+    const model = this.parsed.model;
+    if (!admission.hasQuota(model)) return true;
+    const taskId = this.req.headers[TASK_ID_HEADER];
+    if (typeof taskId === 'string' && (await leaseCovers(admission, taskId, model))) return true;
+    const gate = await passGate(
+      admission,
+      model,
+      estimateRequestTokens(this.parsed.promptText, this.parsed.maxTokens),
+      this.res,
+      () => this.clientGone,
+      settings.queue.maxWaitMs,
+      log,
+    );
+    if (gate.kind === 'go') return true;
+    if (gate.kind === 'fail') {
+      const extra = gate.retryAfterS !== undefined ? { 'retry-after': String(gate.retryAfterS) } : undefined;
+      this.fail(gate.status, gate.message, gate.code, extra);
+    }
+    return false;
+  }
+
+  /** Try backends (each at most once) until one answers; answer the client either way. */
+  private async dispatchLoop(): Promise<void> {
+    const h = this.host;
+    const attempts = h.settings.retry.attempts;
+    let tried: Set<string> | undefined; // made on the first dispatch: most requests never retry
+    let last: { error: string; timeout: boolean; saturated: boolean } | undefined;
+    let saturatedAll = true;
+    let backend = 'none';
+    for (let attempt = 0; attempt < attempts; attempt++) {
+      if (attempt > 0) {
+        const base = h.settings.retry.backoffMs * 2 ** (attempt - 1);
+        await sleep(Math.min(2000, base * (0.5 + Math.random())));
+        if (this.clientGone) break;
+      }
+      const queuedFrom = now();
+      const exclude = this.excluded(tried, queuedFrom);
+      const next = this.schedule(exclude);
+      const d = next instanceof Promise ? await next : next;
+      const scores = h.decisionLog.take(this.info.id);
+      if (scores && h.log.isLevelEnabled('debug'))
+        h.log.debug({ rid: this.rid, model: this.parsed.model, attempt: attempt + 1, ...scores }, 'decision');
+      if (this.clientGone) break;
+      h.decisionLog.record({
+        atMs: Date.now(), // formatted only when read: toISOString per request is measurable
+        requestId: this.rid,
+        model: this.parsed.model,
+        policy: h.scheduler.policyName,
+        backend: d.type === 'dispatch' ? d.backend : null,
+        outcome: d.type,
+        // Absent fields as undefined (JSON drops them), not spreads: one object per decision.
+        reason: d.type === 'reject' ? d.reason : undefined,
+        queuedMs: round(now() - queuedFrom),
+        attempt: attempt + 1,
+        scores,
+      });
+      if (d.type === 'reject') {
+        if (d.reason === 'no-backend' && this.onlyCoolingLeft(exclude, tried)) {
+          // Every backend left is resting after a 429: say when to come back.
+          return this.fail(429, `every backend serving '${this.parsed.model}' is saturated`, 'saturated', {
+            'retry-after': String(h.cooldowns.retryAfterS(now())),
+          });
+        }
+        if (last) break; // retries exhausted the eligible backends: report the upstream error
+        const msg =
+          d.reason === 'no-backend'
+            ? `no healthy backend serves model '${this.parsed.model}'`
+            : d.reason === 'queue-full'
+              ? 'router queue is full'
+              : 'timed out waiting in the router queue';
+        return this.fail(503, msg, d.reason.replace('-', '_'), { 'retry-after': '1' });
+      }
+      backend = d.backend;
+      (tried ??= new Set()).add(backend);
+      const r = await this.attempt(backend);
+      if (r.kind !== 'retry') {
+        this.finishLog(backend, attempt + 1);
+        return;
+      }
+      last = r;
+      if (!r.saturated) saturatedAll = false;
+      if (!this.clientGone) {
+        h.metrics.retries.inc({ backend });
+        h.stats.record({ backend, at: Date.now(), ok: false, latencyMs: now() - this.t0, error: r.error });
+      }
+    }
+    if (this.clientGone) {
+      this.status = 499;
+      this.finishLog(backend, tried?.size ?? 0);
+      return;
+    }
+    const n = tried?.size ?? 0;
+    if (last && saturatedAll)
+      return this.fail(429, `every backend tried is saturated (${n} attempt(s))`, 'saturated', {
+        'retry-after': String(h.cooldowns.retryAfterS(now())),
+      });
+    const timeout = last?.timeout === true;
+    this.fail(
+      timeout ? 504 : 502,
+      `upstream failed after ${n} attempt(s): ${last?.error ?? 'no backend'}`,
+      timeout ? 'upstream_timeout' : 'upstream_error',
+    );
+  }
+
+  /** Backends this try must avoid: those tried, plus those resting after a 429. */
+  private excluded(tried: Set<string> | undefined, t: number): ReadonlySet<string> {
+    const cooling = this.host.cooldowns.cooling(t);
+    if (!cooling) return tried ?? NONE_TRIED;
+    const s = new Set(cooling);
+    if (tried) for (const b of tried) s.add(b);
+    return s;
+  }
+
+  /** Whether some backend that could serve this request is excluded only because it is cooling. */
+  private onlyCoolingLeft(exclude: ReadonlySet<string>, tried: ReadonlySet<string> | undefined): boolean {
+    if (exclude === tried || exclude === NONE_TRIED) return false;
+    for (const name of exclude) {
+      if (tried?.has(name)) continue;
+      const b = this.host.scheduler.backend(name);
+      if (b && b.healthy && !b.draining && b.models.has(this.parsed.model)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Submits the request: its decision when the scheduler makes it at once (the common case: no
+   * promise, no waiter), else a promise of it while it waits in the router queue.
+   */
+  private schedule(exclude: ReadonlySet<string>): Decision | Promise<Decision> {
+    const h = this.host;
+    const t = now();
+    h.decisionLog.rearm(t);
+    const id = this.info.id;
+    h.waiters.submitting = id;
+    let ds: Decision[];
+    try {
+      ds = h.scheduler.submit(this.info, t, exclude);
+    } finally {
+      h.waiters.submitting = undefined;
+    }
+    h.waiters.apply(ds); // wakes others this submit let go (ours has no waiter yet)
+    for (const d of ds)
+      if (d.request.id === id) {
+        this.holding = d.type === 'dispatch';
+        return d;
+      }
+    this.queued = true;
+    return h.waiters.wait(id).then((d) => {
+      this.queued = false;
+      this.holding = d.type === 'dispatch';
+      return d;
+    });
+  }
+
+  /** One try on one backend. Gives the scheduler slot back exactly once, on every path. */
+  private attempt(backend: string): Promise<AttemptResult> {
+    const h = this.host;
+    const dispatchedAt = now();
+    let settled = false;
+    const settle = (ok: boolean, usage: Usage, firstByteAt: number | undefined): void => {
+      if (settled) return;
+      settled = true;
+      this.holding = false;
+      const t = now();
+      const report: CompletionReport = {
+        ok,
+        dispatchedAt,
+        firstByteAt,
+        finishedAt: t,
+        promptTokens: usage.promptTokens,
+        completionTokens: usage.completionTokens,
+        promptEvalMs: usage.promptEvalMs,
+        evalMs: usage.evalMs,
+      };
+      if (ok) {
+        this.outputTokens = usage.completionTokens;
+        if (firstByteAt !== undefined) this.ttfbMs = firstByteAt - this.info.arrivedAt;
+      }
+      h.waiters.apply(h.scheduler.complete(this.info.id, report, t));
+      if (ok) {
+        const m = h.metrics.of(backend);
+        m.upstreamSeconds.observe((t - dispatchedAt) / 1000);
+        if (firstByteAt !== undefined) m.ttfbSeconds.observe((firstByteAt - dispatchedAt) / 1000);
+      }
+    };
+    try {
+      return this.exchangeWith(backend, dispatchedAt, settle);
+    } catch (err) {
+      // Anything that throws before the exchange owns the slot (a translation that cannot cope
+      // with the body) gives it back here, and the request fails cleanly.
+      settle(false, {}, undefined);
+      h.log.error({ err, rid: this.rid, backend }, 'attempt failed before dispatch');
+      return Promise.resolve({
+        kind: 'retry',
+        error: `${backend}: request could not be prepared: ${(err as Error).message}`,
+        timeout: false,
+        saturated: false,
+      });
+    }
+  }
+
+  private exchangeWith(
+    backend: string,
+    dispatchedAt: number,
+    settle: (ok: boolean, usage: Usage, firstByteAt: number | undefined) => void,
+  ): Promise<AttemptResult> {
+    const h = this.host;
+    const rt = h.fleet.get(backend);
+    if (!rt) {
+      settle(false, {}, undefined);
+      return Promise.resolve({
+        kind: 'retry',
+        error: `backend '${backend}' was removed`,
+        timeout: false,
+        saturated: false,
+      });
+    }
+    const tr = upstreamTranslation(
+      this.route.translate,
+      { api: rt.config.api, responsesApi: rt.responsesApi },
+      this.body,
+      this.parsed.stream,
+    );
+    return new Promise<AttemptResult>((resolve) => {
+      const ex = new UpstreamExchange(
+        this.res,
+        {
+          backend,
+          requestId: this.rid,
+          format: this.format,
+          stream: this.parsed.stream,
+          model: this.parsed.model,
+          translation: tr,
+          arrivedAt: this.info.arrivedAt,
+        },
+        now,
+        (end: ExchangeEnd) => {
+          this.exchange = undefined;
+          h.attempts.delete(backend, ex);
+          const t = now();
+          h.stalls.untrack(backend, ex, t, end.kind === 'done' || ex.firstByteAt !== undefined);
+          if (end.kind === 'done') {
+            this.status = ex.status;
+            if (end.ok) h.fleet.recordSuccess(backend);
+            settle(end.ok, end.usage, ex.firstByteAt);
+            return resolve(DONE);
+          }
+          settle(false, {}, ex.firstByteAt);
+          if (end.kind === 'over') {
+            if (this.clientGone) this.status = 499;
+            else {
+              this.status = 502;
+              h.fleet.recordFailure(backend, end.reason ?? 'failed');
+            }
+            return resolve(OVER);
+          }
+          if (this.clientGone) return resolve(OVER);
+          const saturated = end.status === 429;
+          // A 429 is the backend saying it is full, not that it is broken: it rests instead.
+          if (saturated) h.cooldowns.cool(backend, t, parseRetryAfter(end.retryAfter, Date.now()));
+          else h.fleet.recordFailure(backend, end.reason);
+          resolve({ kind: 'retry', error: `${backend}: ${end.reason}`, timeout: end.timeout, saturated });
+        },
+      );
+      this.exchange = ex;
+      h.attempts.add(backend, ex);
+      h.stalls.track(backend, ex, dispatchedAt);
+      try {
+        rt.pool.dispatch(
+          {
+            path: tr?.path ?? this.route.upstreamPath,
+            method: tr?.method ?? 'POST',
+            headers: tr ? withJsonContentType(this.headers) : this.headers,
+            body: tr ? (tr.body ?? null) : this.raw,
+            headersTimeout: h.settings.timeouts.firstByteMs,
+            bodyTimeout: h.settings.timeouts.idleMs,
+          },
+          ex,
+        );
+      } catch (err) {
+        ex.onError(err as Error); // a pool closed under us: ends the exchange as retryable
+      }
+    });
+  }
+
+  private finishLog(backend: string, attempts: number): void {
+    const h = this.host;
+    h.metrics.countRequest(backend, this.status);
+    // A client that left is not the backend's failure; 'none' is no backend at all.
+    if (this.status !== 499 && backend !== 'none')
+      h.stats.record({
+        backend,
+        at: Date.now(),
+        ok: this.status > 0 && this.status < 400,
+        latencyMs: now() - this.t0,
+        ttfbMs: this.ttfbMs,
+        outputTokens: this.outputTokens,
+        error: this.status >= 400 ? `status ${this.status}` : undefined,
+      });
+    // Build the log record only when it will be written.
+    if (!h.log.isLevelEnabled('info')) return;
+    h.log.info(
+      {
+        rid: this.rid,
+        path: this.route.upstreamPath,
+        model: this.parsed.model,
+        backend,
+        status: this.status,
+        stream: this.parsed.stream,
+        attempts,
+        ms: round(now() - this.t0),
+        ...(h.settings.log.prompts ? { prompt: this.parsed.promptText } : {}),
+      },
+      'request',
+    );
+  }
+}
+
+/** A raw header list with its content-type replaced by JSON (the translated body is JSON). */
+function withJsonContentType(raw: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2)
+    if (raw[i]!.toLowerCase() !== 'content-type') out.push(raw[i]!, raw[i + 1]!);
+  out.push('content-type', 'application/json');
+  return out;
+}
+
+const round = (ms: number): number => Math.round(ms * 100) / 100;
+
+/** A string (or number) at a dotted path of a JSON body, for a configured session key field. */
+function bodyString(body: Record<string, unknown>, path: readonly string[]): string | undefined {
+  let v: unknown = body;
+  for (const k of path) {
+    if (typeof v !== 'object' || v === null || Array.isArray(v) || !Object.hasOwn(v, k)) return undefined;
+    v = (v as Record<string, unknown>)[k];
+  }
+  if (typeof v === 'string') return v === '' ? undefined : v;
+  return typeof v === 'number' && Number.isFinite(v) ? String(v) : undefined;
+}
