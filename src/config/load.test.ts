@@ -25,7 +25,7 @@ const minimal = 'backends:\n  - name: a\n    url: http://127.0.0.1:11434\n';
 
 test('a minimal file gets every default', () => {
   const c = parseConfig(minimal, opts);
-  assert.deepEqual(c.server, { host: '127.0.0.1', port: 8080, maxBodyBytes: 10485760 });
+  assert.deepEqual(c.server, { host: '127.0.0.1', port: 8080, maxBodyBytes: 10485760, maxJsonDepth: 128 });
   assert.deepEqual(c.backends, [
     {
       name: 'a',
@@ -39,7 +39,8 @@ test('a minimal file gets every default', () => {
   ]);
   assert.deepEqual(c.policy, { name: 'estimated-wait', params: {} });
   assert.deepEqual(c.retry, { attempts: 4, backoffMs: 25 });
-  assert.deepEqual(c.timeouts, { connectMs: 5000, firstByteMs: 600000, idleMs: 120000 });
+  assert.deepEqual(c.timeouts, { connectMs: 5000, firstByteMs: 600000, idleMs: 120000, bodyMs: 30000 });
+  assert.deepEqual([c.health.stallMinMs, c.health.stallFactor, c.health.quarantineMs], [10_000, 10, 30_000]);
   assert.equal(c.queue.maxLength, 10000);
   assert.equal(c.log.prompts, false);
   assert.equal(c.admin, undefined);
