@@ -8,6 +8,10 @@ export interface EngineFaults {
    * /metrics, /healthz and /_emulator/* are never failed.
    */
   readonly failRate?: number;
+  /** Fraction of generation requests answered 429 "busy" with `Retry-After: retryAfterS` (seeded draws). */
+  readonly saturateRate?: number;
+  /** The Retry-After (seconds) of a `saturateRate` 429; absent: no header. */
+  readonly retryAfterS?: number;
   /** Accept generation requests and never answer them. */
   readonly hang?: boolean;
   /** Serve this many generation requests; the next one crashes the server (sockets destroyed, listener closed). */
@@ -25,6 +29,9 @@ export function parseFaults(o: Obj): EngineFaults {
       throw new HttpError(400, `faults.${k}: invalid value ${JSON.stringify(v)}`, 'invalid_faults');
     };
     if (k === 'failRate') out.failRate = typeof v === 'number' && v >= 0 && v <= 1 ? v : bad();
+    else if (k === 'saturateRate') out.saturateRate = typeof v === 'number' && v >= 0 && v <= 1 ? v : bad();
+    else if (k === 'retryAfterS')
+      out.retryAfterS = Number.isInteger(v) && (v as number) >= 0 ? (v as number) : bad();
     else if (k === 'hang') out.hang = typeof v === 'boolean' ? v : bad();
     else if (k === 'exitAfter')
       out.exitAfter = Number.isInteger(v) && (v as number) >= 0 ? (v as number) : bad();

@@ -133,6 +133,12 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       sendError(res, format, 500, 'injected failure (llmlb engine fault)', 'injected_failure');
       return;
     }
+    if (f.saturateRate !== undefined && failRng() < f.saturateRate) {
+      const extra: Record<string, string> =
+        f.retryAfterS !== undefined ? { 'retry-after': String(f.retryAfterS) } : {};
+      sendError(res, format, 429, 'busy (llmlb engine fault)', 'saturated', extra);
+      return;
+    }
     if (f.hang) return; // accept and never answer; the socket closes when the client gives up
 
     const id = `${name}-${++seqNo}`;
