@@ -117,6 +117,53 @@ program
     },
   );
 
+program
+  .command('whatif')
+  .description("replay a trace on the config's fleet under every policy and replica count; recommend one")
+  .requiredOption('--trace <file>', 'trace file (llmlb capture, Mooncake JSONL, Azure or BurstGPT CSV)')
+  .option('--format <f>', 'llmlb | mooncake | azure | burstgpt (default: guessed from the file)')
+  .requiredOption(
+    '--config <file>',
+    'router config (its backends are the fleet, its policy is compared first)',
+  )
+  .option('--replicas <list>', "comma-separated replica counts (default: the config's backend count)")
+  .option(
+    '--policies <list>',
+    'comma-separated policy names (default: every built-in that needs no parameters)',
+  )
+  .option('--slo <terms>', 'target to size for, e.g. ttft-p90=2s or ttft-p90=2s,e2e-p99=60s')
+  .option('--profile <file>', 'engine profile (llmlb profile output; default: the built-in one)')
+  .option('--rate-scale <k>', 'replay k× faster', positive('--rate-scale'))
+  .option('--limit <n>', 'replay the first n requests', int('--limit', 1))
+  .option('--skip-bad', 'skip malformed trace lines (counted) instead of failing')
+  .option('--seed <n>', 'seed', int('--seed'))
+  .option('--threads <n>', 'worker threads (default: one per core)', int('--threads', 1, 256))
+  .option('--out <dir>', 'where results.json and charts go', 'out/whatif')
+  .action(async (o: Record<string, string | number | boolean | undefined>) => {
+    const { runWhatifCommand } = await import('./commands/whatif.js');
+    const format = o.format as string | undefined;
+    if (format !== undefined && !['llmlb', 'mooncake', 'azure', 'burstgpt'].includes(format))
+      throw new UsageError(`--format must be llmlb, mooncake, azure or burstgpt, got '${format}'`);
+    const replicas = list(o.replicas as string | undefined)?.map(Number);
+    if (replicas?.some((r) => !Number.isInteger(r) || r < 1))
+      throw new UsageError('--replicas must list positive integers, e.g. 4,8,16');
+    await runWhatifCommand({
+      tracePath: o.trace as string,
+      format: format as 'llmlb' | 'mooncake' | 'azure' | 'burstgpt' | undefined,
+      configPath: o.config as string,
+      replicas,
+      policies: list(o.policies as string | undefined),
+      slo: o.slo as string | undefined,
+      profilePath: o.profile as string | undefined,
+      rateScale: o.rateScale as number | undefined,
+      limit: o.limit as number | undefined,
+      skipBad: o.skipBad === true,
+      seed: o.seed as number | undefined,
+      threads: o.threads as number | undefined,
+      outDir: o.out as string,
+    });
+  });
+
 // Backlog solver (issue 7): a PostgreSQL task table drained through the admission API.
 const tasks = program
   .command('tasks')

@@ -22,7 +22,9 @@
  * counted (TraceReplay.stats, which `llmlb whatif` reports).
  */
 import { z } from 'zod';
+import { flattenMessages } from '../core/prompt.js';
 import { createRng, deriveSeed } from '../core/rng.js';
+import { countTokens } from '../engine/tokens.js';
 import { ApiSchema, DEFAULT_MODEL, parseParams, positiveInt, requestFromMessages } from './common.js';
 import { TextSource } from './text.js';
 import { chainBlockIds, standInText, uniqueState } from './trace-blocks.js';
@@ -210,6 +212,10 @@ export interface TraceStats {
   /** Prompt and output tokens of the replayed requests. */
   promptTokens: number;
   outputTokens: number;
+  /** Send time of the last replayed request, s. */
+  lastAtS: number;
+  /** Models the replayed requests name (a trace names few). */
+  models: string[];
 }
 
 /** Lines a capture may be out of time order by: the reorder buffer's size. */
@@ -325,8 +331,11 @@ export class TraceReplay implements ClientDriver {
       }
       const s = build(q, at);
       stats.requests++;
-      stats.promptTokens += s.request.promptTokens ?? q.entry.promptTokens ?? 0;
+      stats.promptTokens +=
+        s.request.promptTokens ?? countTokens(s.request.prompt ?? flattenMessages(s.request.messages ?? []));
       stats.outputTokens += s.request.outputTokens;
+      stats.lastAtS = at;
+      if (!stats.models.includes(s.request.model)) stats.models.push(s.request.model);
       return s;
     };
 
@@ -436,13 +445,27 @@ export class TraceReplay implements ClientDriver {
 }
 
 function emptyStats(): TraceStats {
-  return { lines: 0, requests: 0, skipped: 0, firstBad: undefined, promptTokens: 0, outputTokens: 0 };
+  return {
+    lines: 0,
+    requests: 0,
+    skipped: 0,
+    firstBad: undefined,
+    promptTokens: 0,
+    outputTokens: 0,
+    lastAtS: 0,
+    models: [],
+  };
 }
 
-export function traceWorkload(params: TraceParams, seed: number): TraceReplay {
+export function traceWorkload(
+  params: TraceParams,
+  seed: number,
+  opts: { check?: boolean } = {},
+): TraceReplay {
   const p = parseParams(traceParamsSchema, params);
   const replay = new TraceReplay(p, seed);
-  // A whole pass now, so a scenario with a bad trace fails at load, not mid-run.
-  replay.check();
+  // A whole pass now, so a scenario with a bad trace fails at load, not mid-run (callers that
+  // checked the file already skip it).
+  if (opts.check !== false) replay.check();
   return replay;
 }

@@ -1,0 +1,332 @@
+/**
+ * `llmlb whatif --trace FILE --config llmlb.yaml [--replicas 4,8,16] [--policies …] [--slo ttft-p90=2s]`:
+ * replays a trace (captured by `serve` or a public one) on the config's fleet under every policy and
+ * replica count, in parallel worker threads, and says which policy and how few replicas meet the SLO.
+ * Writes DIR/results.json (the simulate shape: one entry per policy × replicas, named
+ * `policy@replicas`) and SVG charts.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { ConfigError, loadConfigFile } from '../config/load.js';
+import { createPolicy, policyNames, type PolicySpec } from '../core/policies/index.js';
+import { defaultProfile } from '../engine/profile.js';
+import type { EngineProfile } from '../engine/types.js';
+import { resultsJson, type PolicyResult, type Results } from '../report/results.js';
+import { writeWhatifCharts } from '../report/whatif-charts.js';
+import { loadProfileFile } from '../scenario/profile-file.js';
+import { defaultThreads, runTraceJobs } from '../sim/pool.js';
+import type { TraceJob, TraceJobResult } from '../sim/trace-job.js';
+import { TraceError, traceWorkload, type TraceFormatName, type TraceParams } from '../workloads/trace.js';
+import { policyValidation } from './serve.js';
+import { UsageError } from './usage-error.js';
+
+/** Policies compared when --policies is not given: the built-ins that need no parameters. */
+export const WHATIF_POLICIES = [
+  'round-robin',
+  'least-connections',
+  'random',
+  'jsq',
+  'estimated-wait',
+  'ollama-router',
+  'prefix-trie',
+  'consistent-hash',
+  'sglang-cache-aware',
+  'max-capacity',
+  'min-min',
+  'workload-aware',
+];
+
+/** One SLO term: `ttft-p90=2s`, `e2e-p99=30s`, `latency-mean=500ms`. */
+export interface SloTerm {
+  readonly metric: 'ttftS' | 'latencyS';
+  readonly stat: 'mean' | 'p50' | 'p90' | 'p95' | 'p99' | 'max';
+  readonly limitS: number;
+  readonly text: string;
+}
+
+/** Parse `--slo` (terms joined by commas, all must hold). Throws UsageError. */
+export function parseSlo(text: string): SloTerm[] {
+  return text
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((t) => {
+      const m = /^(ttft|e2e|latency)-(mean|p50|p90|p95|p99|max)=(\d+(?:\.\d+)?)(ms|s)?$/i.exec(t);
+      if (!m)
+        throw new UsageError(
+          `--slo: '${t}' is not METRIC-STAT=VALUE (metric ttft | e2e, stat mean | p50 | p90 | p95 | p99 | max, value in s or ms), e.g. ttft-p90=2s`,
+        );
+      const value = Number(m[3]) / (m[4]?.toLowerCase() === 'ms' ? 1000 : 1);
+      return {
+        metric: m[1]!.toLowerCase() === 'ttft' ? 'ttftS' : 'latencyS',
+        stat: m[2]!.toLowerCase() as SloTerm['stat'],
+        limitS: value,
+        text: t,
+      };
+    });
+}
+
+/** A run meets the SLO: every term holds and (almost) every request completed. */
+export function meetsSlo(r: PolicyResult, slo: readonly SloTerm[]): boolean {
+  return r.completionRate >= 0.99 && slo.every((t) => r[t.metric][t.stat] <= t.limitS);
+}
+
+export interface WhatifOptions {
+  tracePath: string;
+  format?: TraceFormatName | undefined;
+  configPath: string;
+  replicas?: number[] | undefined;
+  policies?: string[] | undefined;
+  outDir?: string | undefined;
+  slo?: string | undefined;
+  /** Engine profile file (`llmlb profile` output); default: the built-in profile. */
+  profilePath?: string | undefined;
+  seed?: number | undefined;
+  rateScale?: number | undefined;
+  limit?: number | undefined;
+  skipBad?: boolean | undefined;
+  threads?: number | undefined;
+  charts?: boolean | undefined;
+  quiet?: boolean | undefined;
+}
+
+export interface Recommendation {
+  readonly policy: string;
+  readonly replicas: number;
+  readonly slo: string | null;
+  /** Why: the value of the first SLO term, or p90 TTFT without an SLO. */
+  readonly reason: string;
+}
+
+export interface WhatifResults extends Results {
+  readonly policies: readonly (PolicyResult & { readonly policy: string; readonly replicas: number })[];
+  readonly trace: {
+    readonly path: string;
+    readonly format: string;
+    readonly requests: number;
+    readonly skippedLines: number;
+    readonly promptTokens: number;
+    readonly outputTokens: number;
+  };
+  readonly recommendation: Recommendation | null;
+}
+
+const f3 = (x: number): string => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(3));
+
+export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResults> {
+  const t0 = performance.now();
+  const seed = opts.seed ?? 1;
+  const slo = opts.slo !== undefined ? parseSlo(opts.slo) : [];
+  let config;
+  try {
+    config = loadConfigFile(opts.configPath, policyValidation());
+  } catch (e) {
+    if (e instanceof ConfigError) throw new UsageError(e.message);
+    throw e;
+  }
+  let profile: EngineProfile = defaultProfile();
+  if (opts.profilePath !== undefined) {
+    try {
+      profile = loadProfileFile(opts.profilePath);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  }
+  const base = config.backends;
+  const replicas = [...new Set(opts.replicas ?? [base.length])].sort((a, b) => a - b);
+  if (replicas.some((r) => !Number.isInteger(r) || r < 1))
+    throw new UsageError('--replicas must list positive integers, e.g. 4,8,16');
+
+  // The config's own policy first, then the others (each once).
+  const own: PolicySpec = { name: config.policy.name, params: config.policy.params };
+  const names = opts.policies ?? [own.name, ...WHATIF_POLICIES.filter((n) => n !== own.name)];
+  const specs: PolicySpec[] = names.map((n) => (n === own.name ? own : { name: n }));
+  for (const s of specs) {
+    try {
+      createPolicy(s, () => 0.5, config.scheduling);
+    } catch (e) {
+      throw new UsageError(
+        `--policies: ${(e as Error).message} (known: ${policyNames(config.scheduling).join(', ')})`,
+      );
+    }
+  }
+
+  // One pass to validate the trace and learn its span and models (streamed: memory stays flat).
+  const firstModel = base.find((b) => b.models && b.models.length > 0)?.models?.[0];
+  const trace: TraceParams = {
+    path: opts.tracePath,
+    ...(opts.format !== undefined ? { format: opts.format } : {}),
+    ...(opts.rateScale !== undefined ? { rateScale: opts.rateScale } : {}),
+    ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
+    ...(opts.skipBad ? { skipBad: true } : {}),
+    ...(firstModel !== undefined ? { model: firstModel } : {}),
+  };
+  let replay;
+  try {
+    replay = traceWorkload(trace, seed);
+  } catch (e) {
+    if (e instanceof TraceError || (e as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new UsageError((e as Error).message);
+    throw e;
+  }
+  const stats = replay.stats;
+  if (stats.requests === 0) throw new UsageError(`${opts.tracePath}: no requests to replay`);
+
+  const jobs: TraceJob[] = [];
+  for (const r of replicas) {
+    // The config's backends repeated: `gpu-a-0, gpu-b-0, gpu-a-1, …` (its own names at its own size).
+    const fleet = Array.from({ length: r }, (_, i) => {
+      const b = base[i % base.length]!;
+      return {
+        name: r === base.length ? b.name : `${b.name}-${Math.floor(i / base.length)}`,
+        profile,
+        models: b.models ? [...b.models] : stats.models,
+        maxConcurrency: b.maxConcurrency,
+        weight: b.weight,
+      };
+    });
+    for (const policy of specs)
+      jobs.push({
+        trace: { ...trace, skipBad: true },
+        fleet,
+        policy,
+        scheduling: config.scheduling,
+        seed,
+        durationS: stats.lastAtS + 1,
+        graceS: 3600,
+      });
+  }
+  const threads = opts.threads ?? defaultThreads();
+  const tSim = performance.now();
+  const runs = await runTraceJobs(jobs, threads);
+  const simWallS = (performance.now() - tSim) / 1000;
+
+  const results: WhatifResults = {
+    scenario: `whatif ${basename(opts.tracePath)}`,
+    seed,
+    mode: 'simulate',
+    policies: runs.map((r) => ({
+      ...r.result,
+      name: `${r.policy}@${r.replicas}`,
+      policy: r.policy,
+      replicas: r.replicas,
+    })),
+    trace: {
+      path: opts.tracePath,
+      format: replay.format.name,
+      requests: stats.requests,
+      skippedLines: stats.skipped,
+      promptTokens: stats.promptTokens,
+      outputTokens: stats.outputTokens,
+    },
+    recommendation: recommend(runs, replicas, slo),
+  };
+
+  const out = opts.outDir ?? 'out/whatif';
+  mkdirSync(out, { recursive: true });
+  writeFileSync(join(out, 'results.json'), resultsJson(results));
+  const lines = [
+    `trace ${opts.tracePath} (${replay.format.name}): ${stats.requests} requests over ${f3(stats.lastAtS)} s, ` +
+      `${stats.promptTokens} prompt + ${stats.outputTokens} output tokens` +
+      (stats.skipped > 0 ? `; skipped ${stats.skipped} bad lines (first: ${stats.firstBad})` : ''),
+    `fleet: ${base.map((b) => b.name).join(', ')} from ${opts.configPath}, profile ${opts.profilePath ?? '(built-in)'}`,
+    '',
+    whatifTable(runs, slo),
+    '',
+  ];
+  const rec = results.recommendation;
+  if (rec)
+    lines.push(
+      slo.length > 0
+        ? `recommendation: ${rec.policy} on ${rec.replicas} replicas — the fewest replicas meeting ${rec.slo} (${rec.reason})`
+        : `recommendation: ${rec.policy} on ${rec.replicas} replicas (${rec.reason}; give --slo to size the fleet)`,
+    );
+  else
+    lines.push(
+      `recommendation: none — no policy meets ${slo.map((t) => t.text).join(', ')} with up to ${replicas.at(-1)} replicas`,
+    );
+  if (opts.charts !== false) {
+    const files = await writeWhatifCharts(
+      out,
+      basename(opts.tracePath),
+      runs.map((r) => ({
+        policy: r.policy,
+        replicas: r.replicas,
+        latencyCdf: r.latencyCdf,
+        ttftCdf: r.ttftCdf,
+        ttftP90: r.result.ttftS.p90,
+      })),
+      slo.length > 0
+        ? {
+            label: slo.map((t) => t.text).join(', '),
+            ttftP90S: slo.find((t) => t.metric === 'ttftS' && t.stat === 'p90')?.limitS,
+          }
+        : undefined,
+    );
+    lines.push(`wrote ${join(out, 'results.json')} and ${files.length} SVG charts in ${out}/`);
+  } else lines.push(`wrote ${join(out, 'results.json')}`);
+  const simulated = runs.reduce((a, r) => a + r.requests, 0);
+  lines.push(
+    `${runs.length} runs (${specs.length} policies × ${replicas.length} replica counts) on ${Math.min(threads, runs.length)} threads: ` +
+      `${simulated} requests simulated in ${simWallS.toFixed(2)} s; whole command ${((performance.now() - t0) / 1000).toFixed(2)} s`,
+  );
+  if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
+  return results;
+}
+
+/** Fewest replicas at which some policy meets the SLO, and the best policy there (by its first term). */
+export function recommend(
+  runs: readonly TraceJobResult[],
+  replicas: readonly number[],
+  slo: readonly SloTerm[],
+): Recommendation | null {
+  const key = (r: TraceJobResult): number =>
+    slo.length > 0 ? r.result[slo[0]!.metric][slo[0]!.stat] : r.result.ttftS.p90;
+  const describe = (r: TraceJobResult): string =>
+    slo.length > 0
+      ? `${slo[0]!.metric === 'ttftS' ? 'ttft' : 'e2e'} ${slo[0]!.stat} ${f3(key(r))} s`
+      : `best p90 TTFT at ${r.replicas} replicas: ${f3(key(r))} s`;
+  if (slo.length === 0) {
+    const at = replicas.at(-1)!;
+    const best = runs.filter((r) => r.replicas === at).sort((a, b) => key(a) - key(b))[0];
+    return best ? { policy: best.policy, replicas: at, slo: null, reason: describe(best) } : null;
+  }
+  for (const n of replicas) {
+    const ok = runs
+      .filter((r) => r.replicas === n && meetsSlo(r.result, slo))
+      .sort((a, b) => key(a) - key(b));
+    if (ok.length > 0)
+      return {
+        policy: ok[0]!.policy,
+        replicas: n,
+        slo: slo.map((t) => t.text).join(', '),
+        reason: describe(ok[0]!),
+      };
+  }
+  return null;
+}
+
+function whatifTable(runs: readonly TraceJobResult[], slo: readonly SloTerm[]): string {
+  const head = ['replicas', 'policy', 'done', 'ttft p50', 'ttft p90', 'e2e mean', 'e2e p90', 'prefix hit'];
+  if (slo.length > 0) head.push('meets SLO');
+  const rows = runs.map((r) => {
+    const x = r.result;
+    const row = [
+      String(r.replicas),
+      r.policy,
+      `${(x.completionRate * 100).toFixed(1)}%`,
+      f3(x.ttftS.p50),
+      f3(x.ttftS.p90),
+      f3(x.latencyS.mean),
+      f3(x.latencyS.p90),
+      x.prefixHitRate === null ? '-' : `${(x.prefixHitRate * 100).toFixed(1)}%`,
+    ];
+    if (slo.length > 0) row.push(meetsSlo(x, slo) ? 'yes' : 'no');
+    return row;
+  });
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const fmt = (r: string[]): string =>
+    r.map((c, i) => (i === 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)].join('\n');
+}
