@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import cliProgress from 'cli-progress';
+import { progressBar } from '../report/progress.js';
 import { writeCharts } from '../report/charts.js';
 import { policyResult, resultsJson, type Results } from '../report/results.js';
 import { backendTable, comparisonTable, localityTable } from '../report/table.js';
@@ -35,21 +35,11 @@ export async function runBenchCommand(opts: {
     const bar =
       opts.quiet || !process.stderr.isTTY
         ? undefined
-        : new cliProgress.SingleBar(
-            {
-              format: `${policyLabel(spec).padEnd(24)} [{bar}] {value} done / {total} sent | {duration_formatted}`,
-              hideCursor: true,
-            },
-            cliProgress.Presets.shades_classic,
-          );
-    bar?.start(1, 0);
+        : progressBar(policyLabel(spec).padEnd(24), process.stderr);
     const run = await runLive(scenario, spec, {
       seed,
       timeScale,
-      onProgress: (done, sent) => {
-        bar?.setTotal(sent);
-        bar?.update(done);
-      },
+      onProgress: (done, sent) => bar?.update(done, sent),
     });
     bar?.stop();
     if (!bar && !opts.quiet)

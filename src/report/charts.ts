@@ -1,7 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import * as vega from 'vega';
-import * as vl from 'vega-lite';
+import type * as vl from 'vega-lite';
 import type { RecordLike } from './results.js';
 
 /** What the charts need of one policy's run. */
@@ -135,7 +134,13 @@ function lineSpec(
 }
 
 export async function renderSvg(spec: vl.TopLevelSpec): Promise<string> {
-  const compiled = vl.compile(spec).spec;
+  // Loaded on first use: `serve` never draws, and vega is optional (a few MB `serve` users skip).
+  const [vega, vegaLite] = await Promise.all([import('vega'), import('vega-lite')]).catch((err: unknown) => {
+    throw new Error(
+      `charts need the optional packages vega and vega-lite (npm install vega vega-lite): ${String(err)}`,
+    );
+  });
+  const compiled = vegaLite.compile(spec).spec;
   const view = new vega.View(vega.parse(compiled), { renderer: 'none' });
   try {
     return await view.toSVG();
