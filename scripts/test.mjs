@@ -23,9 +23,11 @@ if (files.length === 0) {
   console.error('no test files found under', dirs.join(', '));
   process.exit(1);
 }
+// A hung test fails after 5 minutes instead of hanging CI (a flag given on the command line wins).
+const timeout = flags.some((f) => f.startsWith('--test-timeout')) ? [] : ['--test-timeout=300000'];
 const r = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=spec', ...flags, ...files],
+  ['--import', 'tsx', '--test', '--test-reporter=spec', ...timeout, ...flags, ...files],
   { stdio: 'inherit' },
 );
 process.exit(r.status ?? 1);
