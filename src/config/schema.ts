@@ -3,6 +3,7 @@ import {
   endpointPickerConfigSchema,
   type EndpointPickerConfig,
 } from '../core/policies/endpoint-picker-config.js';
+import { traceConfigSchema, type TraceSettings } from '../trace/config.js';
 import { policySpecSchema, type PolicySpec } from './policy-spec.js';
 
 export type { PolicySpec } from './policy-spec.js';
@@ -187,6 +188,8 @@ export const configSchema = z.strictObject({
       prompts: z.boolean().default(false),
     })
     .prefault({}),
+  // Capture a trace of what was routed, for `llmlb whatif` (src/trace/config.ts).
+  trace: traceConfigSchema.optional(),
 });
 
 export type ConfigInput = z.input<typeof configSchema>;
@@ -251,6 +254,8 @@ export interface RouterConfig {
   readonly quotas?: { readonly models: Readonly<Record<string, QuotaLimitsEntry>> } | undefined;
   readonly admission?:
     { readonly leaseTtlMs: number; readonly reclaimIntervalMs: number; readonly tickMs: number } | undefined;
+  /** Trace capture (absent = off). */
+  readonly trace?: TraceSettings | undefined;
 }
 
 /** Who may use /admin: nobody unless a token or a separate listener is configured (security.md). */
@@ -317,5 +322,6 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     state: c.state,
     quotas: c.quotas,
     admission: c.admission,
+    trace: c.trace,
   };
 }
