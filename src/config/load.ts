@@ -22,6 +22,7 @@ import {
   type RouterConfig,
 } from './schema.js';
 import { parsePolicySpec, PolicySpecError, UNKNOWN_KEY, yamlPosition } from './policy-spec.js';
+import { checkFederationConfig } from '../federation/config.js';
 
 export type { ApiKind, BackendEntry, LogLevel, PolicySpec, RouterConfig } from './schema.js';
 
@@ -278,6 +279,9 @@ export function parseConfig(text: string, opts: ParseOptions): RouterConfig {
   const data = raw ?? {};
   const parsed = configSchema.safeParse(data, { error: requiredMessage });
   const issues = [...(parsed.success ? [] : zodIssues(parsed.error, pos)), ...crossChecks(data, opts, pos)];
+  if (parsed.success)
+    for (const p of checkFederationConfig(parsed.data))
+      issues.push({ path: p.path.join('.'), message: p.message, line: lineOf(pos, p.path) });
   if (issues.length > 0 || !parsed.success) {
     // In file order; issues without a line last (Array.prototype.sort is stable).
     issues.sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));

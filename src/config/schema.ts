@@ -5,6 +5,8 @@ import {
 } from '../core/policies/endpoint-picker-config.js';
 import { traceConfigSchema, type TraceSettings } from '../trace/config.js';
 import { policySpecSchema, type PolicySpec } from './policy-spec.js';
+import { federationConfigKeys } from '../federation/config.js';
+import type { PeerSpec } from '../federation/types.js';
 
 export type { PolicySpec } from './policy-spec.js';
 
@@ -190,6 +192,8 @@ export const configSchema = z.strictObject({
     .prefault({}),
   // Capture a trace of what was routed, for `llmlb whatif` (src/trace/config.ts).
   trace: traceConfigSchema.optional(),
+  // A router per region and its peers (issue #19, src/federation/config.ts).
+  ...federationConfigKeys,
 });
 
 export type ConfigInput = z.input<typeof configSchema>;
@@ -256,6 +260,19 @@ export interface RouterConfig {
     { readonly leaseTtlMs: number; readonly reclaimIntervalMs: number; readonly tickMs: number } | undefined;
   /** Trace capture (absent = off). */
   readonly trace?: TraceSettings | undefined;
+  /** This router's region and its peer routers (issue #19); absent = no federation. */
+  readonly region?: string | undefined;
+  readonly peers?: readonly PeerSpec[] | undefined;
+  readonly federation?: FederationSettings | undefined;
+}
+
+export interface FederationSettings {
+  readonly probeIntervalMs: number;
+  readonly probeTimeoutMs: number;
+  readonly tau: number;
+  readonly peerSelection?: 'trie' | 'ring' | undefined;
+  readonly ejectMs: number;
+  readonly snapshotMaxEntries: number;
 }
 
 /** Who may use /admin: nobody unless a token or a separate listener is configured (security.md). */
@@ -323,5 +340,8 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     quotas: c.quotas,
     admission: c.admission,
     trace: c.trace,
+    region: c.region,
+    peers: c.peers,
+    federation: c.federation,
   };
 }

@@ -95,13 +95,16 @@ export class Federation {
     p.sentSinceStatus = 0;
   }
 
-  /** A probe or a forward failed: skip the peer for ejectMs (passive ejection). */
-  markFailed(peer: string, now: number): void {
+  /**
+   * A probe or a forward failed: the peer is unavailable until a probe answers again; a failed
+   * forward (`eject`) also skips it for ejectMs whatever the probes say (passive ejection).
+   */
+  markFailed(peer: string, now: number, eject = true): void {
     const p = this.peers.get(peer);
     if (!p) return;
     p.failures++;
     p.status = undefined;
-    p.ejectedUntil = now + this.ejectMs;
+    if (eject) p.ejectedUntil = now + this.ejectMs;
   }
 
   /** Whether a peer may take a forwarded request now (RemoteAvail membership). */

@@ -56,9 +56,10 @@ export class PeerProber {
       });
       const status = res.ok ? parsePeerStatus(await res.json()) : undefined;
       if (status) this.federation.setStatus(name, status, this.now());
-      else this.federation.markFailed(name, this.now());
+      else this.federation.markFailed(name, this.now(), false);
     } catch {
-      this.federation.markFailed(name, this.now());
+      // Down or slow: unavailable until it answers again (a peer starting later is picked up).
+      this.federation.markFailed(name, this.now(), false);
     }
   }
 }

@@ -20,6 +20,15 @@ import type { StallWatch } from './stall-watch.js';
 import { upstreamTranslation } from './translate.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
 import type { Usage } from './usage.js';
+import { forwardToPeer } from '../federation/forward.js';
+import { HOP_HEADER, type RouteDecision } from '../federation/types.js';
+
+/** A federated router's forwarding decision (src/federation): where a request goes, and how it ended. */
+export interface FederationHook {
+  route(info: RequestInfo, forwarded: boolean): RouteDecision;
+  onForwarded(info: RequestInfo, peer: string): void;
+  onDone(peer: string, ok: boolean): void;
+}
 
 /** What a flight needs from the router that runs it: shared state, read-only to the flight. */
 export interface FlightHost {
@@ -37,6 +46,8 @@ export interface FlightHost {
   readonly stalls: StallWatch;
   /** The attempts in flight on each backend, for giving them up when it is ejected. */
   readonly attempts: AttemptBook;
+  /** Set when this router has peers (issue #19). */
+  readonly federation?: FederationHook | undefined;
   nextRequestId(): string;
 }
 
@@ -271,9 +282,53 @@ export class Flight {
     return false;
   }
 
+  /**
+   * Every local replica full and a peer available (seed 003 Algorithm 1): the request goes to the
+   * peer router with the hop marker and its answer streams back. True when that settled the
+   * request; false to run it here (local first, or the peer failed before any byte went out).
+   */
+  private async tryPeer(f: FederationHook): Promise<boolean> {
+    const d = f.route(this.info, this.req.headers[HOP_HEADER] !== undefined);
+    if (d.kind !== 'peer') return false;
+    f.onForwarded(this.info, d.peer);
+    const headers = Object.create(null) as Record<string, string>;
+    for (let i = 0; i < this.headers.length; i += 2)
+      headers[this.headers[i]!.toLowerCase()] = this.headers[i + 1]!;
+    const ac = new AbortController();
+    const abort = (): void => ac.abort();
+    this.res.once('close', abort);
+    const outcome = await forwardToPeer({
+      url: d.url,
+      method: 'POST',
+      path: this.req.url ?? '/',
+      headers,
+      body: this.raw,
+      res: this.res,
+      signal: ac.signal,
+      headersTimeoutMs: this.host.settings.timeouts.firstByteMs,
+    });
+    this.res.off('close', abort);
+    // A client that left is not the peer's failure.
+    f.onDone(d.peer, outcome === 'done' || this.clientGone);
+    if (outcome === 'failed-before-bytes' && !this.clientGone) {
+      this.host.log.warn(
+        { rid: this.rid, peer: d.peer },
+        'peer failed before answering: running the request here',
+      );
+      return false;
+    }
+    this.host.metrics.countRequest(`peer:${d.peer}`, this.res.statusCode);
+    this.host.log.info(
+      { rid: this.rid, peer: d.peer, outcome, ms: round(now() - this.t0) },
+      'forwarded to peer',
+    );
+    return true;
+  }
+
   /** Try backends (each at most once) until one answers; answer the client either way. */
   private async dispatchLoop(): Promise<void> {
     const h = this.host;
+    if (h.federation && (await this.tryPeer(h.federation))) return;
     const attempts = h.settings.retry.attempts;
     let tried: Set<string> | undefined; // made on the first dispatch: most requests never retry
     let last: { error: string; timeout: boolean; saturated: boolean } | undefined;

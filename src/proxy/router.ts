@@ -17,7 +17,12 @@ import { admitAdmin, dashboardAllowed, isLoopback } from './admin-auth.js';
 import { Cooldowns } from './cooldowns.js';
 import { DecisionLog, DecisionWaiters } from './decision-log.js';
 import { sendError, sendJson, type ErrorFormat } from './errors.js';
-import { AttemptBook, Flight, now } from './flight.js';
+import { AttemptBook, Flight, now, type FederationHook } from './flight.js';
+import { availableReplicas } from '../federation/availability.js';
+import { Federation } from '../federation/federation.js';
+import { PeerProber } from '../federation/prober.js';
+import { handlePeerStatus } from '../federation/status-handler.js';
+import { PEER_STATUS_PATH, type PeerStatus } from '../federation/types.js';
 import { handleFleetRoute } from './fleet-routes.js';
 import { PROXY_ROUTES, type ProxyRoute } from './routes.js';
 import { StallWatch } from './stall-watch.js';
@@ -59,6 +64,10 @@ export class Router implements AdminTarget {
   readonly cooldowns = new Cooldowns();
   readonly stalls: StallWatch;
   readonly attempts = new AttemptBook();
+  /** Peers (issue #19): the forwarding decision and its prober; undefined without `peers`. */
+  readonly federation: FederationHook | undefined;
+  readonly peers: Federation | undefined;
+  private readonly prober: PeerProber | undefined;
   private nextId = 0;
   private expireTimer: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
@@ -118,6 +127,42 @@ export class Router implements AdminTarget {
     // Answers are not covered: they take minutes.
     this.server.requestTimeout = bodyMs;
     this.server.headersTimeout = Math.min(60_000, bodyMs);
+    if (settings.region !== undefined && settings.peers && settings.peers.length > 0) {
+      const f = settings.federation;
+      const fed = new Federation({
+        region: settings.region,
+        peers: settings.peers,
+        // Both layers use the same policy family (seed 003 §3.2).
+        selection: f?.peerSelection ?? (settings.policy.name === 'consistent-hash' ? 'ring' : 'trie'),
+        tau: f?.tau,
+        ejectMs: f?.ejectMs,
+        maxEntries: f?.snapshotMaxEntries,
+      });
+      this.peers = fed;
+      this.federation = {
+        route: (info, forwarded) => fed.route(info, forwarded, this.localAvailable() > 0, Date.now()),
+        onForwarded: (info, peer) => fed.onForwarded(info, peer),
+        onDone: (peer, ok) => fed.onDone(peer, ok, Date.now()),
+      };
+      this.prober = new PeerProber(fed, {
+        intervalMs: f?.probeIntervalMs ?? 100,
+        timeoutMs: f?.probeTimeoutMs,
+      });
+    }
+  }
+
+  /** Local replicas with no request pending (what peers probe, and what keeps a request here). */
+  private localAvailable(): number {
+    return availableReplicas(this.scheduler.backendViews(), now());
+  }
+
+  /** GET /federation/status (Algorithm 1, PROBELB). */
+  peerStatus(): PeerStatus {
+    return {
+      region: this.settings.region ?? '',
+      availableReplicas: this.localAvailable(),
+      queueLength: this.scheduler.queueLength,
+    };
   }
 
   /** Carry out the scheduler's decisions: wake the requests they concern. */
@@ -133,6 +178,7 @@ export class Router implements AdminTarget {
     await this.admission.start();
     await Promise.all(this.settings.backends.map((b) => this.fleet.add(b)));
     this.fleet.start();
+    this.prober?.start();
     this.expireTimer = setInterval(() => {
       this.apply(this.scheduler.expire(now(), this.settings.queue.maxWaitMs));
       this.checkStalls();
@@ -156,6 +202,7 @@ export class Router implements AdminTarget {
 
   async close(): Promise<void> {
     if (this.expireTimer) clearInterval(this.expireTimer);
+    this.prober?.stop();
     this.dashboard.close();
     for (const srv of [this.server, this.adminServer]) {
       if (!srv?.listening) continue;
@@ -195,6 +242,9 @@ export class Router implements AdminTarget {
     }
     const get = (fn: () => void): void =>
       req.method === 'GET' ? fn() : this.methodNotAllowed(res, path, 'GET');
+    // Served by a router with a region (its peers probe it); elsewhere it does not exist.
+    if (path === PEER_STATUS_PATH && this.settings.region !== undefined)
+      return get(() => handlePeerStatus(req, res, () => this.peerStatus()));
     switch (path) {
       case '/healthz':
         return get(() => this.healthz(res));
