@@ -38,7 +38,8 @@ export const sendError = (
   status: number,
   message: string,
   code: string,
-): void => send(res, status, errorBody(f, status, message, code), 'application/json; charset=utf-8');
+  headers?: Record<string, string>,
+): void => send(res, status, errorBody(f, status, message, code), 'application/json; charset=utf-8', headers);
 
 export function readJson(req: IncomingMessage): Promise<Obj> {
   return new Promise((resolve, reject) => {
