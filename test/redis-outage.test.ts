@@ -90,7 +90,12 @@ test(`proxied: ${CAP} of ${CAP} running, FLUSHALL, 4 more arrive → they wait; 
     }
     assert.ok(maxSeen <= CAP, `${maxSeen} ran at once against a cap of ${CAP}`);
     assert.equal(await metric(url, 'llmlb_quota_store_reseeds_total'), 1);
-    assert.equal(await metric(url, 'llmlb_quota_in_flight{model="m1"}'), 0, 'every lease released');
+    // Leases are released as each response closes, a moment after the client has it.
+    await until(
+      async () => (await metric(url, 'llmlb_quota_in_flight{model="m1"}')) === 0,
+      3000,
+      'every lease released',
+    );
   } finally {
     await router.close();
     await e.close();
@@ -159,6 +164,28 @@ test('SIGHUP (a reload of the same config) restores limits Redis lost, with no r
     assert.ok(json?.includes('"m1"'), `state after reload: ${json}`);
   } finally {
     await router.close();
+    await e.close();
+  }
+});
+
+test('a model with a quota here but none in the shared state (replicas configured differently) gets 503, never ungated', async () => {
+  const e = await engine({ models: ['m1', 'm2'] });
+  const mine = gated(e.url);
+  const both = {
+    ...mine,
+    backends: [backend('a', e.url, { models: ['m1', 'm2'] })],
+    quotas: { models: { ...mine.quotas!.models, m2: mine.quotas!.models.m1! } },
+  };
+  const b = await start(both);
+  // A replica whose config has only m1 starts on the same prefix: the shared state drops m2.
+  const a = await start({ ...mine, backends: both.backends });
+  try {
+    const r = await post(`${b.url}/api/generate`, { model: 'm2', prompt: 'x', stream: false });
+    assert.equal(r.status, 503);
+    assert.match(await r.text(), /missing from the shared state/);
+    assert.equal(r.headers.get('retry-after'), '1');
+  } finally {
+    await Promise.all([a.router.close(), b.router.close()]);
     await e.close();
   }
 });

@@ -41,7 +41,7 @@ export interface RedisQuotaStoreOptions {
   env?: Partial<StoreEnv>;
   /** Most /schedule calls decided in one read–commit round (group commit). */
   maxBatch?: number;
-  /** A Redis command unanswered this long fails, and the store reports itself down (connect() only). */
+  /** A Redis call unanswered this long fails, and the store reports itself down (default 500). */
   commandTimeoutMs?: number;
   /** How often a store that is down asks Redis whether it answers again. */
   probeIntervalMs?: number;
@@ -117,6 +117,7 @@ export class RedisQuotaStore implements QuotaStore {
   readonly #advice = new AdviceWindow();
   readonly #maxBatch: number;
   readonly #probeMs: number;
+  readonly #timeoutMs: number;
   readonly #graceMs: number;
   readonly #onEvent: (e: StoreEvent) => void;
   #chain: Promise<unknown> = Promise.resolve();
@@ -156,6 +157,7 @@ export class RedisQuotaStore implements QuotaStore {
     this.#env = { now: Date.now, random: Math.random, newId: () => `tsk_${randomUUID()}`, ...opts.env };
     this.#maxBatch = opts.maxBatch ?? 256;
     this.#probeMs = opts.probeIntervalMs ?? 250;
+    this.#timeoutMs = opts.commandTimeoutMs ?? 500;
     this.#graceMs = opts.recoveryGraceMs ?? 2000;
     this.#onEvent = opts.onEvent ?? (() => undefined);
     // A closed connection is an outage now, not when the next command times out.
@@ -173,11 +175,12 @@ export class RedisQuotaStore implements QuotaStore {
     const redis = new Redis(url, {
       lazyConnect: true,
       // Fail fast in an outage (503 + Retry-After at once) instead of queueing requests behind
-      // reconnection attempts: no offline queue, no retries, every command bounded in time.
+      // reconnection attempts: no offline queue, no retries. Calls are bounded in time by the
+      // store itself (#timed), not by ioredis' commandTimeout, which also fires when the reply
+      // has arrived but a busy event loop hasn't read it yet.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
-      commandTimeout: timeout,
       connectTimeout: Math.max(1000, timeout),
       retryStrategy: (times) => Math.min(50 * times, 1000),
     });
@@ -214,13 +217,49 @@ export class RedisQuotaStore implements QuotaStore {
   async #io<T>(call: () => Promise<T>): Promise<T> {
     if (!this.#up) throw new StoreUnavailableError(this.#downReason);
     try {
-      return await call();
+      return await this.#timed(call());
     } catch (err) {
       const e = err as Error;
       if (e.name === 'ReplyError' && !TRANSIENT_REPLY.test(e.message)) throw err; // Redis said no
       this.#markDown(e);
       throw new StoreUnavailableError(e.message, { cause: err });
     }
+  }
+
+  /**
+   * Bound a call in time. When the timer fires, the loop first gets one more pass over I/O
+   * (setImmediate runs after the poll phase): after a long stall of the event loop, timers run
+   * before sockets are read, and a reply already waiting must not count as a timeout.
+   */
+  #timed<T>(p: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(
+        () =>
+          setImmediate(() => {
+            if (settled) return;
+            settled = true;
+            const err = new Error(`no answer from Redis within ${this.#timeoutMs} ms`);
+            err.name = 'TimeoutError';
+            reject(err);
+          }),
+        this.#timeoutMs,
+      );
+      p.then(
+        (v) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (e: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          reject(e instanceof Error ? e : new Error(String(e)));
+        },
+      );
+    });
   }
 
   #markDown(err: Error): void {
@@ -237,7 +276,7 @@ export class RedisQuotaStore implements QuotaStore {
     if (this.#up || this.#probing || this.#closed) return;
     this.#probing = true;
     try {
-      await this.#redis.ping();
+      await this.#timed(this.#redis.ping());
     } catch {
       return;
     } finally {
