@@ -1,5 +1,5 @@
 /**
- * `npm run bench:matrix [-- --scenarios a,b] [--policies x,y] [--duration S] [--threads N]`:
+ * `npm run bench:matrix [-- --scenarios a,b] [--policies x,y] [--duration S] [--threads N] [--progress]`:
  * every built-in policy × every shipped scenario (scenarios/*.yaml, the trace-shaped ones
  * included), simulated on worker threads, then one table of mean E2E and TTFT p90 relative to the
  * best baseline (round-robin, least-connections) per scenario, and the policies that lose to round
@@ -81,10 +81,14 @@ function runJob(job: Job): MatrixCell {
   return runCell(scenario, job.policy, { scheduling, label: job.profile.label });
 }
 
+const progress = process.argv.includes('--progress');
+
 if (!isMainThread) {
   parentPort!.on('message', (m: { index: number; job: Job }) => {
     try {
-      parentPort!.postMessage({ index: m.index, cell: runJob(m.job) });
+      const t = performance.now();
+      const cell = runJob(m.job);
+      parentPort!.postMessage({ index: m.index, cell, ms: performance.now() - t });
     } catch (err) {
       parentPort!.postMessage({ index: m.index, error: (err as Error).message });
     }
@@ -173,15 +177,21 @@ async function main(): Promise<void> {
 
 async function runAll(jobs: readonly Job[], threads: number): Promise<(MatrixCell | undefined)[]> {
   const out = new Array<MatrixCell | undefined>(jobs.length);
-  const report = (i: number, cell: MatrixCell | undefined, error?: string): void => {
+  let done = 0;
+  const report = (i: number, cell: MatrixCell | undefined, error?: string, ms?: number): void => {
     out[i] = cell;
+    done++;
     const j = jobs[i]!;
-    if (error) console.error(`  ${j.policy} on ${j.path}: ${error}`);
+    const what = `${j.profile?.label ?? j.policy} on ${basename(j.path, '.yaml')}`;
+    if (error) console.error(`  ${what}: ${error}`);
+    else if (progress) console.error(`  [${done}/${jobs.length}] ${what} ${((ms ?? 0) / 1000).toFixed(1)} s`);
   };
   if (threads <= 1) {
     jobs.forEach((j, i) => {
       try {
-        report(i, runJob(j));
+        const t = performance.now();
+        const cell = runJob(j);
+        report(i, cell, undefined, performance.now() - t);
       } catch (err) {
         report(i, undefined, (err as Error).message);
       }
@@ -190,7 +200,7 @@ async function runAll(jobs: readonly Job[], threads: number): Promise<(MatrixCel
   }
   await new Promise<void>((resolve, reject) => {
     let next = 0;
-    let done = 0;
+    let finished = 0;
     const workers: Worker[] = [];
     const feed = (w: Worker): void => {
       if (next < jobs.length) {
@@ -206,9 +216,9 @@ async function runAll(jobs: readonly Job[], threads: number): Promise<(MatrixCel
         { eval: true },
       );
       workers.push(w);
-      w.on('message', (m: { index: number; cell?: MatrixCell; error?: string }) => {
-        report(m.index, m.cell, m.error);
-        if (++done === jobs.length) resolve();
+      w.on('message', (m: { index: number; cell?: MatrixCell; error?: string; ms?: number }) => {
+        report(m.index, m.cell, m.error, m.ms);
+        if (++finished === jobs.length) resolve();
         feed(w);
       });
       w.on('error', reject);
