@@ -101,12 +101,42 @@ export function engineBlockHashes(
   const n = Math.floor(promptTokens / size);
   const out = new Array<string>(n);
   const { blockTokens, chain } = blocks;
-  for (let e = 0; e < n; e++) {
-    const end = (e + 1) * size;
-    const k = Math.floor((end - 1) / blockTokens);
-    const state = k < chain.length ? chain[k]! : mix(tail, k);
-    const h = mix(state, end - k * blockTokens);
-    out[e] = h.toString(16).padStart(14, '0');
+  let e = 0;
+  // Whole runs of engine blocks inside one trace block come from the cache (turns of a
+  // conversation resend the same trace blocks: the same strings serve every turn).
+  for (let k = 0; e < n; k++) {
+    const lastEnd = Math.min((k + 1) * blockTokens, n * size);
+    const within = k < chain.length ? subHashes(chain[k]!, blockTokens, size) : undefined;
+    for (; e < n && (e + 1) * size <= lastEnd; e++) {
+      const off = (e + 1) * size - k * blockTokens;
+      out[e] = within ? within[off / size - 1]! : hex(mix(k < chain.length ? chain[k]! : mix(tail, k), off));
+    }
+    // An engine block that straddles trace blocks k and k+1 ends in k+1: handled next round.
   }
   return out;
+}
+
+function hex(h: number): string {
+  return h.toString(16).padStart(14, '0');
+}
+
+/** Engine sub-block hashes of one trace block, per (blockSize, blockTokens), bounded. */
+const subCache = new Map<string, Map<number, string[]>>();
+const SUB_CACHE_MAX = 100_000;
+
+function subHashes(state: number, blockTokens: number, size: number): string[] | undefined {
+  // Only when engine blocks tile the trace block; otherwise a straddling block ends at offsets
+  // that are not multiples of size, computed directly.
+  if (blockTokens % size !== 0) return undefined;
+  const key = `${blockTokens}/${size}`;
+  let m = subCache.get(key);
+  if (!m) subCache.set(key, (m = new Map()));
+  let subs = m.get(state);
+  if (!subs) {
+    if (m.size >= SUB_CACHE_MAX) m.clear();
+    subs = new Array<string>(blockTokens / size);
+    for (let j = 0; j < subs.length; j++) subs[j] = hex(mix(state, (j + 1) * size));
+    m.set(state, subs);
+  }
+  return subs;
 }

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { countTokens } from '../engine/tokens.js';
 import { parseTrace, guessTraceFormat, TraceError, traceWorkload } from './trace.js';
 import { azureTime } from './trace-azure.js';
-import { engineBlockHashes } from './trace-blocks.js';
+import { chainBlockIds, engineBlockHashes } from './trace-blocks.js';
 
 function file(text: string): string {
   const p = join(mkdtempSync(join(tmpdir(), 'llmlb-trace-')), 'trace.jsonl');
@@ -267,5 +267,22 @@ describe('trace importers', () => {
     );
     assert.equal(streamed.length, 30);
     assert.equal(replay.stats.promptTokens, 30 * 64);
+  });
+});
+
+describe('engine block hashes of trace blocks', () => {
+  it('cached and direct paths agree; any engine block size', () => {
+    const blocks = { blockTokens: 512, chain: chainBlockIds([5, 6, 7]) };
+    const other = { blockTokens: 512, chain: chainBlockIds([5, 6, 8]) };
+    for (const size of [16, 24, 100, 512, 700]) {
+      const a = engineBlockHashes(blocks, 1500, 11, size);
+      const b = engineBlockHashes(other, 1500, 12, size);
+      assert.equal(a.length, Math.floor(1500 / size));
+      // Blocks ending within the first 1024 tokens are shared, the rest are not.
+      const shared = Math.floor(1024 / size);
+      assert.deepEqual(a.slice(0, shared), b.slice(0, shared), `size ${size}`);
+      for (let e = shared; e < a.length; e++) assert.notEqual(a[e], b[e], `size ${size} block ${e}`);
+      assert.deepEqual(engineBlockHashes(blocks, 1500, 11, size), a);
+    }
   });
 });
