@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, CommanderError } from 'commander';
 import { ConfigError } from './config/load.js';
 import type { EngineCommandOptions } from './commands/engine.js';
@@ -29,9 +30,15 @@ const list = (v: string | undefined): string[] | undefined =>
     .map((s) => s.trim())
     .filter(Boolean);
 
+/** package.json is one level up from both src/cli.ts and dist/cli.js. */
+const VERSION = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
 const program = new Command()
   .name('llmlb')
   .description('A load balancer for LLM inference fleets (Ollama and OpenAI APIs)')
+  .version(VERSION, '-V, --version', 'print the version')
   .exitOverride()
   .showHelpAfterError();
 

@@ -5,6 +5,7 @@ import { defaultProfile, startEngine, type EngineServer } from '../engine/server
 import { createLogger } from '../log.js';
 import { Router } from '../proxy/router.js';
 import { policyValidation } from './serve.js';
+import { portError } from './port-error.js';
 
 /** Three engines of unequal hardware: a fast GPU, a slower GPU, a CPU box. */
 const ENGINES = [
@@ -20,17 +21,21 @@ const ENGINES = [
 export async function runDemo(o: { port: number; load: boolean }): Promise<void> {
   const engines: EngineServer[] = [];
   for (const e of ENGINES) {
-    engines.push(
-      await startEngine({
-        port: e.port,
-        api: 'both',
-        models: ['llama3', 'qwen2.5'],
-        profile: defaultProfile({ speed: e.speed, slots: e.slots }),
-        timeScale: 1,
-        seed: e.port,
-        name: e.name,
-      }),
-    );
+    try {
+      engines.push(
+        await startEngine({
+          port: e.port,
+          api: 'both',
+          models: ['llama3', 'qwen2.5'],
+          profile: defaultProfile({ speed: e.speed, slots: e.slots }),
+          timeScale: 1,
+          seed: e.port,
+          name: e.name,
+        }),
+      );
+    } catch (err) {
+      throw portError(err, () => `the demo's engine ${e.name} needs it: stop what holds it (another demo?)`);
+    }
   }
   // Admin is closed without a token: the demo makes one per run and prints it.
   const token = randomBytes(16).toString('hex');
@@ -43,7 +48,12 @@ export async function runDemo(o: { port: number; load: boolean }): Promise<void>
   ].join('\n');
   const settings = parseConfig(yaml, { source: 'demo', ...policyValidation() });
   const router = new Router(settings, createLogger('warn'));
-  const url = await router.listen(settings.server.host, settings.server.port);
+  let url: string;
+  try {
+    url = await router.listen(settings.server.host, settings.server.port);
+  } catch (err) {
+    throw portError(err, () => 'choose another with --port');
+  }
   process.stdout.write(
     [
       `llmlb listening on ${url}`,

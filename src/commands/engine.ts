@@ -1,4 +1,5 @@
 import { defaultProfile, startEngine } from '../engine/server.js';
+import { portError } from './port-error.js';
 
 export interface EngineCommandOptions {
   port: number;
@@ -33,6 +34,8 @@ export async function startEngineCommand(o: EngineCommandOptions): Promise<void>
     timeScale: o.timeScale ?? 1,
     seed: o.seed ?? 1,
     ...(o.failRate !== undefined ? { faults: { failRate: o.failRate } } : {}),
+  }).catch((err: unknown) => {
+    throw portError(err, () => 'choose another with --port');
   });
   process.stdout.write(`llmlb engine listening on ${engine.url}\n`);
   const stop = (): void => {

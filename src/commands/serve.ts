@@ -4,6 +4,7 @@ import { applyOverrides, loadConfigFile, parseBackendEntry } from '../config/loa
 import { createPolicy, policyNames, type EndpointPickerConfig } from '../core/policies/index.js';
 import { createLogger } from '../log.js';
 import { Router, type RouterSettings } from '../proxy/router.js';
+import { portError } from './port-error.js';
 
 const policyCheck = {
   knownPolicies: policyNames(),
@@ -88,7 +89,16 @@ export async function runServe(o: { config: string; host?: string; port?: number
   const settings = loadRouterConfig(o.config, o);
   const log = createLogger(settings.log.level);
   const router = new Router(settings, log, Math.random, parseBackendEntry);
-  const url = await router.listen(settings.server.host, settings.server.port);
+  let url: string;
+  try {
+    url = await router.listen(settings.server.host, settings.server.port);
+  } catch (err) {
+    throw portError(err, (p) =>
+      p === settings.server.port || p === undefined
+        ? 'choose another with --port (or server.port in the config)'
+        : 'choose another with admin.listen in the config',
+    );
+  }
   process.stdout.write(`llmlb listening on ${url}\n`);
   process.stdout.write(
     router.adminUrl === undefined

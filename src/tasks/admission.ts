@@ -28,6 +28,8 @@ export class AdmissionError extends Error {
   constructor(
     message: string,
     readonly rejected = false,
+    /** The HTTP status of a refusal (404 for a model without quota, or no quotas at all). */
+    readonly status?: number,
   ) {
     super(message);
   }
@@ -105,6 +107,7 @@ export class HttpAdmission implements Admission {
       throw new AdmissionError(
         `/schedule: HTTP ${r.status} ${JSON.stringify(r.json)}`,
         r.status >= 400 && r.status < 500,
+        r.status,
       );
     }
     return parseSchedule(r.json);

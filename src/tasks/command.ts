@@ -138,6 +138,19 @@ export async function tasksRun(o: RunOptions): Promise<void> {
     process.stdout.write(
       JSON.stringify({ event: 'finished', ...stats, counts: await store.counts() }) + '\n',
     );
+    if (stats.stoppedBy !== undefined)
+      throw new UsageError(
+        `the router at ${o.admission ?? o.router} admits no task: ${stats.stoppedBy}. Give the router ` +
+          'model quotas (a quotas: section in its config file), pin tasks to a model with ' +
+          'quota (tasks add --model), or skip admission: tasks run --no-admission --model NAME',
+      );
+    if (stats.solved === 0 && stats.failed > 0) {
+      process.stderr.write(
+        `llmlb: no task was solved and ${stats.failed} attempt(s) failed; ` +
+          '`llmlb tasks status` counts them, the --progress lines say why\n',
+      );
+      process.exitCode = 1;
+    }
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

@@ -41,6 +41,8 @@ export interface SolverStats {
   lostClaims: number;
   admissionWaits: number;
   peakWorkers: number;
+  /** Why the run stopped early: the router cannot admit any task (it has no model quotas). */
+  stoppedBy?: string;
 }
 
 /** A rough token count for admission: ~4 characters a token, plus the expected answer. */
@@ -162,6 +164,14 @@ export class Solver {
         try {
           r = await admission.schedule(est, task.model ?? undefined);
         } catch (err) {
+          // A 404 for an unpinned task: the router has no quotas at all (or no admission API), its
+          // setup and not the task's fault. Every task would end dead: give this one back, stop.
+          if (err instanceof AdmissionError && err.status === 404 && task.model == null) {
+            await store.release(claim).catch(() => {});
+            this.stats.stoppedBy ??= err.message;
+            this.finish();
+            return;
+          }
           // Refused for what the task is (unknown model, too large): a failed attempt, so it ends dead.
           if (err instanceof AdmissionError && err.rejected) throw err;
           // The router, not the task, is at fault: give the claim back without spending an attempt.

@@ -1,4 +1,4 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import type { PGlite } from '@electric-sql/pglite';
 import type { Pool, PoolClient } from 'pg';
 
@@ -62,6 +62,8 @@ export async function pgSql(url: string, schema = 'public', max = 10): Promise<S
 export async function pgliteSql(dataDir?: string, schema = 'public'): Promise<Sql> {
   const { PGlite } = await import('@electric-sql/pglite');
   checkSchema(schema);
+  // A fresh directory (the default .llmlb/tasks-db) does not exist yet.
+  if (dataDir !== undefined && !dataDir.includes('://')) await mkdir(dataDir, { recursive: true });
   const db: PGlite = await PGlite.create(dataDir);
   await db.exec(`CREATE SCHEMA IF NOT EXISTS ${schema}; SET search_path TO ${schema};`);
   type Tx = Parameters<Parameters<PGlite['transaction']>[0]>[0];
