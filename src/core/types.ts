@@ -119,6 +119,11 @@ export interface Policy {
   onBackendRemoved?(name: string): void;
   /** Numbers worth showing per backend in /admin/backends and /metrics (estimates). */
   describe?(backend: string): Readonly<Record<string, number>>;
+  /**
+   * What decided the last pick, per candidate in its order (estimated-wait: seconds until the
+   * request would finish there), for /admin/decisions. Called only when a decision is explained.
+   */
+  explainLast?(): { readonly name: string; readonly scores: readonly number[] } | undefined;
 }
 
 /** Per-policy parameters from YAML; each policy validates its own at construction. */

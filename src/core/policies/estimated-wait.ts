@@ -112,6 +112,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   let lastNow = 0;
   let decisions = 0;
   let scratch = new Float64Array(8);
+  let lastCount = 0;
 
   const state = (name: string): Backend => {
     let b = backends.get(name);
@@ -332,7 +333,15 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       chosen ??= candidates[0]!;
       cursor = chosen.index + 1;
       decisions++;
+      lastCount = candidates.length;
       return chosen;
+    },
+    explainLast() {
+      // Copied only when a decision is explained; scratch holds the last pick's estimates.
+      return {
+        name: 'estimated-wait: seconds to finish',
+        scores: Array.from(scratch.subarray(0, lastCount)),
+      };
     },
     estimates(req, candidates, now, out) {
       lastNow = now;

@@ -64,6 +64,8 @@ export interface Picker extends PluginHooks {
     scores: Float64Array,
     now: number,
   ): readonly BackendView[];
+  /** A whole-decision policy's own numbers for the last pick (Policy.explainLast). */
+  explainLast?(): { readonly name: string; readonly scores: readonly number[] } | undefined;
 }
 
 export type Plugin = Filter | Scorer | Picker;

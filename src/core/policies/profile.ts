@@ -174,6 +174,11 @@ export class ProfilePolicy implements Policy {
       detail?.push({ name: this.scorers[s]!.scorer.name, weight: w, scores: Array.from(scratch) });
     }
     const picked = this.picker.pick(req, c, totals, now);
+    if (detail) {
+      // A whole-decision picker (estimated-wait) scores nothing here: show its own numbers.
+      const own = this.picker.explainLast?.();
+      if (own) detail.push({ name: own.name, weight: 0, scores: [...own.scores] });
+    }
     if (detail)
       this.explain!(
         {

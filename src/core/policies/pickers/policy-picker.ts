@@ -19,5 +19,6 @@ export function policyPicker(policy: Policy): Picker {
     ...(policy.onComplete ? { onComplete: policy.onComplete.bind(policy) } : {}),
     ...(policy.onBackendRemoved ? { onBackendRemoved: policy.onBackendRemoved.bind(policy) } : {}),
     ...(policy.describe ? { describe: policy.describe.bind(policy) } : {}),
+    ...(policy.explainLast ? { explainLast: policy.explainLast.bind(policy) } : {}),
   };
 }
