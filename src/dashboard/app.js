@@ -29,8 +29,10 @@
   const width = (el) => Math.max(320, el.clientWidth);
   const timeScale = {
     time: true,
+    // Before any data uPlot passes no finite bounds (null, undefined or NaN as versions differ): show
+    // the last minute up to now instead of an arbitrary axis (years ahead on the first frame).
     range: (u, min, max) =>
-      max === null
+      !Number.isFinite(max) || !Number.isFinite(min)
         ? [Date.now() / 1000 - MIN_SPAN_S, Date.now() / 1000]
         : [Math.min(min, max - MIN_SPAN_S), max],
   };
