@@ -16,7 +16,12 @@ test('state, quotas and admission keys (design §2) parse with their defaults', 
       'admission: { leaseTtlMs: 5000 }\n',
     opts,
   );
-  assert.deepEqual(c.state, { redis: 'redis://127.0.0.1:6379/0', keyPrefix: 'llmlb:{quota}:' });
+  assert.deepEqual(c.state, {
+    redis: 'redis://127.0.0.1:6379/0',
+    keyPrefix: 'llmlb:{quota}:',
+    failOpen: false,
+    commandTimeoutMs: 500,
+  });
   assert.deepEqual(c.quotas?.models.m1, {
     weight: 2,
     maxConcurrent: 4,
