@@ -89,7 +89,9 @@ process.on('exit', () => {
 for (const sig of ['SIGINT', 'SIGTERM'] as const)
   process.once(sig, () => {
     console.error(`\n${sig}: stopping children`);
-    void stopAll().finally(() => process.exit(130));
+    stopAll()
+      .catch((err: unknown) => console.error(err))
+      .finally(() => process.exit(130));
   });
 
 /** Start a compiled child on bare node; resolves with its pid and the URLs it reports ready. */
@@ -144,6 +146,20 @@ function cpuSeconds(pid: number): number {
     return (Number(f[11]) + Number(f[12])) / CLK_TCK;
   } catch {
     return NaN;
+  }
+}
+
+/**
+ * Seconds a process's main thread has run and has waited runnable for a core so far
+ * (/proc/PID/task/PID/schedstat): a wait far above the run time means the cores were busy with
+ * other work, and every hop through another process pays that wait again. NaN when unreadable.
+ */
+function schedSeconds(pid: number): { run: number; wait: number } {
+  try {
+    const [run, wait] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ');
+    return { run: Number(run) / 1e9, wait: Number(wait) / 1e9 };
+  } catch {
+    return { run: NaN, wait: NaN };
   }
 }
 
@@ -276,8 +292,17 @@ function openStream(pool: Pool, body: string, lines: number): Promise<StreamResu
 // ---------------------------------------------------------------------------------------------
 // One phase
 
+interface Sched {
+  readonly run: number;
+  readonly wait: number;
+}
+
 interface Sample {
   readonly t: number;
+  /** Main threads' run and run-queue wait so far: the watched process (llmlb), upstreams, client. */
+  readonly watchedSched: Sched;
+  readonly upstreamSched: Sched;
+  readonly clientSched: Sched;
   readonly open: number;
   readonly rssMb: number;
   readonly watchedCpuS: number;
@@ -341,6 +366,9 @@ async function runPhase(
   const sample = (): void => {
     samples.push({
       t: performance.now(),
+      watchedSched: watchedPid === undefined ? { run: NaN, wait: NaN } : schedSeconds(watchedPid),
+      upstreamSched: schedSeconds(upstreamPid),
+      clientSched: schedSeconds(process.pid),
       open,
       rssMb: watchedPid === undefined ? NaN : rssMb(watchedPid),
       watchedCpuS: watchedPid === undefined ? NaN : cpuSeconds(watchedPid),
@@ -369,6 +397,7 @@ async function runPhase(
       );
     }
     const allOpenAt = performance.now();
+    sample();
     // Mid-hold: what reached the upstreams, and what llmlb counts in flight.
     const holdLeftMs = t0 + HOLD_S * 1000 - performance.now();
     await sleep(Math.max(0, holdLeftMs / 2));
@@ -466,6 +495,15 @@ interface PhaseSummary {
   };
   readonly peakRssMb: number;
   readonly peakOpen: number;
+  /**
+   * While streams were being opened (when TTFB is measured): seconds each main thread ran and
+   * waited for a core, per second of wall time.
+   */
+  readonly ramp: {
+    readonly watched: Sched;
+    readonly upstream: Sched;
+    readonly client: Sched;
+  };
 }
 
 function summarize(p: PhaseResult): PhaseSummary {
@@ -485,6 +523,13 @@ function summarize(p: PhaseResult): PhaseSummary {
   const pctOf = (k: 'watchedCpuS' | 'upstreamCpuS' | 'clientCpuS'): number =>
     first && last && last.t > first.t ? ((last[k] - first[k]) / ((last.t - first.t) / 1000)) * 100 : NaN;
   const completed = p.results.filter((r) => r.ok).length;
+  const r0 = p.samples[0];
+  const r1 = p.samples.find((s) => s.t >= p.allOpenAt);
+  const perS = (k: 'watchedSched' | 'upstreamSched' | 'clientSched'): Sched => {
+    if (!r0 || !r1 || r1.t <= r0.t) return { run: NaN, wait: NaN };
+    const w = (r1.t - r0.t) / 1000;
+    return { run: (r1[k].run - r0[k].run) / w, wait: (r1[k].wait - r0[k].wait) / w };
+  };
   return {
     completed,
     failed: p.results.length - completed,
@@ -504,6 +549,7 @@ function summarize(p: PhaseResult): PhaseSummary {
     },
     peakRssMb: p.samples.reduce((m, s) => (Number.isFinite(s.rssMb) && !(s.rssMb <= m) ? s.rssMb : m), NaN),
     peakOpen: Math.max(...p.samples.map((s) => s.open)),
+    ramp: { watched: perS('watchedSched'), upstream: perS('upstreamSched'), client: perS('clientSched') },
   };
 }
 
@@ -516,7 +562,9 @@ async function main(): Promise<void> {
   const limitS = Math.round(expectedS * 1.5 + 60);
   const watchdog = setTimeout(() => {
     console.error(`bench:streams: watchdog — still running after ${limitS} s; stopping`);
-    void stopAll().finally(() => process.exit(2));
+    stopAll()
+      .catch((err: unknown) => console.error(err))
+      .finally(() => process.exit(2));
   }, limitS * 1000);
   watchdog.unref();
 
@@ -653,6 +701,32 @@ async function main(): Promise<void> {
     );
     console.log(
       `direct phase, same window: upstreams ${f1(d.hold.upstreamCpuPct)} %, client ${f1(d.hold.clientCpuPct)} % of a core`,
+    );
+    const pc = (x: number): string => f1(x * 100);
+    console.log(
+      `\nWhile streams were being opened (TTFB measured): main threads' run time and time spent waiting for a core, % of wall time`,
+    );
+    console.log(
+      table(
+        ['process', 'direct: run %', 'wait %', 'llmlb: run %', 'wait %'],
+        [
+          ['llmlb', '-', '-', pc(l.ramp.watched.run), pc(l.ramp.watched.wait)],
+          [
+            'upstreams',
+            pc(d.ramp.upstream.run),
+            pc(d.ramp.upstream.wait),
+            pc(l.ramp.upstream.run),
+            pc(l.ramp.upstream.wait),
+          ],
+          [
+            'client (this process)',
+            pc(d.ramp.client.run),
+            pc(d.ramp.client.wait),
+            pc(l.ramp.client.run),
+            pc(l.ramp.client.wait),
+          ],
+        ],
+      ),
     );
     console.log(
       `llmlb in flight after: ${n0(inFlightAfter)} (/admin/backends), ${n0(gaugeAfter)} (/metrics)`,

@@ -264,6 +264,17 @@ export interface RouterConfig {
   readonly region?: string | undefined;
   readonly peers?: readonly PeerSpec[] | undefined;
   readonly federation?: FederationSettings | undefined;
+  /** N routers on one fleet sharing in-flight counts through state.redis (issue #19). */
+  readonly sharedView?:
+    | {
+        readonly intervalMs: number;
+        readonly ttlMs: number;
+        readonly headroom: number;
+        readonly prefix: string;
+        /** Default: state.redis. */
+        readonly redis?: string | undefined;
+      }
+    | undefined;
 }
 
 export interface FederationSettings {
@@ -343,5 +354,6 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     region: c.region,
     peers: c.peers,
     federation: c.federation,
+    sharedView: c.sharedView,
   };
 }

@@ -23,6 +23,11 @@ import { Federation } from '../federation/federation.js';
 import { PeerProber } from '../federation/prober.js';
 import { handlePeerStatus } from '../federation/status-handler.js';
 import { PEER_STATUS_PATH, type PeerStatus } from '../federation/types.js';
+import { withSharedView } from '../federation/shared-view-policy.js';
+import { SharedView } from '../state/shared-view.js';
+import { Redis } from 'ioredis';
+import { Gauge } from 'prom-client';
+import { hostname } from 'node:os';
 import { handleFleetRoute } from './fleet-routes.js';
 import { PROXY_ROUTES, type ProxyRoute } from './routes.js';
 import { StallWatch } from './stall-watch.js';
@@ -68,6 +73,9 @@ export class Router implements AdminTarget {
   readonly federation: FederationHook | undefined;
   readonly peers: Federation | undefined;
   private readonly prober: PeerProber | undefined;
+  /** Several routers on one fleet (sharedView + state.redis): others' in-flight counts, cap allowances. */
+  readonly sharedView: SharedView | undefined;
+  private readonly sharedRedis: Redis | undefined;
   private nextId = 0;
   private expireTimer: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
@@ -79,6 +87,42 @@ export class Router implements AdminTarget {
     private readonly parseBackend?: BackendParser,
   ) {
     this.decisionLog = new DecisionLog(this.waiters, log, now);
+    const sv = settings.sharedView;
+    const sharedUrl = sv?.redis ?? settings.state?.redis;
+    if (sv && sharedUrl) {
+      // Its own connection: a round must not queue behind quota traffic, and losing it only
+      // switches this router to its own view.
+      this.sharedRedis = new Redis(sharedUrl, {
+        maxRetriesPerRequest: 0,
+        enableOfflineQueue: false,
+        commandTimeout: 1000,
+      });
+      this.sharedRedis.on('error', () => {}); // counted as failed rounds
+      this.sharedView = new SharedView(
+        this.sharedRedis,
+        {
+          backends: () =>
+            this.fleet.all().map((rt) => ({
+              name: rt.config.name,
+              inFlight: this.scheduler.backend(rt.config.name)?.inFlight ?? 0,
+              cap: rt.config.maxConcurrency,
+            })),
+          queued: () => this.scheduler.queueLength,
+          applyCaps: (caps) => {
+            for (const [name, cap] of caps)
+              if (this.scheduler.hasBackend(name))
+                this.apply(this.scheduler.updateBackend(name, { maxConcurrency: cap }, now()));
+          },
+        },
+        {
+          routerId: `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
+          intervalMs: sv.intervalMs,
+          ttlMs: sv.ttlMs,
+          headroom: sv.headroom,
+          prefix: sv.prefix,
+        },
+      );
+    }
     this.stalls = new StallWatch({
       minMs: settings.health.stallMinMs ?? DEFAULT_STALL_MIN_MS,
       factor: settings.health.stallFactor ?? DEFAULT_STALL_FACTOR,
@@ -96,6 +140,25 @@ export class Router implements AdminTarget {
     });
     this.metrics = new RouterMetrics(() => this.scheduler);
     this.admission = new Admission(settings, log, this.metrics.registry);
+    const view = this.sharedView;
+    if (view) {
+      new Gauge({
+        name: 'llmlb_shared_view_up',
+        help: '1 while the shared in-flight view reaches Redis; 0: this router routes on its own view',
+        registers: [this.metrics.registry],
+        collect() {
+          this.set(view.up ? 1 : 0);
+        },
+      });
+      new Gauge({
+        name: 'llmlb_shared_view_failed_rounds',
+        help: 'Shared-view rounds that could not reach Redis since start',
+        registers: [this.metrics.registry],
+        collect() {
+          this.set(view.failures);
+        },
+      });
+    }
     this.dashboard = new Dashboard(this.scheduler, this.stats, {
       backendErrors: (name) => this.fleet.get(name),
       // Read at each request: a reload may change the token.
@@ -179,6 +242,7 @@ export class Router implements AdminTarget {
     await Promise.all(this.settings.backends.map((b) => this.fleet.add(b)));
     this.fleet.start();
     this.prober?.start();
+    this.sharedView?.start();
     this.expireTimer = setInterval(() => {
       this.apply(this.scheduler.expire(now(), this.settings.queue.maxWaitMs));
       this.checkStalls();
@@ -203,6 +267,8 @@ export class Router implements AdminTarget {
   async close(): Promise<void> {
     if (this.expireTimer) clearInterval(this.expireTimer);
     this.prober?.stop();
+    this.sharedView?.stop();
+    this.sharedRedis?.disconnect();
     this.dashboard.close();
     for (const srv of [this.server, this.adminServer]) {
       if (!srv?.listening) continue;
@@ -480,7 +546,9 @@ export class Router implements AdminTarget {
 
   /** Hooks a new policy's explanations into the decision log. */
   private explained(policy: Policy): Policy {
-    return this.decisionLog.explained(policy);
+    // With a shared view, in-flight-counting policies see the other routers' requests too.
+    const view = this.sharedView;
+    return this.decisionLog.explained(view ? withSharedView(policy, view.othersOf) : policy);
   }
 
   /** Gives up the attempts waiting on a backend that was ejected or found stuck: they retry elsewhere. */

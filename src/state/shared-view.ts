@@ -69,7 +69,7 @@ export class SharedView {
       intervalMs: opts.intervalMs ?? 100,
       ttlMs: opts.ttlMs ?? 2000,
       prefix: opts.prefix ?? 'llmlb',
-      headroom: opts.headroom ?? 1,
+      headroom: opts.headroom ?? 0,
     };
     this.now = opts.now ?? Date.now;
     redis.defineCommand('llmlbSharedView', { lua: LUA });
