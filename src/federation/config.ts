@@ -44,6 +44,28 @@ export const federationConfigKeys = {
       snapshotMaxEntries: z.number().int().positive().default(100_000),
     })
     .optional(),
+  /**
+   * Several routers in front of one fleet: share in-flight counts and split caps through
+   * `state.redis` (src/state/shared-view.ts).
+   */
+  sharedView: z
+    .strictObject({
+      intervalMs: z.number().int().min(10).max(10_000).default(100),
+      /** A router silent this long is presumed gone. */
+      ttlMs: z.number().int().min(100).default(2000),
+      /**
+       * Allowance kept above a router's in-flight count per capped backend: a new request then
+       * needs no round, but an idle router holds that much of the cap away from busy ones.
+       */
+      headroom: z.number().int().min(0).default(0),
+      prefix: z.string().min(1).default('llmlb'),
+      /** Default: state.redis. */
+      redis: z
+        .string()
+        .refine((u) => /^rediss?:\/\//.test(u), 'must be a redis:// or rediss:// URL')
+        .optional(),
+    })
+    .optional(),
 };
 
 export interface FederationConfigProblem {
@@ -55,8 +77,16 @@ export interface FederationConfigProblem {
 export function checkFederationConfig(c: {
   region?: string | undefined;
   peers?: readonly { name: string; region: string }[] | undefined;
+  sharedView?: object | undefined;
+  state?: { redis: string } | undefined;
 }): FederationConfigProblem[] {
   const out: FederationConfigProblem[] = [];
+  const ownRedis = c.sharedView !== undefined && 'redis' in c.sharedView && c.sharedView.redis !== undefined;
+  if (c.sharedView && !c.state && !ownRedis)
+    out.push({
+      path: ['sharedView'],
+      message: 'needs state.redis or sharedView.redis (the routers share their view through it)',
+    });
   const peers = c.peers ?? [];
   if (peers.length > 0 && c.region === undefined)
     out.push({ path: ['region'], message: 'peers need this router’s own region' });

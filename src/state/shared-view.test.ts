@@ -38,7 +38,7 @@ function router(id: string, redis: Redis | undefined, prefix: string) {
             decisions.push(...scheduler.updateBackend(name, { maxConcurrency: cap }, Date.now()));
         },
       },
-      { routerId: id, intervalMs: 5, prefix, ttlMs: 1000 },
+      { routerId: id, intervalMs: 5, prefix, ttlMs: 1000, headroom: 1 },
     );
   }
   return { id, scheduler, view, decisions };
