@@ -17,6 +17,7 @@ import type { DecisionLog, DecisionWaiters } from './decision-log.js';
 import { sendError, type ErrorFormat } from './errors.js';
 import { BadRequest, parseBody, type ParsedRequest, type ProxyRoute } from './routes.js';
 import type { StallWatch } from './stall-watch.js';
+import type { TraceCapture } from '../trace/capture.js';
 import { upstreamTranslation } from './translate.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
 import type { Usage } from './usage.js';
@@ -46,6 +47,8 @@ export interface FlightHost {
   readonly stalls: StallWatch;
   /** The attempts in flight on each backend, for giving them up when it is ejected. */
   readonly attempts: AttemptBook;
+  /** Where routed requests are recorded (`trace:` in the config); undefined when not capturing. */
+  readonly capture?: TraceCapture | undefined;
   /** Set when this router has peers (issue #19). */
   readonly federation?: FederationHook | undefined;
   nextRequestId(): string;
@@ -138,6 +141,8 @@ export class Flight {
   private status = 0;
   /** Tokens the backend reported generating (for the dashboard's tokens/s). */
   private outputTokens: number | undefined;
+  /** Prompt tokens the backend reported (for the trace capture). */
+  private promptTokens: number | undefined;
   /** Client-observed time to the upstream's first byte (ms from arrival), for the dashboard. */
   private ttfbMs: number | undefined;
 
@@ -171,10 +176,42 @@ export class Flight {
   }
 
   private fail(status: number, message: string, code: string, extra?: Record<string, string>): void {
+    this.status = status;
     // Errors carry the request id too; set per response rather than with setHeader (measurably cheaper).
     sendError(this.res, this.format, status, message, code, { 'x-request-id': this.rid, ...extra });
     this.host.metrics.countRequest('none', status);
     this.host.log.info({ status, code, ms: round(now() - this.t0) }, message);
+    if (this.info !== undefined) this.captureTrace(undefined);
+  }
+
+  /** One line in the trace capture (`trace:` in the config), when one is configured. */
+  private captureTrace(backend: string | undefined): void {
+    const cap = this.host.capture;
+    const r = this.route;
+    // Generation only: embeddings and model lookups are not work a replay can schedule.
+    if (!cap || (r.body !== undefined && r.body !== 'responses')) return;
+    const e2eMs = now() - this.t0;
+    cap.record({
+      arrivalMs: Date.now() - e2eMs,
+      model: this.parsed.model,
+      api:
+        r.api === 'ollama'
+          ? r.chat
+            ? 'ollama-chat'
+            : 'ollama-generate'
+          : r.chat
+            ? 'openai-chat'
+            : 'openai-completions',
+      promptText: this.parsed.promptText,
+      promptTokens: this.promptTokens,
+      outputTokens: this.outputTokens,
+      maxTokens: this.parsed.maxTokens,
+      sessionKey: this.info.sessionKey,
+      backend,
+      ttftMs: this.ttfbMs,
+      e2eMs,
+      status: this.status,
+    });
   }
 
   /** Body read, checked and parsed; false when the flight already answered (or the client left). */
@@ -481,6 +518,7 @@ export class Flight {
       };
       if (ok) {
         this.outputTokens = usage.completionTokens;
+        this.promptTokens = usage.promptTokens;
         if (firstByteAt !== undefined) this.ttfbMs = firstByteAt - this.info.arrivedAt;
       }
       h.waiters.apply(h.scheduler.complete(this.info.id, report, t));
@@ -593,6 +631,7 @@ export class Flight {
   private finishLog(backend: string, attempts: number): void {
     const h = this.host;
     h.metrics.countRequest(backend, this.status);
+    this.captureTrace(backend === 'none' ? undefined : backend);
     // A client that left is not the backend's failure; 'none' is no backend at all.
     if (this.status !== 499 && backend !== 'none')
       h.stats.record({

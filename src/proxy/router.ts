@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
-import { backendRefs, createPolicy, type PolicySpec } from '../core/policies/index.js';
+import { backendRefs, createPolicy } from '../core/policies/index.js';
+import { PolicySpecError, parsePolicySpec, type PolicySpec } from '../config/policy-spec.js';
 import type { Decision, Policy } from '../core/types.js';
 import { Fleet, type BackendConfig, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
@@ -31,6 +32,7 @@ import { hostname } from 'node:os';
 import { handleFleetRoute } from './fleet-routes.js';
 import { PROXY_ROUTES, type ProxyRoute } from './routes.js';
 import { StallWatch } from './stall-watch.js';
+import { TraceCapture } from '../trace/capture.js';
 
 export type { DecisionRecord } from './decision-log.js';
 
@@ -69,6 +71,8 @@ export class Router implements AdminTarget {
   readonly cooldowns = new Cooldowns();
   readonly stalls: StallWatch;
   readonly attempts = new AttemptBook();
+  /** The trace of what was routed (`trace:` in the config), for `llmlb whatif`. */
+  readonly capture: TraceCapture | undefined;
   /** Peers (issue #19): the forwarding decision and its prober; undefined without `peers`. */
   readonly federation: FederationHook | undefined;
   readonly peers: Federation | undefined;
@@ -87,6 +91,9 @@ export class Router implements AdminTarget {
     private readonly parseBackend?: BackendParser,
   ) {
     this.decisionLog = new DecisionLog(this.waiters, log, now);
+    this.capture = settings.trace
+      ? new TraceCapture({ ...settings.trace, prompts: settings.log.prompts })
+      : undefined;
     const sv = settings.sharedView;
     const sharedUrl = sv?.redis ?? settings.state?.redis;
     if (sv && sharedUrl) {
@@ -277,6 +284,7 @@ export class Router implements AdminTarget {
     }
     await this.fleet.close();
     await this.admission.close();
+    await this.capture?.close();
   }
 
   private handle(req: IncomingMessage, res: ServerResponse, onAdminListener: boolean): void {
@@ -315,7 +323,13 @@ export class Router implements AdminTarget {
       case '/healthz':
         return get(() => this.healthz(res));
       case '/metrics':
-        return get(() => void this.sendMetrics(res));
+        return get(() => {
+          this.sendMetrics(res).catch((err: unknown) => {
+            this.log.error({ err }, 'metrics answer failed');
+            if (!res.headersSent) res.writeHead(500);
+            res.end();
+          });
+        });
       case '/api/tags':
         return get(() => this.tags(res));
       case '/api/version':
@@ -442,11 +456,13 @@ export class Router implements AdminTarget {
     const obj = body && typeof body === 'object' && !Array.isArray(body) ? (body as object) : undefined;
     const raw = obj && Object.hasOwn(obj, 'policy') ? (obj as { policy?: unknown }).policy : obj;
     let spec: PolicySpec;
-    if (typeof raw === 'string') spec = { name: raw };
-    else if (raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string') {
-      const { name, ...params } = raw as { name: string };
-      spec = { name, params };
-    } else throw new AdminError(400, 'body must be {"policy": <name> | {"name": <name>, ...params}}');
+    try {
+      spec = parsePolicySpec(raw);
+    } catch (err) {
+      if (!(err instanceof PolicySpecError)) throw err;
+      const at = err.path.length > 0 ? `policy.${err.path.join('.')}: ` : 'policy: ';
+      throw new AdminError(400, `${at}${err.message}`);
+    }
     const known = new Set(this.fleet.all().map((rt) => rt.config.name));
     const unknown = backendRefs(spec).filter((b) => !known.has(b));
     if (unknown.length > 0)
