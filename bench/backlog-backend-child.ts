@@ -5,7 +5,15 @@ import { BACKLOG_MODELS } from '../src/tasks/backlog/scenario.js';
 const timeScale = Number(process.argv[2] ?? 20);
 const be = await startModelsBackend({ models: BACKLOG_MODELS, timeScale });
 process.stdout.write(`backend ${be.url}\n`);
-const stop = (): void => void be.close().then(() => process.exit(0));
+const stop = (): void => {
+  be.close().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+};
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
 process.on('disconnect', stop);

@@ -206,7 +206,7 @@ async function runAll(jobs: readonly Job[], threads: number): Promise<(MatrixCel
       if (next < jobs.length) {
         const index = next++;
         w.postMessage({ index, job: jobs[index] });
-      } else void w.terminate();
+      } else w.terminate().catch(reject);
     };
     for (let t = 0; t < threads; t++) {
       // A worker's entry module is loaded before any --import runs in it (Node 20), so the worker

@@ -125,7 +125,9 @@ process.on('exit', () => {
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.once(sig, () => {
     console.error(`\n${sig}: stopping children`);
-    void stopAll().finally(() => process.exit(130));
+    stopAll()
+      .catch((err: unknown) => console.error(err))
+      .finally(() => process.exit(130));
   });
 }
 
@@ -452,7 +454,9 @@ async function main(): Promise<void> {
   const limitS = Math.round(estimateS * 2 + 60);
   const watchdog = setTimeout(() => {
     console.error(`bench:proxy: watchdog — still running after ${limitS} s; stopping`);
-    void stopAll().finally(() => process.exit(2));
+    stopAll()
+      .catch((err: unknown) => console.error(err))
+      .finally(() => process.exit(2));
   }, limitS * 1000);
   watchdog.unref();
 

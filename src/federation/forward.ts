@@ -59,7 +59,7 @@ export async function forwardToPeer(o: ForwardOptions): Promise<ForwardOutcome> 
       await r.body.dump();
       return 'failed-before-bytes';
     }
-    const out: Record<string, string | string[]> = {};
+    const out = Object.create(null) as Record<string, string | string[]>; // peer-chosen names
     for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !DROP.has(k)) out[k] = v;
     o.res.writeHead(r.statusCode, out);
     wrote = true;
