@@ -90,7 +90,9 @@ export class Admission {
         })
       : new MemoryQuotaStore(limitsOf(s), optionsOf(s));
     const every = s.admission?.reclaimIntervalMs ?? 1000;
-    this.#timer = setInterval(() => void this.reclaim(), every).unref();
+    this.#timer = setInterval(() => {
+      this.reclaim().catch((err: unknown) => this.log.error({ err }, 'lease reclaim failed'));
+    }, every).unref();
   }
 
   #onStoreEvent(e: StoreEvent): void {

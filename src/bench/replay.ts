@@ -117,7 +117,11 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
   let sent = 0;
   let done = 0;
   let finishAll: () => void = () => undefined;
-  const allDone = new Promise<void>((r) => (finishAll = r));
+  let failAll: (err: unknown) => void = () => undefined;
+  const allDone = new Promise<void>((resolve, reject) => {
+    finishAll = resolve;
+    failAll = reject;
+  });
   let pendingTimers = 0;
 
   const maybeDone = (): void => {
@@ -204,7 +208,8 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
       const t = setTimeout(() => {
         timers.delete(t);
         pendingTimers--;
-        void send(it.request);
+        // send() records every HTTP outcome; what escapes it (a driver's bug) ends the replay.
+        send(it.request).catch(failAll);
       }, delayMs);
       timers.add(t);
     }
@@ -213,9 +218,16 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
   schedule(driver.start());
   maybeDone();
   const deadline = setTimeout(() => finishAll(), (endS / opts.timeScale) * 1000);
-  await allDone;
-  clearTimeout(deadline);
-  for (const t of timers) clearTimeout(t);
+  try {
+    await allDone;
+  } catch (err) {
+    for (const o of open.values()) o.ac.abort();
+    await agent.close().catch(() => undefined);
+    throw err;
+  } finally {
+    clearTimeout(deadline);
+    for (const t of timers) clearTimeout(t);
+  }
   // Whatever is still open did not finish within the run: record it as unfinished.
   for (const [id, o] of open) {
     records.push({

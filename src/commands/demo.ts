@@ -76,10 +76,19 @@ export async function runDemo(o: { port: number; load: boolean }): Promise<void>
     ].join('\n'),
   );
   let stopping = false;
-  if (o.load) void backgroundLoad(url, () => stopping);
+  if (o.load)
+    backgroundLoad(url, () => stopping).catch((err: unknown) =>
+      process.stderr.write(`background load stopped: ${String(err)}\n`),
+    );
   const stop = (): void => {
     stopping = true;
-    void Promise.all([router.close(), ...engines.map((e) => e.close())]).then(() => process.exit(0));
+    Promise.all([router.close(), ...engines.map((e) => e.close())]).then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`llmlb demo: ${String(err)}\n`);
+        process.exit(1);
+      },
+    );
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

@@ -39,7 +39,13 @@ export async function startEngineCommand(o: EngineCommandOptions): Promise<void>
   });
   process.stdout.write(`llmlb engine listening on ${engine.url}\n`);
   const stop = (): void => {
-    void engine.close().then(() => process.exit(0));
+    engine.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`llmlb engine: ${String(err)}\n`);
+        process.exit(1);
+      },
+    );
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

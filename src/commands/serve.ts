@@ -108,7 +108,13 @@ export async function runServe(o: { config: string; host?: string; port?: number
   const unwatch = watchConfig(o.config, o, router, log);
   const stop = (): void => {
     unwatch();
-    void router.close().then(() => process.exit(0));
+    router.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

@@ -126,7 +126,8 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
     requests++;
     const f = faults;
     if (f.exitAfter !== undefined && requests > f.exitAfter) {
-      void shutdown(); // simulated crash: the box is gone, sockets and all
+      // Simulated crash: the box is gone, sockets and all (shutdown only resolves).
+      shutdown().catch(() => undefined);
       return;
     }
     if (failRng() < (f.failRate ?? 0)) {

@@ -84,7 +84,7 @@ async function miniRouter(
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      void (async () => {
+      (async () => {
         const body = Buffer.concat(chunks);
         const id = String(req.headers['x-test-id']);
         const hop = req.headers[HOP_HEADER] !== undefined;
@@ -112,7 +112,7 @@ async function miniRouter(
         } else r.log.push({ id, hop, served: 'local' });
         // No byte went out: the request runs here after all.
         await local(req, res, body);
-      })();
+      })().catch((err: unknown) => res.destroy(err instanceof Error ? err : new Error(String(err))));
     });
   });
   await new Promise<void>((ok) => r.server.listen(0, '127.0.0.1', ok));

@@ -28,8 +28,14 @@ export class PeerProber {
 
   start(): void {
     if (this.timer) return;
-    void this.probeOnce();
-    this.timer = setInterval(() => void this.probeOnce(), this.opts.intervalMs);
+    // probe() turns every peer failure into a peer state; what still escapes is a bug: say so.
+    const round = (): void => {
+      this.probeOnce().catch((err: unknown) =>
+        process.stderr.write(`llmlb: peer probe round failed: ${String(err)}\n`),
+      );
+    };
+    round();
+    this.timer = setInterval(round, this.opts.intervalMs);
     this.timer.unref();
   }
 

@@ -138,15 +138,22 @@ export class Fleet {
     rt.pool.close().catch(() => undefined);
   }
 
+  /** Probe, scrape and checks settle their own failures; what escapes them is a bug worth a log line. */
+  #bug(rt: BackendRuntime, what: string, err: unknown): void {
+    this.log.error({ err, backend: rt.config.name }, `${what} failed unexpectedly`);
+  }
+
   start(): void {
     const probeAll = (): void => {
-      for (const rt of this.backends.values()) void this.probe(rt);
+      for (const rt of this.backends.values())
+        this.probe(rt).catch((err: unknown) => this.#bug(rt, 'probe', err));
     };
     this.timers.push(setInterval(probeAll, this.opts.probeIntervalMs).unref());
     const scrapeAll = (): void => {
       // One scrape at a time per backend: a slow engine must not pile up requests at short intervals.
       for (const rt of this.backends.values())
-        if ((rt.hasMetrics !== false || rt.hasPs !== false) && !rt.scraping) void this.scrape(rt);
+        if ((rt.hasMetrics !== false || rt.hasPs !== false) && !rt.scraping)
+          this.scrape(rt).catch((err: unknown) => this.#bug(rt, 'scrape', err));
     };
     // Rescheduled each time: a policy swapped in at run time may want metrics faster (SP-P: 50 ms).
     const next = (): void => {
@@ -289,7 +296,8 @@ export class Fleet {
       if (path === '/api/version' && isObj(body) && typeof body.version === 'string')
         rt.version = body.version;
       rt.failures = 0;
-      if (rt.responsesApi === undefined && !rt.checkingResponses) void this.checkResponses(rt);
+      if (rt.responsesApi === undefined && !rt.checkingResponses)
+        this.checkResponses(rt).catch((err: unknown) => this.#bug(rt, 'responses check', err));
       if (!this.scheduler.backend(config.name)?.healthy && this.now() >= rt.quarantinedUntil) {
         this.log.info({ backend: config.name }, 'backend healthy');
         this.apply(this.scheduler.setHealth(config.name, true, this.now()));

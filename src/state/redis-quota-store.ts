@@ -162,7 +162,7 @@ export class RedisQuotaStore implements QuotaStore {
     this.#onEvent = opts.onEvent ?? (() => undefined);
     // A closed connection is an outage now, not when the next command times out.
     redis.on('close', () => this.#markDown(new Error('connection closed')));
-    redis.on('ready', () => void this.#tryUp());
+    redis.on('ready', () => this.#probeUp());
   }
 
   /** Connect (rejects when Redis is unreachable, rather than queueing forever) and apply limits. */
@@ -268,10 +268,17 @@ export class RedisQuotaStore implements QuotaStore {
     this.#downReason = err.message;
     this.#outages++;
     this.#onEvent({ kind: 'down', error: err.message });
-    this.#probe = setInterval(() => void this.#tryUp(), this.#probeMs).unref();
+    this.#probe = setInterval(() => this.#probeUp(), this.#probeMs).unref();
   }
 
   /** While down: one PING at a time; the first answer brings the store back and checks the state. */
+  /** A probe that throws past its own handling (a callback's bug) leaves the store down, probing. */
+  #probeUp(): void {
+    this.#tryUp().catch((err: unknown) =>
+      this.#markDown(err instanceof Error ? err : new Error(String(err))),
+    );
+  }
+
   async #tryUp(): Promise<void> {
     if (this.#up || this.#probing || this.#closed) return;
     this.#probing = true;
@@ -562,9 +569,15 @@ export class RedisQuotaStore implements QuotaStore {
       this.#pending.push({ req, resolve, reject });
       if (!this.#drainQueued) {
         this.#drainQueued = true;
-        void this.#serial(() => this.#drain());
+        this.#serial(() => this.#drain()).catch((err: unknown) => this.#failPending(err));
       }
     });
+  }
+
+  /** A drain round that threw past its own handling: fail who waits rather than leave them hanging. */
+  #failPending(err: unknown): void {
+    this.#drainQueued = false;
+    for (const p of this.#pending.splice(0)) p.reject(err);
   }
 
   async #drain(): Promise<void> {
@@ -572,7 +585,7 @@ export class RedisQuotaStore implements QuotaStore {
     const batch = this.#pending.splice(0, this.#maxBatch);
     if (this.#pending.length > 0) {
       this.#drainQueued = true;
-      void this.#serial(() => this.#drain());
+      this.#serial(() => this.#drain()).catch((err: unknown) => this.#failPending(err));
     }
     try {
       const outcomes = await this.#transact((at) => {

@@ -89,9 +89,15 @@ export class SharedView {
     const zero = new Map<string, number>();
     for (const b of this.host.backends()) if (Number.isFinite(b.cap)) zero.set(b.name, 0);
     this.host.applyCaps(zero);
-    this.timer = setInterval(() => void this.sync(), this.opts.intervalMs);
+    // sync() turns a Redis failure into the fallback view; what still escapes is a bug: say so.
+    const round = (): void => {
+      this.sync().catch((err: unknown) =>
+        process.stderr.write(`llmlb: shared view round failed: ${String(err)}\n`),
+      );
+    };
+    this.timer = setInterval(round, this.opts.intervalMs);
     this.timer.unref();
-    void this.sync();
+    round();
   }
 
   stop(): void {

@@ -84,7 +84,7 @@ export async function startModelsBackend(o: ModelsBackendOptions): Promise<Model
   }
 
   const server = createServer((req, res) => {
-    void (async () => {
+    (async () => {
       try {
         if (req.method === 'GET' && req.url === '/v1/models') {
           json(res, 200, {
@@ -147,7 +147,7 @@ export async function startModelsBackend(o: ModelsBackendOptions): Promise<Model
             error: { message: (err as Error).message, type: 'invalid_request_error', code: 'bad_request' },
           });
       }
-    })();
+    })().catch((err: unknown) => res.destroy(err instanceof Error ? err : new Error(String(err))));
   });
   server.on('connection', (s: Socket) => {
     sockets.add(s);
