@@ -69,7 +69,8 @@ test('a busy fast backend loses to an idle slow one once its queue outweighs the
 });
 
 test('backends that run several sequences at once are not charged a queue below their slots', () => {
-  const p = estimatedWait({ random: () => 0, params: { defaultSlots: 4 } });
+  // The request's own finish only: the delay it adds to a's three is the next test's subject.
+  const p = estimatedWait({ random: () => 0, params: { defaultSlots: 4, othersWeight: 0 } });
   const a = view('a', 0);
   const b = view('b', 1);
   teach(p, a, 't1', 1, 10, 0);
@@ -77,6 +78,17 @@ test('backends that run several sequences at once are not charged a queue below 
   for (let i = 0; i < 3; i++) p.onDispatch?.(req(`a${i}`), view('a', 0, i), 1000);
   // a has 3 in flight but 4 slots: the new request starts at once there, and a is faster.
   assert.equal(p.pick(req('n'), [view('a', 0, 3), b], 1000)?.name, 'a');
+});
+
+test('issue #20: a pick is priced with the stall it adds to the batch it joins', () => {
+  const p = estimatedWait({ random: () => 0, params: { defaultSlots: 4 } });
+  const a = view('a', 0);
+  const b = view('b', 1);
+  teach(p, a, 't1', 1, 10, 0);
+  teach(p, b, 't2', 1, 12, 0);
+  for (let i = 0; i < 3; i++) p.onDispatch?.(req(`a${i}`), view('a', 0, i), 1000);
+  // Same as above, but its 0.1 s prefill would stall a's three (0.3 s): more than b is slower.
+  assert.equal(p.pick(req('n'), [view('a', 0, 3), b], 1000)?.name, 'b');
 });
 
 test('no winner-takes-all: an unmeasured or stale idle backend is tried', () => {

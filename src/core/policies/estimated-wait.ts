@@ -27,6 +27,10 @@ import { parseParams } from './params.js';
  *   charged a queue at all. When full, the in-flight requests are replayed FIFO over the slots.
  * - Output length is predicted per model and prompt-length bucket (online), capped by the
  *   client's max tokens.
+ * - A pick is priced at its marginal cost to the fleet: its own finish plus the delay it adds to
+ *   the requests it runs beside (its prefill stalls their batch, its sequence slows every decode
+ *   step), also on a full engine, where it adds them once admitted. Without it each request picks
+ *   the fast replica of an unequal fleet whose batch it then slows for everyone.
  * - Estimates within `tieTolerance` of the best are ties (their difference is below the noise of
  *   the fits): the one with fewer in flight wins, then an unmeasured one, then round-robin order.
  *   Identical replicas then split load evenly rather than by their fits' noise.
@@ -58,8 +62,13 @@ const Params = z.strictObject({
    * fits cannot tell from noise is no reason to load one backend more.
    */
   tieStdErrors: z.number().nonnegative().default(2),
-  /** Weight of the delay this request adds to those already running there. */
-  othersWeight: z.number().nonnegative().default(0),
+  /**
+   * Weight of the delay this request adds to the others it runs beside (its prefill stalls their
+   * batch, its sequence slows their decode steps). 1 prices a pick at its marginal cost to the
+   * fleet's total latency, not only its own finish (issue #20: a fast replica's full batch looked
+   * cheapest to each request; 0 is the selfish pick).
+   */
+  othersWeight: z.number().nonnegative().default(1),
 });
 
 interface Flight {
@@ -241,17 +250,23 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     const c = costOf(b, view, best);
     const slots = slotsOf(b, view);
     const n = b.flights.size;
-    if (n === 0 || n >= slots) return 0;
+    // The others it will run beside: all in flight below the limit; when the engine is full it
+    // queues and, once admitted, runs in a full batch (slots - 1 others).
+    const k = Math.min(n, slots - 1);
+    if (k <= 0) return 0;
     const stall = (c.prefill.slope ?? p.priorPrefillS) * promptTokens;
     const v = c.decode.slope ?? 0;
-    const step = decodeS(c, n + 1);
+    const step = decodeS(c, k + 1);
     let overlap = 0;
+    let i = 0;
     for (const f of b.flights.values()) {
-      const elapsed = (now - f.dispatchedAt) / 1000 - prefillS(c, f.promptTokens);
+      // Queued case: the last k pushed are the ones still running when it is admitted.
+      if (n - i++ > k) continue;
+      const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.promptTokens);
       const rem = Math.max(1, f.expectedOut - Math.max(0, elapsed) / step);
       overlap += Math.min(out, rem);
     }
-    return n * stall + v * overlap;
+    return k * stall + v * overlap;
   };
 
   /** Standard error of a backend's service estimate for this request (its fits' uncertainty). */
