@@ -340,9 +340,9 @@ test('invalid profile is refused', () => {
   assert.throws(() => new EngineModel({ ...P, speed: -1 }), /speed/);
 });
 
-test('fast: thousands of sequences x hundreds of iterations', () => {
+// How fast this runs is bench:sim's to measure; a unit test checks only that it all completes.
+test('thousands of sequences over tens of thousands of iterations all complete', () => {
   const m = new EngineModel(defaultProfile({ slots: 32, kvCapacityTokens: 200000 }), { tokenEvents: false });
-  const started = performance.now();
   for (let i = 0; i < 5000; i++) m.submit(seq(`s${i}`, 300, 200), i * 0.01);
   let iterations = 0;
   for (let t = m.nextEventTime(); t !== undefined; t = m.nextEventTime()) {
@@ -351,7 +351,6 @@ test('fast: thousands of sequences x hundreds of iterations', () => {
   }
   assert.equal(m.stats().completed, 5000);
   assert.ok(iterations > 30000);
-  assert.ok(performance.now() - started < 5000, 'well under a few seconds');
 });
 
 test('pagedKv: running sequences hold one copy of a shared prefix, so more of them fit', () => {

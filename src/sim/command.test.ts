@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Results } from '../report/results.js';
@@ -24,79 +24,67 @@ async function captured<T>(fn: () => Promise<T>): Promise<{ value: T; out: strin
   }
 }
 
-test(
-  'simulate command on the shipped small scenario: table, oracle, results.json, charts',
-  { skip: !existsSync(SMALL) },
-  async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
-    const { value: res, out } = await captured(() =>
-      runSimulateCommand({ scenarioPath: SMALL, outDir: dir }),
-    );
-    assert.equal(res.policies.length, 2);
-    assert.ok(res.policies.every((p) => p.completed === 8));
-    assert.match(out, /policy +sent +done +failed +complete s +wait mean/);
-    assert.match(out, /oracle: 256 assignments simulated; best inst-[01](,inst-[01]){7}/);
-    assert.match(out, /oracle best +[\d.]+ +\+0\.0% +0\.0%/);
-    assert.match(out, /speed: \d+ simulated s in [\d.]+ wall s = \d+× real time/);
-    const text = readFileSync(join(dir, 'results.json'), 'utf8');
-    const json = JSON.parse(text) as Results;
-    assert.equal(json.scenario, 'small-exhaustive');
-    assert.equal(json.oracle?.assignments, 256);
-    const o = json.oracle;
-    assert.ok(o.bestMeanLatencyS <= o.randomMeanLatencyS && o.randomMeanLatencyS <= o.worstMeanLatencyS);
-    // No policy beats the physical limit.
-    for (const p of json.policies) assert.ok(p.latencyS.mean >= o.bestMeanLatencyS - 1e-6, p.name);
-    for (const f of [
-      'latency-cdf.svg',
-      'cumulative-throughput.svg',
-      'completion-rate.svg',
-      'cumulative-mean-wait.svg',
-      'queue-per-backend.svg',
-    ]) {
-      assert.match(readFileSync(join(dir, f), 'utf8'), /round-robin/);
-    }
-    // Run again: byte-identical results.json.
-    const dir2 = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
-    await captured(() => runSimulateCommand({ scenarioPath: SMALL, outDir: dir2, charts: false }));
-    assert.equal(readFileSync(join(dir2, 'results.json'), 'utf8'), text);
-  },
-);
+test('simulate command on the shipped small scenario: table, oracle, results.json, charts', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
+  const { value: res, out } = await captured(() => runSimulateCommand({ scenarioPath: SMALL, outDir: dir }));
+  assert.equal(res.policies.length, 2);
+  assert.ok(res.policies.every((p) => p.completed === 8));
+  assert.match(out, /policy +sent +done +failed +complete s +wait mean/);
+  assert.match(out, /oracle: 256 assignments simulated; best inst-[01](,inst-[01]){7}/);
+  assert.match(out, /oracle best +[\d.]+ +\+0\.0% +0\.0%/);
+  assert.match(out, /speed: \d+ simulated s in [\d.]+ wall s = \d+× real time/);
+  const text = readFileSync(join(dir, 'results.json'), 'utf8');
+  const json = JSON.parse(text) as Results;
+  assert.equal(json.scenario, 'small-exhaustive');
+  assert.equal(json.oracle?.assignments, 256);
+  const o = json.oracle;
+  assert.ok(o.bestMeanLatencyS <= o.randomMeanLatencyS && o.randomMeanLatencyS <= o.worstMeanLatencyS);
+  // No policy beats the physical limit.
+  for (const p of json.policies) assert.ok(p.latencyS.mean >= o.bestMeanLatencyS - 1e-6, p.name);
+  for (const f of [
+    'latency-cdf.svg',
+    'cumulative-throughput.svg',
+    'completion-rate.svg',
+    'cumulative-mean-wait.svg',
+    'queue-per-backend.svg',
+  ]) {
+    assert.match(readFileSync(join(dir, f), 'utf8'), /round-robin/);
+  }
+  // Run again: byte-identical results.json.
+  const dir2 = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
+  await captured(() => runSimulateCommand({ scenarioPath: SMALL, outDir: dir2, charts: false }));
+  assert.equal(readFileSync(join(dir2, 'results.json'), 'utf8'), text);
+});
 
-test(
-  '--policies overrides the scenario list; --oracle false skips it',
-  { skip: !existsSync(SMALL) },
-  async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
-    const { value, out } = await captured(() =>
-      runSimulateCommand({
-        scenarioPath: SMALL,
-        outDir: dir,
-        policies: ['random', 'estimated-wait'],
-        oracle: false,
-        charts: false,
-      }),
-    );
-    assert.deepEqual(
-      value.policies.map((p) => p.name),
-      ['random', 'estimated-wait'],
-    );
-    assert.equal(value.oracle, undefined);
-    assert.doesNotMatch(out, /oracle/);
-  },
-);
+test('--policies overrides the scenario list; --oracle false skips it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
+  const { value, out } = await captured(() =>
+    runSimulateCommand({
+      scenarioPath: SMALL,
+      outDir: dir,
+      policies: ['random', 'estimated-wait'],
+      oracle: false,
+      charts: false,
+    }),
+  );
+  assert.deepEqual(
+    value.policies.map((p) => p.name),
+    ['random', 'estimated-wait'],
+  );
+  assert.equal(value.oracle, undefined);
+  assert.doesNotMatch(out, /oracle/);
+});
 
 test('bad arguments are UsageErrors naming the problem', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
-  if (existsSync(SMALL)) {
-    await assert.rejects(
-      runSimulateCommand({ scenarioPath: SMALL, policies: ['nope'], outDir: dir }),
-      (err: Error) =>
-        err instanceof UsageError &&
-        /unknown policy 'nope'/.test(err.message) &&
-        /round-robin/.test(err.message),
-    );
-    await assert.rejects(runSimulateCommand({ scenarioPath: SMALL, seed: -1, outDir: dir }), /--seed/);
-  }
+  await assert.rejects(
+    runSimulateCommand({ scenarioPath: SMALL, policies: ['nope'], outDir: dir }),
+    (err: Error) =>
+      err instanceof UsageError &&
+      /unknown policy 'nope'/.test(err.message) &&
+      /round-robin/.test(err.message),
+  );
+  await assert.rejects(runSimulateCommand({ scenarioPath: SMALL, seed: -1, outDir: dir }), /--seed/);
   await assert.rejects(
     runSimulateCommand({ scenarioPath: 'scenarios/does-not-exist.yaml', outDir: dir }),
     UsageError,

@@ -68,12 +68,9 @@ describe('workload registry', () => {
     assert.throws(() => createWorkload({ type: 'nope' }, 1), /unknown workload type 'nope'/);
   });
 
-  it('generation is fast: thousands of requests in milliseconds', () => {
-    const t0 = performance.now();
+  it('generates thousands of requests up front', () => {
     const n = createWorkload({ type: 'task-mix', count: 5000 }, 1).start().length;
     const h = createWorkload({ type: 'heimdall', total: 800, heavySeeds: 400 }, 1).start().length;
-    const ms = performance.now() - t0;
     assert.equal(n + h, 5800);
-    assert.ok(ms < 500, `${ms} ms`);
   });
 });
