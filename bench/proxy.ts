@@ -19,7 +19,8 @@
  * Knobs (environment): BENCH_CONNECTIONS (32), BENCH_DURATION s (5), BENCH_WARMUP s (1),
  * BENCH_ROUNDS (5), BENCH_SEQ (2000 sequential requests per target), BENCH_TARGETS
  * (direct,llmlb,haproxy,node-min; add llmlb-info for a second llmlb that logs every request at
- * info, to /dev/null, measured in the same rounds), HAPROXY_BIN (haproxy), BENCH_CPU_PROF=dir (run the llmlb
+ * info, to /dev/null, measured in the same rounds; llmlb-capture for one writing the trace capture
+ * of every request), HAPROXY_BIN (haproxy), BENCH_CPU_PROF=dir (run the llmlb
  * child under `node --cpu-prof`; summarize with bench/profile-summary.ts), BENCH_LLMLB_NODE_FLAGS
  * (extra node flags for the llmlb child, e.g. `--max-semi-space-size=32`), BENCH_LLMLB_LOG=info
  * (llmlb logs at that level, to /dev/null: the per-request line costs; default silent), BENCH_STRICT=1
@@ -35,6 +36,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, request } from 'undici';
+import { percentile as quantile } from '../src/report/stats.js';
+import { formatTable as table } from '../src/report/table.js';
 import { compileForBench } from './build.js';
 import { GENERATE_ANSWER, GENERATE_BODY, isReadyMessage } from './common.js';
 
@@ -69,14 +72,22 @@ const STRICT = process.env.BENCH_STRICT === '1';
 const MIN_RATIO_VS_HAPROXY = 0.5;
 const MAX_ADDED_P50_MS = 0.3;
 
-type TargetName = 'direct' | 'llmlb' | 'llmlb-info' | 'haproxy' | 'node-min';
-const ALL_TARGETS: readonly TargetName[] = ['direct', 'llmlb', 'llmlb-info', 'haproxy', 'node-min'];
+type TargetName = 'direct' | 'llmlb' | 'llmlb-info' | 'llmlb-capture' | 'haproxy' | 'node-min';
+const ALL_TARGETS: readonly TargetName[] = [
+  'direct',
+  'llmlb',
+  'llmlb-info',
+  'llmlb-capture',
+  'haproxy',
+  'node-min',
+];
 /** `llmlb-info` (llmlb logging every request at info, as an operator runs it) only when asked for. */
 const DEFAULT_TARGETS: readonly TargetName[] = ['direct', 'llmlb', 'haproxy', 'node-min'];
 const LABEL: Record<TargetName, string> = {
   direct: 'direct (1 upstream)',
   llmlb: 'llmlb least-connections',
   'llmlb-info': 'llmlb, info log per req',
+  'llmlb-capture': 'llmlb, trace capture on',
   haproxy: 'HAProxy leastconn',
   'node-min': 'node:http+undici minimal',
 };
@@ -343,12 +354,6 @@ interface SeqStats {
   readonly mean: number;
 }
 
-function quantile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
-  return sorted[i]!;
-}
-
 function seqStats(samples: readonly number[]): SeqStats {
   const s = [...samples].sort((a, b) => a - b);
   return {
@@ -419,13 +424,6 @@ const f0 = (x: number | null): string =>
 const f3 = (x: number): string => (Number.isFinite(x) ? x.toFixed(3) : '-');
 const pct = (x: number): string => (Number.isFinite(x) ? `${(x * 100).toFixed(1)}%` : '-');
 
-function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
-  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (r: readonly string[]): string =>
-    r.map((c, i) => (i === 0 ? c.padEnd(w[i]!) : c.padStart(w[i]!))).join('  ');
-  return [line(head), w.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line)].join('\n');
-}
-
 interface Ratio {
   readonly median: number;
   readonly min: number;
@@ -490,6 +488,14 @@ async function main(): Promise<void> {
           t,
           await startProxyChild('router-child.js', ups, [], { ...process.env, BENCH_LLMLB_LOG: 'info' }),
         );
+      else if (t === 'llmlb-capture')
+        running.set(
+          t,
+          await startProxyChild('router-child.js', ups, [], {
+            ...process.env,
+            BENCH_LLMLB_TRACE: join(tmp, 'capture.jsonl'),
+          }),
+        );
       else if (t === 'haproxy') running.set(t, await startHaproxy(ups, tmp));
       else running.set(t, await startProxyChild('min-proxy-child.js', ups));
     }
@@ -551,6 +557,7 @@ async function main(): Promise<void> {
       nodeMinVsHaproxy: ratio('node-min', 'haproxy'),
       llmlbInfoVsLlmlb: ratio('llmlb-info', 'llmlb'),
       llmlbInfoVsHaproxy: ratio('llmlb-info', 'haproxy'),
+      llmlbCaptureVsLlmlb: ratio('llmlb-capture', 'llmlb'),
     };
     const addedVsDirect = (t: TargetName): { p50: number; p99: number } | null => {
       const d = seq.get('direct');
@@ -586,6 +593,7 @@ async function main(): Promise<void> {
       ['node-min / HAProxy', ratios.nodeMinVsHaproxy],
       ['llmlb-info / llmlb', ratios.llmlbInfoVsLlmlb],
       ['llmlb-info / HAProxy', ratios.llmlbInfoVsHaproxy],
+      ['llmlb-capture / llmlb', ratios.llmlbCaptureVsLlmlb],
     ];
     console.log('\nreq/s ratios (within each round; median and range over rounds)');
     console.log(
@@ -600,7 +608,7 @@ async function main(): Promise<void> {
     );
 
     const addedRows: [TargetName, { p50: number; p99: number }][] = [];
-    for (const t of ['llmlb', 'llmlb-info', 'haproxy', 'node-min'] as const) {
+    for (const t of ['llmlb', 'llmlb-info', 'llmlb-capture', 'haproxy', 'node-min'] as const) {
       const a = addedVsDirect(t);
       if (a) addedRows.push([t, a]);
     }

@@ -35,6 +35,10 @@ async function main(): Promise<void> {
     discovery: { refreshMs: 30_000 },
     queue: { maxLength: 100_000, maxWaitMs: 600_000 },
     log: { level: LOG_LEVEL ?? 'silent', prompts: false },
+    // BENCH_LLMLB_TRACE=FILE: the trace capture (`trace:` in a config) on, to measure its cost.
+    ...(process.env.BENCH_LLMLB_TRACE
+      ? { trace: { file: process.env.BENCH_LLMLB_TRACE, maxBytes: 1e9, keep: 1 } }
+      : {}),
   };
   // BENCH_LLMLB_LOG=info: the per-request log line an operator keeps, through llmlb's own logger, to /dev/null.
   const log = LOG_LEVEL === undefined ? silentLogger() : createLogger(LOG_LEVEL, 'llmlb', '/dev/null');
