@@ -94,7 +94,16 @@ describe('shipped scenarios', () => {
     assert.equal(s.fleet.length, 4);
     assert.deepEqual(
       s.policies.map((p) => p.name),
-      ['round-robin', 'least-connections', 'random'],
+      [
+        'round-robin',
+        'least-connections',
+        'random',
+        'jsq',
+        'max-capacity',
+        'min-min',
+        'estimated-wait',
+        'workload-aware',
+      ],
     );
     const rs = s.createDriver(s.seed).start();
     assert.equal(rs.length, 2000);

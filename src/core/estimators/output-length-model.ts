@@ -117,7 +117,7 @@ export function crossEntropyGrad(
   K: number,
   label: number,
   each: (weight: number, g: number) => void,
-  probs = new Float64Array(K),
+  probs: Float64Array = new Float64Array(K),
 ): void {
   const z = new Float64Array(K);
   logitsOf(w, f, K, z);

@@ -2,6 +2,10 @@ import './builtin-plugins.js';
 import type { Policy, PolicyContext, PolicyParams } from '../types.js';
 import { buildProfile, profileNames, type EndpointPickerConfig } from './endpoint-picker-config.js';
 import { estimatedWait } from './estimated-wait.js';
+import { jsq } from './jsq.js';
+import { maxCapacity } from './max-capacity.js';
+import { minMin } from './min-min.js';
+import { workloadAware } from './workload-aware.js';
 import { ollamaRouter } from './ollama-router.js';
 import { parseParams } from './params.js';
 import type { Filter, PluginContext } from './plugin.js';
@@ -51,8 +55,9 @@ function withPush(name: string, ctx: PolicyContext): { filters: Filter[]; rest: 
   if (typeof push !== 'string' || !Object.hasOwn(PUSH_PARAMS, push))
     throw new Error(`policy '${name}' parameters: push: must be one of blind, sp-o, sp-p`);
   const mode = push as PushMode;
-  const own: Record<string, unknown> = {};
-  const rest: Record<string, unknown> = {};
+  // Null-prototype: parameter names come from config files and PUT /admin/policy bodies.
+  const own: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  const rest: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const [k, v] of Object.entries(others)) {
     if ((PUSH_PARAMS[mode] as readonly string[]).includes(k)) own[k] = v;
     else if (Object.values(PUSH_PARAMS).some((ks) => (ks as readonly string[]).includes(k)))
@@ -116,6 +121,11 @@ const builtins = new Map<string, BuiltinProfile>([
   ['ollama-router', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(ollamaRouter(ctx)) })],
   ['estimated-wait', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(estimatedWait(ctx)) })],
   ['pinned', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(pinned(ctx)) })],
+  // Seed 004: workload-aware routing (predicted answer length, mixing impact Eq. 1–2) and its baselines.
+  ['jsq', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(jsq(ctx)) })],
+  ['max-capacity', maxCapacity],
+  ['min-min', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(minMin(ctx)) })],
+  ['workload-aware', workloadAware],
   // Seed 003: prefix locality, each with blind pushing or selective pushing (push: sp-o / sp-p).
   [
     'prefix-trie',

@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import type { BackendView } from '../../types.js';
+import type { Filter, PluginContext } from '../plugin.js';
+import { parseParams } from '../params.js';
+import { trackedHooks } from '../tracked-policy.js';
+import { WorkloadParams, WorkloadTracker } from '../workload-tracker.js';
+
+/**
+ * Seed 004's "prevent requests from being queued at each model instance due to a lack of memory"
+ * (§4.3) and C.3.2's "given that it can process this particular request": keeps backends whose KV
+ * (kvCapacityTokens less the prompt and generated tokens of what this router has in flight there,
+ * WorkloadTracker) has room for this request's prompt and predicted answer, or that are idle.
+ * None left holds the request at the router (in arrival order unless `backfill`) until a completion frees
+ * room — later binding than pushing into an engine that would queue or preempt it.
+ * A shared tracker (the workload-aware and max-capacity built-ins) is fed by its owner.
+ */
+export const KvFitParams = WorkloadParams.extend({
+  /**
+   * false (default): a held request holds those behind it (FIFO, the seed's central queue).
+   * true: later requests that fit somewhere go ahead of it (backfilling; an idle backend always
+   * takes the held one, so it cannot starve while the fleet drains).
+   */
+  backfill: z.boolean().default(false),
+});
+
+export function kvFitFilter(ctx: PluginContext, shared?: WorkloadTracker): Filter {
+  const p = parseParams(KvFitParams, ctx.params, ctx.name);
+  const tracker = shared ?? new WorkloadTracker(p);
+  const out: BackendView[] = [];
+  return {
+    kind: 'filter',
+    type: 'kv-fit-filter',
+    name: ctx.name,
+    byLoad: !p.backfill,
+    filter(req, candidates, now) {
+      const { promptTokens, expectedOut } = tracker.predict(req);
+      const need = promptTokens + expectedOut;
+      let all = true;
+      for (const c of candidates) if (!tracker.fits(c.name, need, now)) all = false;
+      if (all) return candidates;
+      out.length = 0;
+      for (const c of candidates) if (tracker.fits(c.name, need, now)) out.push(c);
+      return out;
+    },
+    ...(shared === undefined ? trackedHooks(tracker) : {}),
+  };
+}

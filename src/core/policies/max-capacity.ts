@@ -1,0 +1,44 @@
+import type { Policy, PolicyContext } from '../types.js';
+import { KvFitParams, kvFitFilter } from './filters/kv-fit-filter.js';
+import { parseParams } from './params.js';
+import { policyPicker } from './pickers/policy-picker.js';
+import type { ProfileDefinition } from './profile.js';
+import { trackedHooks } from './tracked-policy.js';
+import { WorkloadTracker } from './workload-tracker.js';
+
+/**
+ * Maximum capacity usage (seed 004 C.3.2): the head request goes to the backend with the most KV
+ * free now (kvCapacityTokens less the prompt and generated tokens of what is in flight there),
+ * among those where its prompt and predicted answer fit (kv-fit-filter); when it fits nowhere it
+ * waits at the router, in arrival order, until a completion frees room (the seed re-tries every
+ * second; our hosts re-offer held requests on every completion).
+ */
+export function maxCapacityPolicy(tracker: WorkloadTracker): Policy {
+  return {
+    name: 'max-capacity',
+    pick(_req, candidates, now) {
+      let best;
+      let max = -Infinity;
+      for (const c of candidates) {
+        const free = tracker.freeTokens(c.name, now);
+        if (free > max) {
+          max = free;
+          best = c;
+        }
+      }
+      return best;
+    },
+    ...trackedHooks(tracker),
+  };
+}
+
+export function maxCapacity(ctx: PolicyContext): Omit<ProfileDefinition, 'name'> {
+  const { backfill, ...rest } = parseParams(KvFitParams, ctx.params, 'max-capacity');
+  const tracker = new WorkloadTracker(rest);
+  const fctx = { name: 'kv-fit-filter', params: { backfill }, random: ctx.random, lookup: () => undefined };
+  return {
+    filters: [kvFitFilter(fctx, tracker)],
+    scorers: [],
+    picker: policyPicker(maxCapacityPolicy(tracker)),
+  };
+}

@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import type { PolicyContext } from '../types.js';
+import { kvFitFilter } from './filters/kv-fit-filter.js';
+import { trackedHooks } from './tracked-policy.js';
+import { WorkloadTracker } from './workload-tracker.js';
+import { maxScorePicker } from './pickers/max-score-picker.js';
+import type { ProfileDefinition } from './profile.js';
+import { estimatedWaitScorer } from './scorers/estimated-wait-scorer.js';
+import { MixingParams, mixingImpactScorer } from './scorers/mixing-impact-scorer.js';
+
+const Params = MixingParams.extend({
+  /** Weight of the mixing-impact score (seed 004 Eq. 1–2). */
+  mixingWeight: z.number().nonnegative().default(1),
+  /** Weight of the estimated-wait score (when this request would finish on each backend). */
+  waitWeight: z.number().nonnegative().default(1),
+  /** Hold a request at the router while it fits in no backend's KV (kv-fit-filter). */
+  hold: z.boolean().default(true),
+  /** Let later requests that fit go ahead of a held one (kv-fit-filter's backfill). */
+  backfill: z.boolean().default(true),
+});
+
+/**
+ * Seed 004's heuristic as a built-in profile: kv-fit-filter (hold while it fits nowhere), mixing-impact-scorer (where adding this request
+ * disturbs the least prompt and decode work, with its predicted answer) plus estimated-wait-scorer
+ * (where it would finish first), summed with weights and the best taken (ties round-robin). The
+ * same profile can be written in EndpointPickerConfig YAML from the two scorers.
+ */
+export function workloadAware(ctx: PolicyContext): Omit<ProfileDefinition, 'name'> {
+  const r = Params.safeParse(ctx.params);
+  if (!r.success) {
+    const msg = r.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ');
+    throw new Error(`policy 'workload-aware' parameters: ${msg}`);
+  }
+  const { mixingWeight, waitWeight, hold, backfill, ...mixing } = r.data;
+  // One tracker (predictor, in-flight work) for the filter and the mixing scorer; the filter's
+  // copy of the hooks feeds it.
+  const tracker = new WorkloadTracker(mixing);
+  const pctx = (name: string, params: Record<string, unknown>) => ({
+    name,
+    params,
+    random: ctx.random,
+    lookup: () => undefined,
+  });
+  return {
+    filters: hold
+      ? [{ ...kvFitFilter(pctx('kv-fit-filter', { backfill }), tracker), ...trackedHooks(tracker) }]
+      : [],
+    scorers: [
+      {
+        scorer: hold
+          ? mixingImpactScorer(pctx('mixing-impact-scorer', mixing), tracker)
+          : mixingImpactScorer(pctx('mixing-impact-scorer', mixing)),
+        weight: mixingWeight,
+      },
+      { scorer: estimatedWaitScorer(pctx('estimated-wait-scorer', {})), weight: waitWeight },
+    ],
+    picker: maxScorePicker(pctx('max-score-picker', { tieBreaking: 'round-robin' })),
+  };
+}
