@@ -26,6 +26,7 @@ import { Scheduler } from '../src/core/scheduler.js';
 import { ReferenceScheduler } from '../src/core/scheduler-reference.testing.js';
 import { backendView } from '../src/core/testing.js';
 import type { BackendView, Policy, RequestInfo } from '../src/core/types.js';
+import { percentile as quantile } from '../src/report/stats.js';
 import { formatTable } from '../src/report/table.js';
 
 const BACKENDS = (process.env.DECIDE_BACKENDS ?? '100,1000').split(',').map(Number);
@@ -113,10 +114,6 @@ const label = (s: PolicySpec | string): string =>
 /** DECIDE_POLICIES=prefix-trie runs only the policies whose label contains one of these words. */
 const ONLY = process.env.DECIDE_POLICIES?.split(',');
 const selected = POLICIES.filter((s) => !ONLY || ONLY.some((w) => label(s).includes(w)));
-
-function quantile(sorted: Float64Array, q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-}
 
 interface Row {
   policy: string;

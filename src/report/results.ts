@@ -12,6 +12,8 @@
  * arrival to last completion; throughput = completed / makespan (seed 000: 61 / 3073 s).
  */
 
+import { percentile } from './stats.js';
+
 export interface RecordLike {
   readonly id: string;
   readonly label?: string | undefined;
@@ -164,13 +166,6 @@ export interface Results {
 }
 
 const r6 = (x: number): number => (Number.isFinite(x) ? Math.round(x * 1e6) / 1e6 : 0);
-
-/** Nearest-rank percentile of sorted values. */
-export function percentile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
-  return sorted[i]!;
-}
 
 export function summarize(values: readonly number[]): Summary {
   const s = [...values].sort((a, b) => a - b);

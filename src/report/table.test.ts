@@ -39,6 +39,8 @@ const results = (): Results => ({
 
 test('formatTable pads columns: first left-aligned, others right-aligned', () => {
   assert.equal(formatTable(['a', 'bb'], [['xyz', '1']]), 'a    bb\n---  --\nxyz   1');
+  assert.equal(formatTable(['n', 'name'], [['10', 'ab']], { left: [1] }), ' n  name\n--  ----\n10  ab  ');
+  assert.equal(formatTable(['a', 'b'], [['1']]), 'a  b\n-  -\n1', 'a short row ends early');
 });
 
 test('comparison table: seed 000 columns; completion time N/A unless all completed', () => {

@@ -1,10 +1,20 @@
 import type { PolicyResult, Results } from './results.js';
 
-/** Fixed-width text table. */
-export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+export interface TableOptions {
+  /** Columns aligned left (names); the others align right (figures). Default: the first. */
+  readonly left?: readonly number[];
+}
+
+/** Fixed-width text table: the one formatter for reports, commands and benches. */
+export function formatTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+  opts: TableOptions = {},
+): string {
+  const left = new Set(opts.left ?? [0]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+    cells.map((c, i) => (left.has(i) ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 

@@ -13,6 +13,7 @@ import {
   type EndpointPickerConfig,
   type PolicySpec,
 } from '../core/policies/index.js';
+import { ascending, percentile } from '../report/stats.js';
 import { formatTable } from '../report/table.js';
 import type { Scenario } from '../scenario/types.js';
 import { policyLabel, simulate } from './simulator.js';
@@ -55,9 +56,7 @@ export function shortened(s: Scenario, durationS: number | undefined): Scenario 
 }
 
 function p90(xs: number[]): number {
-  if (xs.length === 0) return 0;
-  xs.sort((a, b) => a - b);
-  return xs[Math.min(xs.length - 1, Math.floor(0.9 * xs.length))]!;
+  return xs.length === 0 ? 0 : percentile(ascending(xs), 0.9);
 }
 
 /**
