@@ -180,12 +180,6 @@ export function tally(calls: readonly Call[]): {
   return { models, admitted, waited: calls.length - admitted, violations };
 }
 
-export function percentile(xs: readonly number[], p: number): number {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
-}
-
 /** Delete every key under `prefix` (test and bench runs clean up after themselves). */
 export async function dropPrefix(url: string, prefix: string): Promise<void> {
   const r = new Redis(url, { lazyConnect: true });

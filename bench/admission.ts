@@ -18,17 +18,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
+import { ascending, percentile } from '../src/report/stats.js';
 import { RedisQuotaStore } from '../src/state/redis-quota-store.js';
-import {
-  CAPS,
-  burst,
-  dropPrefix,
-  percentile,
-  startReplicas,
-  tally,
-  type Call,
-  type Replicas,
-} from './admission-run.js';
+import { CAPS, burst, dropPrefix, startReplicas, tally, type Call, type Replicas } from './admission-run.js';
 
 const REDIS = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -173,16 +165,20 @@ async function main(): Promise<void> {
         },
       })),
       violations,
-      scheduleLatencyMs: { p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat) },
-      burstWallMs: { median: percentile(wall, 50) },
+      scheduleLatencyMs: {
+        p50: percentile(ascending(lat), 0.5),
+        p99: percentile(ascending(lat), 0.99),
+        max: Math.max(...lat),
+      },
+      burstWallMs: { median: percentile(ascending(wall), 0.5) },
       lostRaces: lost,
       closedLoop: {
         seconds: LOOP_S,
         callsPerS: loop.ops / LOOP_S,
         admitted: loop.admitted,
         maxHeldByClients: loop.maxHeld,
-        scheduleP50Ms: percentile(loop.latencies, 50),
-        scheduleP99Ms: percentile(loop.latencies, 99),
+        scheduleP50Ms: percentile(ascending(loop.latencies), 0.5),
+        scheduleP99Ms: percentile(ascending(loop.latencies), 0.99),
       },
     };
     summary.push(row);

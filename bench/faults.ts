@@ -23,6 +23,7 @@ import { policyNames } from '../src/core/policies/index.js';
 import { defaultProfile, startEngine, type EngineServer } from '../src/engine/server.js';
 import { silentLogger } from '../src/log.js';
 import { Router } from '../src/proxy/router.js';
+import { formatTable } from '../src/report/table.js';
 import { RedisServer } from '../src/state/redis-server.testing.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -475,10 +476,7 @@ async function main(): Promise<void> {
     r.drained ? 'yes' : 'NO',
     r.note,
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const fmt = (cells: string[]): string => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ');
-  console.log(fmt(head));
-  for (const l of lines) console.log(fmt(l));
+  console.log(formatTable(head, lines, { left: head.map((_, i) => i) }));
   const bad = rows.filter((r) => r.lost > 0 || r.pastDeadline > 0 || !r.drained);
   console.log(
     `\n${rows.length} scenarios in ${((Date.now() - t0) / 1000).toFixed(1)} s: ` +

@@ -13,6 +13,7 @@ import { createPolicy, policyNames, type PolicySpec } from '../core/policies/ind
 import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 import { resultsJson, type PolicyResult, type Results } from '../report/results.js';
+import { formatTable } from '../report/table.js';
 import { writeWhatifCharts } from '../report/whatif-charts.js';
 import { loadProfileFile } from '../scenario/profile-file.js';
 import { defaultThreads, runTraceJobs } from '../sim/pool.js';
@@ -325,8 +326,5 @@ function whatifTable(runs: readonly TraceJobResult[], slo: readonly SloTerm[]): 
     if (slo.length > 0) row.push(meetsSlo(x, slo) ? 'yes' : 'no');
     return row;
   });
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const fmt = (r: string[]): string =>
-    r.map((c, i) => (i === 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
-  return [fmt(head), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)].join('\n');
+  return formatTable(head, rows, { left: [1] });
 }
