@@ -5,6 +5,7 @@ import { UsageError } from '../commands/usage-error.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import { writeCharts } from '../report/charts.js';
 import { oracleSummary, policyResult, resultsJson, type Results } from '../report/results.js';
+import { classTable } from '../report/class-table.js';
 import { backendTable, comparisonTable, localityTable, oracleTable } from '../report/table.js';
 import { loadScenario } from '../scenario/load.js';
 import type { Scenario } from '../scenario/types.js';
@@ -156,6 +157,8 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
     backendTable(results),
     '',
   ];
+  const classes = classTable(runs); // seed 004's per-class view (task-mix workloads)
+  if (classes) lines.push(classes, '');
   if (results.oracle) lines.push(oracleTable(results), '');
   for (const r of runs) {
     const routers = (r as Partial<FederationRunResult>).routers;
