@@ -40,6 +40,7 @@
  * the pool unpunished (see KV accounting above).
  */
 import { PrefixCache } from './prefix-cache.js';
+import type { BlockHash } from './tokens.js';
 import type { EngineEvent, EngineProfile, EngineSequence, EngineStats } from './types.js';
 
 export interface EngineModelOptions {
@@ -60,9 +61,9 @@ interface Seq {
   readonly id: string;
   readonly promptTokens: number;
   readonly outputTokens: number;
-  readonly blockHashes: readonly string[];
+  readonly blockHashes: readonly BlockHash[];
   /** Prompt + answer blocks to cache at the finish (EngineSequence.contextBlockHashes). */
-  readonly contextHashes: readonly string[] | undefined;
+  readonly contextHashes: readonly BlockHash[] | undefined;
   readonly submitT: number;
   state: number;
   admitT: number;
@@ -118,7 +119,7 @@ export class EngineModel {
   private readonly mode: number;
   private readonly chunkBudget: number;
   /** pagedKv: running sequences using each shared prompt block. */
-  private readonly refs = new Map<string, number>();
+  private readonly refs = new Map<BlockHash, number>();
   /** pagedKv: sum over running of their own tokens (see Seq.own). */
   private ownTokens = 0;
   private preemptions = 0;
@@ -181,7 +182,7 @@ export class EngineModel {
   }
 
   /** pagedKv: a sequence starts using its prompt's blocks (cached ones stop being evictable). */
-  private hold(hashes: readonly string[]): void {
+  private hold(hashes: readonly BlockHash[]): void {
     for (const h of hashes) {
       const n = this.refs.get(h);
       if (n !== undefined) this.refs.set(h, n + 1);
@@ -197,9 +198,9 @@ export class EngineModel {
    * passes `context`, its prompt + answer blocks: its generated tokens' KV is kept too, and what no
    * running sequence holds of it becomes cache (in chain order, so LRU eats it from the tail).
    */
-  private release(s: Seq, context?: readonly string[]): void {
+  private release(s: Seq, context?: readonly BlockHash[]): void {
     this.ownTokens -= s.own;
-    const freed: string[] = [];
+    const freed: BlockHash[] = [];
     for (const h of s.blockHashes) {
       const n = this.refs.get(h)!;
       if (n > 1) this.refs.set(h, n - 1);

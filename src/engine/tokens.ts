@@ -18,15 +18,25 @@ export function countTokens(text: string): number {
 }
 
 /**
+ * A prompt block's hash: an integer below 2^53 (exact in a double), so caches key on numbers —
+ * no string per block, no string hashing. Equal hashes ⇔ equal block chains (up to collisions,
+ * about one in 10^16 per pair).
+ */
+export type BlockHash = number;
+
+/** 2^21: a hash is its high lane (32 bits) times this plus 21 bits of its low lane. */
+const LOW = 0x200000;
+
+/**
  * Hash chain over the full blocks of `text` (a block is `blockSize` tokens = blockSize·4 chars; a
  * trailing partial block is not hashed, since its content can still change as the prompt grows).
  * Block i's hash covers all text up to the end of block i: h_i = hash(h_{i-1} ‖ chunk_i), so two
  * prompts share hash i exactly when they share their first i+1 blocks.
  *
- * The hash is cyrb53-style (two 32-bit Math.imul lanes, 64 bits rendered as 16 hex chars), seeded
- * with the previous block's state instead of concatenating strings — no node:crypto, no copies.
+ * The hash is cyrb53-style (two 32-bit Math.imul lanes, 53 bits kept), seeded with the previous
+ * block's hash instead of concatenating strings — no node:crypto, no copies.
  */
-export function promptBlockHashes(text: string, blockSize: number): string[] {
+export function promptBlockHashes(text: string, blockSize: number): BlockHash[] {
   return extendBlockHashes([], text, blockSize);
 }
 
@@ -36,17 +46,21 @@ export function promptBlockHashes(text: string, blockSize: number): string[] {
  * them are hashed, resuming from the last one's state — how the engine extends a prompt's chain over
  * the answer it generates without hashing the prompt again. Returns a new array.
  */
-export function extendBlockHashes(prefix: readonly string[], text: string, blockSize: number): string[] {
+export function extendBlockHashes(
+  prefix: readonly BlockHash[],
+  text: string,
+  blockSize: number,
+): BlockHash[] {
   const blockChars = Math.floor(blockSize) * CHARS_PER_TOKEN;
   if (blockChars <= 0) return [];
   const blocks = Math.floor(text.length / blockChars);
   const from = Math.min(prefix.length, blocks);
-  const out = new Array<string>(blocks);
+  const out = new Array<BlockHash>(blocks);
   for (let b = 0; b < from; b++) out[b] = prefix[b]!;
-  // The chain state is the previous hash itself: its high and low 32 bits.
-  const last = from > 0 ? out[from - 1]! : undefined;
-  let p2 = last === undefined ? 0 : parseInt(last.slice(0, 8), 16);
-  let p1 = last === undefined ? 0 : parseInt(last.slice(8, 16), 16);
+  // The chain state is the previous hash itself: its high lane and its low 21 bits.
+  const last = from > 0 ? out[from - 1]! : 0;
+  let p2 = Math.floor(last / LOW);
+  let p1 = last - p2 * LOW;
   for (let b = from; b < blocks; b++) {
     let h1 = 0xdeadbeef ^ p1;
     let h2 = 0x41c6ce57 ^ p2;
@@ -58,9 +72,9 @@ export function extendBlockHashes(prefix: readonly string[], text: string, block
     }
     h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
     h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
-    p1 = h1 >>> 0;
+    p1 = (h1 >>> 0) & (LOW - 1);
     p2 = h2 >>> 0;
-    out[b] = hex8(p2) + hex8(p1);
+    out[b] = p2 * LOW + p1;
   }
   return out;
 }
@@ -72,15 +86,16 @@ export function extendBlockHashes(prefix: readonly string[], text: string, block
  */
 export function contextBlockHashes(
   prompt: string,
-  promptHashes: readonly string[],
+  promptHashes: readonly BlockHash[],
   answer: string,
   blockSize: number,
-): string[] {
+): BlockHash[] {
   return extendBlockHashes(promptHashes, `${prompt}\n${answer}`, blockSize);
 }
 
-function hex8(n: number): string {
-  return n.toString(16).padStart(8, '0');
+/** A block hash as 14 hex digits (trace files write hashes as strings). */
+export function blockHashHex(h: BlockHash): string {
+  return h.toString(16).padStart(14, '0');
 }
 
 /** Three-letter words: each generated token is one word plus a space, i.e. exactly 4 chars. */

@@ -3,6 +3,7 @@
  * iteration takes. Pure — it is driven by a clock it is given: the emulated engine (`llmlb engine`)
  * drives it in real time, the simulator in virtual time. Times here are SECONDS of model time.
  */
+import type { BlockHash } from './tokens.js';
 
 export interface EngineProfile {
   /** Most sequences in the running batch (Ollama NUM_PARALLEL; vLLM max_num_seqs). */
@@ -59,7 +60,7 @@ export interface EngineSequence {
    * Hash chain of the prompt's full blocks (block i's hash covers blocks 0..i), for the prefix
    * cache; may be empty. Build it with `promptBlockHashes`.
    */
-  readonly blockHashes: readonly string[];
+  readonly blockHashes: readonly BlockHash[];
   /** Tokens the engine will generate (already capped by num_predict / max_tokens), >= 1. */
   readonly outputTokens: number;
   /**
@@ -68,7 +69,7 @@ export interface EngineSequence {
    * as vLLM (v1) and SGLang cache generated tokens too, so a next turn or a tree's child can hit its
    * parent's answer. Absent: only the prompt's blocks are cached.
    */
-  readonly contextBlockHashes?: readonly string[] | undefined;
+  readonly contextBlockHashes?: readonly BlockHash[] | undefined;
 }
 
 /**

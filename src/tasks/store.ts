@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { backoffMs } from '../core/backoff.js';
 import type { Sql } from './sql.js';
 
 export type TaskStatus = 'queued' | 'running' | 'done' | 'dead';
@@ -63,13 +64,6 @@ const toTask = (r: Row): Task => ({
   claimedBy: r.claimed_by,
   lastError: r.last_error,
 });
-
-/** The delay before retry number `attempt` (1 = after the first failure): exponential, capped, jittered. */
-export function backoffMs(attempt: number, base: number, cap: number, u: number): number {
-  const exp = Math.min(cap, base * 2 ** Math.max(0, attempt - 1));
-  // "Equal jitter": at least half the delay, so retries spread out but never come back at once.
-  return Math.round(exp * (0.5 + 0.5 * Math.min(1, Math.max(0, u))));
-}
 
 const COLS = 'id, prompt, model, status, answer, attempts, claimed_by, last_error';
 

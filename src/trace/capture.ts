@@ -11,7 +11,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync, write } from 'node:fs';
 import { dirname } from 'node:path';
-import { promptBlockHashes } from '../engine/tokens.js';
+import { blockHashHex, promptBlockHashes } from '../engine/tokens.js';
 
 export const BATCH_BYTES = 64 * 1024;
 export const FLUSH_MS = 200;
@@ -92,7 +92,7 @@ export class TraceCapture {
   record(e: CaptureEntry): void {
     if (this.closed) return;
     const text = e.promptText;
-    const blocks = promptBlockHashes(text, CAPTURE_BLOCK_TOKENS);
+    const blocks = promptBlockHashes(text, CAPTURE_BLOCK_TOKENS).map(blockHashHex);
     const line: Record<string, unknown> = {
       at: Math.max(0, r3((e.arrivalMs - this.originMs) / 1000)),
       model: e.model,

@@ -9,6 +9,7 @@
  * prefix policies (trie, prefix-cache scorer, consistent hashing) see, and length-based estimators
  * see a length proportional to the prompt.
  */
+import type { BlockHash } from '../engine/tokens.js';
 import type { PrefixBlocks } from './types.js';
 
 /** Tokens one character of a stand-in text represents (a 512-token Mooncake block is 64 chars). */
@@ -95,47 +96,54 @@ export function engineBlockHashes(
   promptTokens: number,
   tail: number,
   blockSize: number,
-): string[] {
+): BlockHash[] {
   const size = Math.floor(blockSize);
   if (size <= 0) return [];
   const n = Math.floor(promptTokens / size);
-  const out = new Array<string>(n);
+  const out = new Array<BlockHash>(n);
   const { blockTokens, chain } = blocks;
+  // Only when engine blocks tile a trace block are its sub-hashes cached; otherwise a straddling
+  // block ends at offsets that are not multiples of size, computed directly.
+  const subs = blockTokens % size === 0 ? subCache(blockTokens, size) : undefined;
   let e = 0;
   // Whole runs of engine blocks inside one trace block come from the cache (turns of a
-  // conversation resend the same trace blocks: the same strings serve every turn).
+  // conversation resend the same trace blocks: the same hashes serve every turn).
   for (let k = 0; e < n; k++) {
     const lastEnd = Math.min((k + 1) * blockTokens, n * size);
-    const within = k < chain.length ? subHashes(chain[k]!, blockTokens, size) : undefined;
+    const inTrace = k < chain.length;
+    const within = subs && inTrace ? subHashes(subs, chain[k]!, blockTokens, size) : undefined;
     for (; e < n && (e + 1) * size <= lastEnd; e++) {
       const off = (e + 1) * size - k * blockTokens;
-      out[e] = within ? within[off / size - 1]! : hex(mix(k < chain.length ? chain[k]! : mix(tail, k), off));
+      out[e] = within ? within[off / size - 1]! : mix(inTrace ? chain[k]! : mix(tail, k), off);
     }
     // An engine block that straddles trace blocks k and k+1 ends in k+1: handled next round.
   }
   return out;
 }
 
-function hex(h: number): string {
-  return h.toString(16).padStart(14, '0');
-}
-
-/** Engine sub-block hashes of one trace block, per (blockSize, blockTokens), bounded. */
-const subCache = new Map<string, Map<number, string[]>>();
+/** Engine sub-block hashes of trace blocks, per (blockTokens, blockSize), each map bounded. */
+const subCaches = new Map<number, Map<number, BlockHash[]>>();
 const SUB_CACHE_MAX = 100_000;
 
-function subHashes(state: number, blockTokens: number, size: number): string[] | undefined {
-  // Only when engine blocks tile the trace block; otherwise a straddling block ends at offsets
-  // that are not multiples of size, computed directly.
-  if (blockTokens % size !== 0) return undefined;
-  const key = `${blockTokens}/${size}`;
-  let m = subCache.get(key);
-  if (!m) subCache.set(key, (m = new Map()));
+function subCache(blockTokens: number, size: number): Map<number, BlockHash[]> {
+  // Both are integers far below 2^26: one number keys the pair.
+  const key = blockTokens * 0x4000000 + size;
+  let m = subCaches.get(key);
+  if (!m) subCaches.set(key, (m = new Map()));
+  return m;
+}
+
+function subHashes(
+  m: Map<number, BlockHash[]>,
+  state: number,
+  blockTokens: number,
+  size: number,
+): BlockHash[] {
   let subs = m.get(state);
   if (!subs) {
     if (m.size >= SUB_CACHE_MAX) m.clear();
-    subs = new Array<string>(blockTokens / size);
-    for (let j = 0; j < subs.length; j++) subs[j] = hex(mix(state, (j + 1) * size));
+    subs = new Array<BlockHash>(blockTokens / size);
+    for (let j = 0; j < subs.length; j++) subs[j] = mix(state, (j + 1) * size);
     m.set(state, subs);
   }
   return subs;
