@@ -2,7 +2,9 @@
 // JSON leaking a slot, hung backends trapping requests, slow bodies holding sockets).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { createServer } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { Agent, request } from 'undici';
 import { backend, engine, post, router, settings, waitFor } from './helpers.js';
 
 /** `{"a":{"a":…}}` nested `depth` levels, built as text (JSON.stringify itself would overflow). */
@@ -193,5 +195,65 @@ test('a client sending its body too slowly gets 408 and its socket closed (timeo
   } finally {
     await r.close();
     await e.close();
+  }
+});
+
+test('300 streams held at once all reach an uncapped backend, and its probes still answer meanwhile', async () => {
+  let open = 0;
+  let peak = 0;
+  // Streams are held until all 300 are open at once (or 8 s pass): a router that queued some
+  // inside itself would show a peak below 300.
+  const held: (() => void)[] = [];
+  const releaseAll = (): void => {
+    for (const f of held.splice(0)) f();
+  };
+  const giveUp = setTimeout(releaseAll, 8000);
+  const up = createServer((req, res) => {
+    if (req.method !== 'POST') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"version":"0.0.0"}');
+      return;
+    }
+    req.resume();
+    open++;
+    peak = Math.max(peak, open);
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    res.write('{"response":"a","done":false}\n');
+    held.push(() => {
+      open--;
+      res.end('{"response":"","done":true,"eval_count":1}\n');
+    });
+    if (open === 300) releaseAll();
+  });
+  await new Promise<void>((r) => up.listen(0, '127.0.0.1', () => r()));
+  const upUrl = `http://127.0.0.1:${(up.address() as AddressInfo).port}`;
+  const { router: r, url } = await router(
+    settings([backend('only', upUrl)], {
+      health: { failuresToEject: 1, probeIntervalMs: 100, probeTimeoutMs: 300, scrapeIntervalMs: 100 },
+    }),
+  );
+  const agent = new Agent({ connections: null });
+  try {
+    const answers = await Promise.all(
+      Array.from({ length: 300 }, async (_, i) => {
+        const res = await request(`${url}/api/generate`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'm1', prompt: `q${i}` }),
+          dispatcher: agent,
+        });
+        await res.body.text();
+        return res.statusCode;
+      }),
+    );
+    assert.deepEqual(new Set(answers), new Set([200]));
+    assert.equal(peak, 300, 'every stream reached the backend at once (none queued inside the router)');
+    assert.equal(r.scheduler.backend('only')?.healthy, true, 'probes kept answering: never ejected');
+    assert.equal(r.scheduler.inFlightTotal, 0);
+  } finally {
+    clearTimeout(giveUp);
+    await agent.close();
+    await r.close();
+    up.closeAllConnections();
+    await new Promise<void>((res) => up.close(() => res()));
   }
 });

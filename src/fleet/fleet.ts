@@ -26,7 +26,13 @@ export type TagEntry = Readonly<Record<string, unknown>> & { readonly name: stri
 /** What the live host keeps per backend beside the core's view: the connection pool and health. */
 export interface BackendRuntime {
   config: BackendConfig;
+  /** Generation traffic. Unlimited connections: the scheduler's caps decide how many go at once. */
   readonly pool: Pool;
+  /**
+   * Probes, discovery and metric scrapes, on connections of their own: behind a busy traffic pool
+   * they would queue, time out, and get a working backend ejected.
+   */
+  readonly control: Pool;
   /** Consecutive failures (requests and probes); reset by any success. */
   failures: number;
   tags: TagEntry[];
@@ -86,7 +92,14 @@ export class Fleet {
   async add(config: BackendConfig): Promise<void> {
     if (this.backends.has(config.name)) throw new Error(`backend '${config.name}' already exists`);
     const pool = new Pool(config.url, {
-      connections: 256,
+      // A fixed cap here held requests the scheduler counted as sent in undici's own queue.
+      connections: null,
+      pipelining: 1,
+      connect: { timeout: this.opts.connectMs },
+      keepAliveTimeout: 30_000,
+    });
+    const control = new Pool(config.url, {
+      connections: 2,
       pipelining: 1,
       connect: { timeout: this.opts.connectMs },
       keepAliveTimeout: 30_000,
@@ -94,6 +107,7 @@ export class Fleet {
     const rt: BackendRuntime = {
       config,
       pool,
+      control,
       failures: 0,
       tags: [],
       version: undefined,
@@ -136,6 +150,7 @@ export class Fleet {
     this.backends.delete(name);
     this.apply(this.scheduler.removeBackend(name, this.now()));
     rt.pool.close().catch(() => undefined);
+    rt.control.close().catch(() => undefined);
   }
 
   /** Probe, scrape and checks settle their own failures; what escapes them is a bug worth a log line. */
@@ -211,7 +226,7 @@ export class Fleet {
 
   /** GET a small page; undefined unless 200. Throws on network errors. */
   private async fetchPage(rt: BackendRuntime, path: string): Promise<string | undefined> {
-    const res = await rt.pool.request({
+    const res = await rt.control.request({
       path,
       method: 'GET',
       headersTimeout: this.opts.probeTimeoutMs,
@@ -226,7 +241,12 @@ export class Fleet {
     this.timers = [];
     clearTimeout(this.scrapeTimer);
     this.scrapeTimer = undefined;
-    await Promise.all([...this.backends.values()].map((rt) => rt.pool.destroy().catch(() => undefined)));
+    await Promise.all(
+      [...this.backends.values()].flatMap((rt) => [
+        rt.pool.destroy().catch(() => undefined),
+        rt.control.destroy().catch(() => undefined),
+      ]),
+    );
   }
 
   recordSuccess(name: string): void {
@@ -279,7 +299,7 @@ export class Fleet {
       (rt.discoveredAt === undefined || this.now() - rt.discoveredAt >= this.opts.refreshMs);
     const path = config.api === 'openai' ? '/v1/models' : discover ? '/api/tags' : '/api/version';
     try {
-      const res = await rt.pool.request({
+      const res = await rt.control.request({
         path,
         method: 'GET',
         headersTimeout: this.opts.probeTimeoutMs,
@@ -315,7 +335,7 @@ export class Fleet {
   private async checkResponses(rt: BackendRuntime): Promise<void> {
     rt.checkingResponses = true;
     try {
-      const res = await rt.pool.request({
+      const res = await rt.control.request({
         path: '/v1/responses',
         method: 'POST',
         headers: { 'content-type': 'application/json' },

@@ -93,7 +93,7 @@ async function backendPs(host: FleetRouteHost, rt: BackendRuntime): Promise<Obj[
     }));
   }
   try {
-    const res = await rt.pool.request({
+    const res = await rt.control.request({
       path: '/api/ps',
       method: 'GET',
       headersTimeout: PS_TIMEOUT_MS,

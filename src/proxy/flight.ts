@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { RouterConfig } from '../config/schema.js';
 import type { Scheduler } from '../core/scheduler.js';
 import type { CompletionReport, Decision, RequestInfo } from '../core/types.js';
+import { backoffMs } from '../core/backoff.js';
 import type { Fleet } from '../fleet/fleet.js';
 import type { LiveStats } from '../dashboard/live-stats.js';
 import type { RouterMetrics } from '../metrics/router-metrics.js';
@@ -373,8 +374,7 @@ export class Flight {
     let backend = 'none';
     for (let attempt = 0; attempt < attempts; attempt++) {
       if (attempt > 0) {
-        const base = h.settings.retry.backoffMs * 2 ** (attempt - 1);
-        await sleep(Math.min(2000, base * (0.5 + Math.random())));
+        await sleep(backoffMs(attempt, h.settings.retry.backoffMs, 2000, Math.random()));
         if (this.clientGone) break;
       }
       const queuedFrom = now();

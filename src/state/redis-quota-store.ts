@@ -24,6 +24,7 @@ import {
   type QuotaState,
   type WindowSlot,
 } from '../core/quota/index.js';
+import { backoffMs } from '../core/backoff.js';
 import { pruneWindow, recordAdmission } from '../core/quota/window.js';
 import {
   StoreUnavailableError,
@@ -557,7 +558,8 @@ export class RedisQuotaStore implements QuotaStore {
       }
       this.conflicts++;
       // Spread out replicas that keep colliding.
-      if (attempt > 2) await new Promise((res) => setTimeout(res, Math.random() * Math.min(20, attempt)));
+      if (attempt > 2)
+        await new Promise((res) => setTimeout(res, backoffMs(attempt - 2, 1, 20, this.#env.random())));
     }
     throw new Error('quota store: too many lost races committing to Redis');
   }

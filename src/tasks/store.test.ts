@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backoffMs, TaskStore } from './store.js';
+import { TaskStore } from './store.js';
 import { migrate } from './sql.js';
 import { BACKENDS, testSql } from './testing.js';
 
@@ -8,13 +8,6 @@ function clock(start = Date.UTC(2026, 0, 1)) {
   let t = start;
   return { now: () => t, advance: (ms: number) => (t += ms) };
 }
-
-test('backoff doubles per attempt, is capped, and keeps at least half the delay', () => {
-  assert.equal(backoffMs(1, 1000, 60_000, 0), 500);
-  assert.equal(backoffMs(1, 1000, 60_000, 0.999999), 1000);
-  assert.equal(backoffMs(3, 1000, 60_000, 0), 2000);
-  assert.equal(backoffMs(20, 1000, 60_000, 0.999999), 60_000);
-});
 
 for (const backend of BACKENDS) {
   test(`${backend}: migrations apply once and record themselves`, async (t) => {
