@@ -1,6 +1,8 @@
 /** Small node:http helpers for the emulated engine: JSON bodies in, JSON and API-format errors out. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { errorBody, type ErrorFormat } from './wire.js';
+// The router's error bodies: the emulated engine answers in the same API formats.
+import { errorBody } from '../proxy/errors.js';
+import type { ErrorFormat } from './wire.js';
 
 export type Obj = Record<string, unknown>;
 

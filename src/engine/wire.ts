@@ -186,12 +186,3 @@ export function ollamaLoadBody(model: string, chat: boolean): object {
   const content = chat ? { message: { role: 'assistant', content: '' } } : { response: '' };
   return { model, created_at: new Date().toISOString(), ...content, done_reason: 'load', done: true };
 }
-
-const openaiType = (status: number): string => (status >= 500 ? 'server_error' : 'invalid_request_error');
-
-/** An error body in the API's own format: Ollama `{"error": "…"}`, OpenAI `{"error": {message, type, code}}`. */
-export function errorBody(format: ErrorFormat, status: number, message: string, code: string): string {
-  return format === 'openai'
-    ? JSON.stringify({ error: { message, type: openaiType(status), code } })
-    : JSON.stringify({ error: message });
-}
