@@ -1,0 +1,125 @@
+import { Mlp, type MlpJson } from './mlp.js';
+
+/**
+ * Double DQN (van Hasselt et al. 2016), as seed 004 §4.3 / C.10.3 trains its router: an online
+ * Q-network picks the next action, a periodically synced target network values it, transitions
+ * are replayed from a ring buffer in seeded random minibatches, and the loss is Huber on the
+ * chosen action's Q. Deterministic under the seed.
+ */
+export interface Transition {
+  readonly s: Float64Array;
+  readonly a: number;
+  readonly r: number;
+  /** undefined: terminal. */
+  readonly s2: Float64Array | undefined;
+  /** Discount to apply to s2's value (γ, or the seed's guided γ̃ during training). */
+  readonly gamma: number;
+}
+
+export class ReplayBuffer {
+  private readonly items: Transition[] = [];
+  private next = 0;
+  constructor(readonly capacity: number) {}
+  get size(): number {
+    return this.items.length;
+  }
+  push(t: Transition): void {
+    if (this.items.length < this.capacity) this.items.push(t);
+    else this.items[this.next] = t;
+    this.next = (this.next + 1) % this.capacity;
+  }
+  sample(n: number, random: () => number): Transition[] {
+    const out: Transition[] = [];
+    for (let i = 0; i < n; i++) out.push(this.items[Math.floor(random() * this.items.length)]!);
+    return out;
+  }
+}
+
+export interface DqnOptions {
+  readonly sizes: readonly number[];
+  readonly lr?: number;
+  readonly batch?: number;
+  readonly bufferSize?: number;
+  /** Gradient steps between target-network syncs. */
+  readonly targetEvery?: number;
+}
+
+export class DoubleDqn {
+  readonly online: Mlp;
+  readonly target: Mlp;
+  readonly buffer: ReplayBuffer;
+  private readonly lr: number;
+  private readonly batch: number;
+  private readonly targetEvery: number;
+  private steps = 0;
+  private readonly dOut: Float64Array;
+
+  constructor(
+    opts: DqnOptions,
+    private readonly random: () => number,
+  ) {
+    this.online = new Mlp(opts.sizes, random);
+    this.target = new Mlp(opts.sizes, random);
+    this.target.copyFrom(this.online);
+    this.buffer = new ReplayBuffer(opts.bufferSize ?? 50000);
+    this.lr = opts.lr ?? 1e-3;
+    this.batch = opts.batch ?? 512;
+    this.targetEvery = opts.targetEvery ?? 200;
+    this.dOut = new Float64Array(opts.sizes[opts.sizes.length - 1]!);
+  }
+
+  get actions(): number {
+    return this.dOut.length;
+  }
+
+  /** argmax_a Q(s, a) over allowed actions (all when `allowed` is undefined); ties: lowest. */
+  greedy(s: ArrayLike<number>, allowed?: (a: number) => boolean): number {
+    const q = this.online.forward(s);
+    let best = -1;
+    for (let a = 0; a < q.length; a++)
+      if ((allowed === undefined || allowed(a)) && (best < 0 || q[a]! > q[best]!)) best = a;
+    return Math.max(0, best);
+  }
+
+  /** ε-greedy with the seeded generator. */
+  act(s: ArrayLike<number>, epsilon: number, allowed?: (a: number) => boolean): number {
+    if (this.random() < epsilon) {
+      const n = this.actions;
+      for (let tries = 0; tries < 4 * n; tries++) {
+        const a = Math.floor(this.random() * n);
+        if (allowed === undefined || allowed(a)) return a;
+      }
+    }
+    return this.greedy(s, allowed);
+  }
+
+  /** Double-DQN target for one transition: r + γ · Q_target(s2, argmax_a Q_online(s2, a)). */
+  targetOf(t: Transition): number {
+    if (t.s2 === undefined) return t.r;
+    const a2 = this.greedy(t.s2);
+    return t.r + t.gamma * this.target.forward(t.s2)[a2]!;
+  }
+
+  /** One minibatch gradient step (Huber loss); returns the mean loss, or NaN when the buffer is short. */
+  learn(): number {
+    if (this.buffer.size < Math.min(this.batch, 64)) return NaN;
+    const batch = this.buffer.sample(this.batch, this.random);
+    let loss = 0;
+    for (const t of batch) {
+      const y = this.targetOf(t);
+      const q = this.online.forward(t.s);
+      const err = q[t.a]! - y;
+      loss += Math.abs(err) <= 1 ? 0.5 * err * err : Math.abs(err) - 0.5;
+      this.dOut.fill(0);
+      this.dOut[t.a] = Math.max(-1, Math.min(1, err)); // Huber gradient
+      this.online.backward(this.dOut);
+    }
+    this.online.adam(this.lr, 1 / batch.length);
+    if (++this.steps % this.targetEvery === 0) this.target.copyFrom(this.online);
+    return loss / batch.length;
+  }
+
+  toJSON(): MlpJson {
+    return this.online.toJSON();
+  }
+}
