@@ -98,6 +98,9 @@ export function validateProfile(p: EngineProfile): void {
     throw new RangeError('engine profile: maxBatchedTokens must be an integer > 0');
 }
 
+/** advance()'s answer when nothing happened: one shared, frozen empty array (no allocation). */
+const NO_EVENTS = Object.freeze([]) as unknown as EngineEvent[];
+
 /** vLLM's max_num_batched_tokens default with chunked prefill enabled. */
 const DEFAULT_CHUNK_BUDGET = 512;
 
@@ -129,6 +132,8 @@ export class EngineModel {
   private pendingStart: number | undefined;
   /** Events of an iteration started outside advance() (from nextEventTime), handed out by the next advance(). */
   private pendingEvents: EngineEvent[] = [];
+  /** advance()'s event buffer, empty between calls. */
+  private readonly scratch: EngineEvent[] = [];
   private queries = 0;
   private hits = 0;
   private completed = 0;
@@ -283,8 +288,13 @@ export class EngineModel {
 
   /** Run every iteration that ends at or before `now`, in order; returns their events in time order. */
   advance(now: number): EngineEvent[] {
-    const out = this.pendingEvents;
-    this.pendingEvents = [];
+    // Events collect in a reused array, copied out only when there are some: the simulator calls
+    // this at every iteration end, most of which report nothing when token events are off.
+    const out = this.scratch;
+    if (this.pendingEvents.length > 0) {
+      for (const e of this.pendingEvents) out.push(e);
+      this.pendingEvents = [];
+    }
     while (true) {
       if (this.iterEnd === undefined) {
         if (this.pendingStart === undefined || this.pendingStart > now) break;
@@ -294,7 +304,7 @@ export class EngineModel {
       if (this.iterEnd > now) break;
       this.finishIteration(out);
     }
-    return out;
+    return out.length === 0 ? NO_EVENTS : out.splice(0);
   }
 
   stats(): EngineStats {
@@ -509,7 +519,7 @@ export class EngineModel {
         run[keep++] = s;
       }
     }
-    run.length = keep;
+    if (keep !== run.length) run.length = keep;
     if (this.sharing) {
       this.preemptOverflow();
       this.trimCache();

@@ -19,6 +19,8 @@ export class PrefixCache {
   /** Node → the next less / more recently used node (NONE at the ends). */
   private prev: Int32Array;
   private next: Int32Array;
+  /** Node → the table slot holding it (kept up to date as deletions shift entries). */
+  private slotOf: Int32Array;
   /** Slot → node + 1 (0: empty). Power-of-two size, at least twice the node pool. */
   private table: Int32Array;
   private mask: number;
@@ -38,6 +40,7 @@ export class PrefixCache {
     this.keys = new Float64Array(nodes);
     this.prev = new Int32Array(nodes);
     this.next = new Int32Array(nodes);
+    this.slotOf = new Int32Array(nodes);
     const bits = Math.max(2, Math.ceil(Math.log2(nodes * 2)));
     this.table = new Int32Array(1 << bits);
     this.mask = (1 << bits) - 1;
@@ -129,6 +132,7 @@ export class PrefixCache {
     let i = this.home(this.keys[node]!);
     while (t[i] !== 0) i = (i + 1) & this.mask;
     t[i] = node + 1;
+    this.slotOf[node] = i;
   }
 
   /** Empty `slot`, shifting later entries of its probe run back so every key stays findable. */
@@ -146,6 +150,7 @@ export class PrefixCache {
       const stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
       if (!stays) {
         t[hole] = v;
+        this.slotOf[v - 1] = hole;
         hole = j;
       }
     }
@@ -154,7 +159,7 @@ export class PrefixCache {
 
   private evictOldest(): void {
     const node = this.head;
-    this.removeSlot(this.find(this.keys[node]!));
+    this.removeSlot(this.slotOf[node]!);
     this.unlink(node);
     this.freeList.push(node);
     this.count--;
@@ -175,6 +180,7 @@ export class PrefixCache {
     prev.set(this.prev);
     const next = new Int32Array(nodes);
     next.set(this.next);
+    this.slotOf = new Int32Array(nodes); // every node is placed again below
     this.keys = keys;
     this.prev = prev;
     this.next = next;
