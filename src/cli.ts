@@ -77,7 +77,16 @@ program
   .description('three emulated engines of unequal speed behind the router, with a workload running')
   .option('--port <port>', 'router port', int('--port', 0, 65535), 8080)
   .option('--no-load', 'do not send a background workload')
-  .action(async (o: { port: number; load: boolean }) => {
+  .option(
+    '--regions <n>',
+    'instead: n routers, one per region, forwarding to each other (2-5)',
+    int('--regions', 2, 5),
+  )
+  .action(async (o: { port: number; load: boolean; regions?: number }) => {
+    if (o.regions !== undefined) {
+      const { runRegionsDemo } = await import('./commands/demo-regions.js');
+      return runRegionsDemo({ port: o.port, load: o.load, regions: o.regions });
+    }
     const { runDemo } = await import('./commands/demo.js');
     await runDemo(o);
   });
