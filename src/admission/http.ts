@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import { LeaseNotFoundError, QuotaError, TooLargeError, UnknownModelError } from '../core/quota/index.js';
-import { isJsonContentType } from '../proxy/admin-auth.js';
-import { BodyTooLarge, readBody } from '../proxy/body.js';
-import { sendError, sendJson, type ErrorFormat } from '../proxy/errors.js';
+import { isJsonContentType } from '../http/body.js';
+import { BodyTooLarge, readBody } from '../http/body.js';
+import { sendError, sendJson, type ErrorFormat } from '../http/errors.js';
 import { describeIssues, quotaPatchBody, scheduleBody, taskBody } from './bodies.js';
 import type { Admission } from './service.js';
 

@@ -1,7 +1,7 @@
 /** Small node:http helpers for the emulated engine: JSON bodies in, JSON and API-format errors out. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 // The router's error bodies: the emulated engine answers in the same API formats.
-import { errorBody } from '../proxy/errors.js';
+import { errorBody } from '../http/errors.js';
 import type { ErrorFormat } from './wire.js';
 
 export type Obj = Record<string, unknown>;

@@ -4,7 +4,7 @@
  * chunks of one response share.
  */
 
-import { ResponseEvents, responseObject, type ResponseShape } from '../proxy/responses.js';
+import { ResponseEvents, responseObject, type ResponseShape } from '../http/responses.js';
 
 export type EndpointKind =
   'ollama-generate' | 'ollama-chat' | 'openai-completions' | 'openai-chat' | 'openai-responses';

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import type { AdminSettings } from '../config/schema.js';
-import { sendError } from './errors.js';
+import { sendError } from '../http/errors.js';
 
 /**
  * Who may use /admin (docs/security.md). Closed by default: with neither `admin.token` nor
@@ -108,7 +108,3 @@ export function dashboardAllowed(req: IncomingMessage, admin: AdminSettings | un
 }
 
 /** A JSON body's content type (`application/json`, parameters allowed); 415 is sent otherwise. */
-export function isJsonContentType(req: IncomingMessage): boolean {
-  const ct = req.headers['content-type'];
-  return ct !== undefined && /^application\/json\s*(;|$)/i.test(ct.trim());
-}

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isJsonContentType } from './admin-auth.js';
-import { readBody, BodyTooLarge } from './body.js';
-import { sendError, sendJson } from './errors.js';
+import { isJsonContentType } from '../http/body.js';
+import { readBody, BodyTooLarge } from '../http/body.js';
+import { sendError, sendJson } from '../http/errors.js';
 
 /** What the admin API can change; the Router implements it (and hot reload uses the same calls). */
 export interface AdminTarget {

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Scheduler } from '../core/scheduler.js';
 import type { BackendRuntime, Fleet } from '../fleet/fleet.js';
-import { sendError, sendJson } from './errors.js';
+import { sendError, sendJson } from '../http/errors.js';
 
 export interface FleetRouteHost {
   readonly scheduler: Scheduler;

@@ -17,7 +17,7 @@ import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
 import { admitAdmin, dashboardAllowed, isLoopback } from './admin-auth.js';
 import { Cooldowns } from './cooldowns.js';
 import { DecisionLog, DecisionWaiters } from './decision-log.js';
-import { sendError, sendJson, type ErrorFormat } from './errors.js';
+import { sendError, sendJson, type ErrorFormat } from '../http/errors.js';
 import { AttemptBook, Flight, now, type FederationHook } from './flight.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';

@@ -1,6 +1,6 @@
 import { flattenMessages, promptText } from '../core/prompt.js';
 import type { ApiKind } from '../core/types.js';
-import { responsesPromptText } from './responses.js';
+import { responsesPromptText } from '../http/responses.js';
 import type { OllamaKind, TranslateKind } from './translate.js';
 
 /** A client endpoint the router schedules and forwards. */

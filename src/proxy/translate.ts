@@ -8,8 +8,8 @@
  */
 
 import type { ApiKind } from '../core/types.js';
-import { errorBody, streamErrorChunk, type ErrorFormat } from './errors.js';
-import { ChatSseToResponses, chatToResponse, responsesToChat } from './responses.js';
+import { errorBody, streamErrorChunk, type ErrorFormat } from '../http/errors.js';
+import { ChatSseToResponses, chatToResponse, responsesToChat } from '../http/responses.js';
 
 export type OllamaKind = 'generate' | 'chat';
 

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { streamErrorChunk, type ErrorFormat } from './errors.js';
+import { streamErrorChunk, type ErrorFormat } from '../http/errors.js';
 import { upstreamTranslation, type OllamaKind, type StreamConverter, type Translation } from './translate.js';
 import { TailBuffer, responseUsage, type Usage } from './usage.js';
 

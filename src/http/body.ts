@@ -1,4 +1,11 @@
+/** Request bodies, shared by the router, the admission API and the emulated engine. */
 import type { IncomingMessage } from 'node:http';
+
+/** A JSON body: state-changing routes refuse others (a cross-site form cannot send JSON). */
+export function isJsonContentType(req: IncomingMessage): boolean {
+  const ct = req.headers['content-type'];
+  return ct !== undefined && /^application\/json\s*(;|$)/i.test(ct.trim());
+}
 
 export class BodyTooLarge extends Error {}
 
