@@ -180,6 +180,29 @@ program
     });
   });
 
+program
+  .command('profile')
+  .description(
+    'measure an engine profile (for simulate and whatif --profile) from a live backend or a capture',
+  )
+  .option('--backend <url>', 'probe this backend (about 20 requests)')
+  .option('--model <name>', 'model to probe')
+  .option('--api <api>', 'ollama | openai', 'ollama')
+  .option('--trace <file>', 'instead: derive per-backend profiles from an llmlb capture')
+  .option('--time-scale <k>', 'model seconds per real second of an emulated engine', positive('--time-scale'))
+  .option('--out <file>', 'profile file to write', 'profile.yaml')
+  .action(async (o: Record<string, string | number | undefined>) => {
+    const { runProfileCommand } = await import('./commands/profile.js');
+    await runProfileCommand({
+      backend: o.backend as string | undefined,
+      model: o.model as string | undefined,
+      api: o.api as string | undefined,
+      trace: o.trace as string | undefined,
+      timeScale: o.timeScale as number | undefined,
+      out: o.out as string,
+    });
+  });
+
 // Backlog solver (issue 7): a PostgreSQL task table drained through the admission API.
 const tasks = program
   .command('tasks')
