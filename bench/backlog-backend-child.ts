@@ -1,6 +1,6 @@
 /** The emulated models backend in its own process, so the bench's database work cannot delay its timers. */
-import { startModelsBackend } from '../src/tasks/backlog/models-backend.js';
-import { BACKLOG_MODELS } from '../src/tasks/backlog/scenario.js';
+import { startModelsBackend } from '../src/sim/backlog/models-backend.js';
+import { BACKLOG_MODELS } from '../src/sim/backlog/scenario.js';
 
 const timeScale = Number(process.argv[2] ?? 20);
 const be = await startModelsBackend({ models: BACKLOG_MODELS, timeScale });

@@ -1,5 +1,5 @@
 import { formatTable } from '../src/report/table.js';
-import type { PipelineResult } from '../src/tasks/backlog/simulate.js';
+import type { PipelineResult } from '../src/sim/backlog/simulate.js';
 
 /** One pipeline's figures, as printed side by side. */
 export interface Row {

@@ -10,8 +10,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatTable } from '../src/report/table.js';
 import { table, type Row } from './backlog-table.js';
-import { BACKLOG_MODELS, backlogPrompts } from '../src/tasks/backlog/scenario.js';
-import { simulateAsIs, simulateLlmlb, type PipelineResult } from '../src/tasks/backlog/simulate.js';
+import { BACKLOG_MODELS, backlogPrompts } from '../src/sim/backlog/scenario.js';
+import { simulateAsIs, simulateLlmlb, type PipelineResult } from '../src/sim/backlog/simulate.js';
 
 const N = Number(process.env.BACKLOG_TASKS ?? 2000);
 const OUT = process.env.BACKLOG_OUT ?? 'bench-out/backlog';

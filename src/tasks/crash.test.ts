@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { BACKENDS, TEST_DATABASE_URL, uniqueSchema, type Backend } from './testing.js';
 import { migrate, pgSql, pgliteSql, type Sql } from './sql.js';
 import { TaskStore } from './store.js';
-import { startModelsBackend } from './backlog/models-backend.js';
-import { BACKLOG_MODELS } from './backlog/scenario.js';
+import { startModelsBackend } from '../sim/backlog/models-backend.js';
+import { BACKLOG_MODELS } from '../sim/backlog/scenario.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const N = 60;

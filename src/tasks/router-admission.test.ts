@@ -13,9 +13,9 @@ import { OpenAiCaller } from './caller.js';
 import { Solver } from './solver.js';
 import { TaskStore } from './store.js';
 import { BACKENDS, testSql } from './testing.js';
-import { countViolations } from './backlog/meter.js';
-import { startModelsBackend } from './backlog/models-backend.js';
-import { BACKLOG_MODELS } from './backlog/scenario.js';
+import { countViolations } from '../sim/backlog/meter.js';
+import { startModelsBackend } from '../sim/backlog/models-backend.js';
+import { BACKLOG_MODELS } from '../sim/backlog/scenario.js';
 
 const MODELS = BACKLOG_MODELS.slice(0, 3);
 const QUOTAS = {

@@ -5,8 +5,8 @@ import { OpenAiCaller } from './caller.js';
 import { Solver } from './solver.js';
 import { TaskStore } from './store.js';
 import { BACKENDS, testSql } from './testing.js';
-import { startModelsBackend } from './backlog/models-backend.js';
-import { BACKLOG_MODELS } from './backlog/scenario.js';
+import { startModelsBackend } from '../sim/backlog/models-backend.js';
+import { BACKLOG_MODELS } from '../sim/backlog/scenario.js';
 
 test('admission replies are checked: a malformed one is an error, not a NaN sleep', () => {
   assert.deepEqual(parseSchedule({ wait_for_ms: 120 }), { wait_for_ms: 120 });

@@ -8,7 +8,7 @@
 import { createRng } from '../../core/rng.js';
 import { QuotaBook } from '../../core/quota/book.js';
 import type { QuotaLimits } from '../../core/quota/limits.js';
-import { EventHeap } from '../../sim/event-heap.js';
+import { EventHeap } from '../event-heap.js';
 import { countViolations, type CallRecord, type Violations } from './meter.js';
 import { estimatedTokens, latencyS, outputTokens, promptTokens, type BacklogModel } from './scenario.js';
 
