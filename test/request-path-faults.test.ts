@@ -228,7 +228,7 @@ test('300 streams held at once all reach an uncapped backend, and its probes sti
   const upUrl = `http://127.0.0.1:${(up.address() as AddressInfo).port}`;
   const { router: r, url } = await router(
     settings([backend('only', upUrl)], {
-      health: { failuresToEject: 1, probeIntervalMs: 100, probeTimeoutMs: 300, scrapeIntervalMs: 100 },
+      health: { failuresToEject: 2, probeIntervalMs: 100, probeTimeoutMs: 2000, scrapeIntervalMs: 100 },
     }),
   );
   const agent = new Agent({ connections: null });

@@ -1,36 +1,30 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
-import { backendRefs, createPolicy } from '../core/policies/index.js';
-import { PolicySpecError, parsePolicySpec, type PolicySpec } from '../config/policy-spec.js';
+import { createPolicy } from '../core/policies/index.js';
 import type { Decision, Policy } from '../core/types.js';
 import { Fleet, type BackendConfig, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
 import { LiveStats } from '../dashboard/live-stats.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
-import { handleAdmission } from '../admission/http.js';
 import { Admission } from '../admission/service.js';
-import { AdminError, handleAdmin, type AdminTarget } from './admin.js';
-import { admitAdmin, dashboardAllowed, isLoopback } from './admin-auth.js';
+import { dashboardAllowed, isLoopback } from './admin-auth.js';
 import { Cooldowns } from './cooldowns.js';
 import { DecisionLog, DecisionWaiters } from './decision-log.js';
-import { sendError, sendJson, type ErrorFormat } from '../http/errors.js';
-import { AttemptBook, Flight, now, type FederationHook } from './flight.js';
+import { AttemptBook, now, type FederationHook } from './flight.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
 import { PeerProber } from '../federation/prober.js';
-import { handlePeerStatus } from '../federation/status-handler.js';
-import { PEER_STATUS_PATH, type PeerStatus } from '../federation/types.js';
+import type { PeerStatus } from '../federation/types.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
 import { SharedView } from '../state/shared-view.js';
 import { Redis } from 'ioredis';
 import { Gauge } from 'prom-client';
 import { hostname } from 'node:os';
-import { handleFleetRoute } from './fleet-routes.js';
-import { PROXY_ROUTES, type ProxyRoute } from './routes.js';
+import { HttpFront } from './http-front.js';
+import { RouterAdmin } from './router-admin.js';
 import { StallWatch } from './stall-watch.js';
 import { TraceCapture } from '../trace/capture.js';
 
@@ -47,14 +41,7 @@ export type RouterSettings = RouterConfig;
 /** Parses one backend entry the way the config file does (admin API adds backends with it). */
 export type BackendParser = (body: unknown) => BackendConfig;
 
-const BackendPatch = z.strictObject({
-  weight: z.number().positive().optional(),
-  maxConcurrency: z.number().int().positive().nullable().optional(),
-  region: z.string().min(1).optional(),
-  models: z.array(z.string().min(1)).min(1).optional(),
-});
-
-export class Router implements AdminTarget {
+export class Router {
   readonly scheduler: Scheduler;
   readonly fleet: Fleet;
   readonly metrics: RouterMetrics;
@@ -82,13 +69,16 @@ export class Router implements AdminTarget {
   private readonly sharedRedis: Redis | undefined;
   private nextId = 0;
   private expireTimer: NodeJS.Timeout | undefined;
-  private readonly startedAt = Date.now();
+  readonly startedAt = Date.now();
+  /** The admin API's operations (and hot reload's). */
+  readonly adminOps = new RouterAdmin(this);
+  private readonly front = new HttpFront(this);
 
   constructor(
     public settings: RouterSettings,
     readonly log: Logger,
-    private readonly random: () => number = Math.random,
-    private readonly parseBackend?: BackendParser,
+    readonly random: () => number = Math.random,
+    readonly parseBackend?: BackendParser,
   ) {
     this.decisionLog = new DecisionLog(this.waiters, log, now);
     this.capture = settings.trace
@@ -187,9 +177,9 @@ export class Router implements AdminTarget {
     // Node checks request timeouts every connectionsCheckingInterval (30 s by default): often
     // enough that a slow body is cut near its limit.
     const serverOptions = { connectionsCheckingInterval: Math.min(1000, bodyMs / 2) };
-    this.server = createServer(serverOptions, (req, res) => this.handle(req, res, false));
+    this.server = createServer(serverOptions, (req, res) => this.front.handle(req, res, false));
     if (settings.admin?.listen) {
-      this.adminServer = createServer((req, res) => this.handle(req, res, true));
+      this.adminServer = createServer((req, res) => this.front.handle(req, res, true));
       this.adminServer.requestTimeout = 30_000;
     }
     this.server.keepAliveTimeout = 65_000;
@@ -287,281 +277,13 @@ export class Router implements AdminTarget {
     await this.capture?.close();
   }
 
-  private handle(req: IncomingMessage, res: ServerResponse, onAdminListener: boolean): void {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q >= 0 ? url.slice(0, q) : url;
-    if (path === '/admin' || path.startsWith('/admin/'))
-      return this.admin(req, res, path, url, q, onAdminListener);
-    if (onAdminListener && !ADMIN_LISTENER_PATHS.test(path))
-      return sendError(
-        res,
-        'openai',
-        404,
-        `the admin listener serves /admin, /dashboard, /healthz and /metrics only`,
-        'not_found',
-      );
-    // HEAD is GET without the body (node drops it for a HEAD request): every GET route answers it.
-    // Not the dashboard's: it answers HEAD itself (as GET, its event stream would never end).
-    if (req.method === 'HEAD' && !path.startsWith('/dashboard')) req.method = 'GET';
-    if (handleFleetRoute(req, res, path, this)) return;
-    const route = PROXY_ROUTES.get(path);
-    if (route) {
-      if (req.method !== 'POST') return this.methodNotAllowed(res, path, 'POST');
-      void this.proxy(req, res, route).catch((err: unknown) => {
-        this.log.error({ err }, 'proxy failure');
-        sendError(res, route.api, 500, 'internal error', 'internal_error');
-      });
-      return;
-    }
-    const get = (fn: () => void): void =>
-      req.method === 'GET' ? fn() : this.methodNotAllowed(res, path, 'GET');
-    // Served by a router with a region (its peers probe it); elsewhere it does not exist.
-    if (path === PEER_STATUS_PATH && this.settings.region !== undefined)
-      return get(() => handlePeerStatus(req, res, () => this.peerStatus()));
-    switch (path) {
-      case '/healthz':
-        return get(() => this.healthz(res));
-      case '/metrics':
-        return get(() => {
-          this.sendMetrics(res).catch((err: unknown) => {
-            this.log.error({ err }, 'metrics answer failed');
-            if (!res.headersSent) res.writeHead(500);
-            res.end();
-          });
-        });
-      case '/api/tags':
-        return get(() => this.tags(res));
-      case '/api/version':
-        return get(() => this.version(res));
-      case '/v1/models':
-        return get(() => this.models(res));
-      default:
-        if (handleAdmission(req, res, path, this.admission)) return;
-        if (this.dashboard.handle(req, res, path)) return;
-        return sendError(
-          res,
-          formatOf(path),
-          404,
-          `no route for ${req.method ?? 'GET'} ${path}`,
-          'not_found',
-        );
-    }
-  }
-
-  /** /admin/*: let in by admin-auth.ts (token, listener, CSRF), then the quota or fleet routes. */
-  private admin(
-    req: IncomingMessage,
-    res: ServerResponse,
-    path: string,
-    url: string,
-    q: number,
-    onAdminListener: boolean,
-  ): void {
-    if (!admitAdmin(req, res, this.settings.admin, onAdminListener)) return;
-    if (handleAdmission(req, res, path, this.admission)) return;
-    void handleAdmin(req, res, path, new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''), this).catch(
-      (err: unknown) => {
-        this.log.error({ err }, 'admin failure');
-        sendError(res, 'openai', 500, 'internal error', 'internal_error');
-      },
-    );
-  }
-
-  private methodNotAllowed(res: ServerResponse, path: string, allow: string): void {
-    sendError(res, formatOf(path), 405, `method not allowed; use ${allow}`, 'method_not_allowed', { allow });
-  }
-
-  backendsState(): unknown {
-    return {
-      policy: this.scheduler.policyName,
-      queued: this.scheduler.queueLength,
-      backends: this.scheduler.backendViews().map((b) => {
-        const rt = this.fleet.get(b.name);
-        return {
-          name: b.name,
-          url: rt?.config.url,
-          api: b.api,
-          models: [...b.models],
-          healthy: b.healthy,
-          draining: b.draining,
-          inFlight: b.inFlight,
-          maxConcurrency: Number.isFinite(b.maxConcurrency) ? b.maxConcurrency : null,
-          weight: b.weight,
-          region: b.region ?? null,
-          queued: this.scheduler.queueLength,
-          consecutiveFailures: rt?.failures ?? 0,
-          lastError: rt?.lastError ?? null,
-          metrics: b.metrics ?? null,
-          loadedModels: b.loadedModels ? [...b.loadedModels] : null,
-          estimates: this.scheduler.describe(b.name),
-        };
-      }),
-    };
-  }
-
-  async addBackend(body: unknown): Promise<void> {
-    if (!this.parseBackend) throw new AdminError(400, 'adding backends is not enabled on this router');
-    let cfg: BackendConfig;
-    try {
-      cfg = this.parseBackend(body);
-    } catch (err) {
-      throw new AdminError(400, (err as Error).message);
-    }
-    if (this.fleet.get(cfg.name)) throw new AdminError(409, `backend '${cfg.name}' already exists`);
-    await this.fleet.add(cfg);
-    this.log.info({ backend: cfg.name, url: cfg.url }, 'backend added');
-  }
-
-  updateBackend(name: string, body: unknown): void {
-    if (!this.scheduler.backend(name)) throw new AdminError(404, `unknown backend '${name}'`);
-    const r = BackendPatch.safeParse(body);
-    if (!r.success) {
-      throw new AdminError(
-        400,
-        r.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; '),
-      );
-    }
-    const { maxConcurrency, ...rest } = r.data;
-    const patch = {
-      ...rest,
-      ...(maxConcurrency !== undefined ? { maxConcurrency: maxConcurrency ?? Infinity } : {}),
-    };
-    this.apply(this.scheduler.updateBackend(name, patch, now()));
-    this.log.info({ backend: name, patch: r.data }, 'backend updated');
-  }
-
-  drainBackend(name: string, draining: boolean): void {
-    if (!this.scheduler.backend(name)) throw new AdminError(404, `unknown backend '${name}'`);
-    this.apply(this.scheduler.setDraining(name, draining, now()));
-    this.log.info({ backend: name, draining }, draining ? 'backend draining' : 'backend undrained');
-  }
-
-  removeBackend(name: string): void {
-    if (!this.fleet.get(name)) throw new AdminError(404, `unknown backend '${name}'`);
-    if (backendRefs(this.settings.policy).includes(name))
-      throw new AdminError(
-        409,
-        `policy '${this.settings.policy.name}' is pinned to '${name}': change the policy first`,
-      );
-    this.fleet.remove(name);
-    this.log.info({ backend: name }, 'backend removed');
-  }
-
-  /**
-   * Body: `{"policy": "least-connections"}`, `{"policy": {"name": "estimated-wait", "alpha": 0.3}}`
-   * or the object itself, `{"name": "pinned", "backend": "a"}` (the config file's shape).
-   */
-  setPolicy(body: unknown): void {
-    const obj = body && typeof body === 'object' && !Array.isArray(body) ? (body as object) : undefined;
-    const raw = obj && Object.hasOwn(obj, 'policy') ? (obj as { policy?: unknown }).policy : obj;
-    let spec: PolicySpec;
-    try {
-      spec = parsePolicySpec(raw);
-    } catch (err) {
-      if (!(err instanceof PolicySpecError)) throw err;
-      const at = err.path.length > 0 ? `policy.${err.path.join('.')}: ` : 'policy: ';
-      throw new AdminError(400, `${at}${err.message}`);
-    }
-    const known = new Set(this.fleet.all().map((rt) => rt.config.name));
-    const unknown = backendRefs(spec).filter((b) => !known.has(b));
-    if (unknown.length > 0)
-      throw new AdminError(
-        400,
-        `policy '${spec.name}' names unknown backend '${unknown.join("', '")}' (known: ${[...known].join(', ') || 'none'})`,
-      );
-    let policy;
-    try {
-      policy = this.explained(createPolicy(spec, this.random, this.settings.scheduling));
-    } catch (err) {
-      throw new AdminError(400, (err as Error).message);
-    }
-    this.settings = { ...this.settings, policy: { name: spec.name, params: spec.params ?? {} } };
-    this.apply(this.scheduler.setPolicy(policy, now()));
-    this.log.info({ policy: spec.name }, 'policy changed');
-  }
-
-  /**
-   * Apply a new, already validated configuration without a restart: backends added, removed or
-   * changed in place (in-flight requests and estimates kept for those that remain), the policy
-   * swapped only if it changed, other settings replaced. The listen address needs a restart.
-   */
-  async reconfigure(next: RouterSettings): Promise<string[]> {
-    const changes: string[] = [];
-    const prev = this.settings;
-    if (next.server.host !== prev.server.host || next.server.port !== prev.server.port) {
-      this.log.warn('server.host/port changes take effect after a restart');
-    }
-    const wanted = new Map(next.backends.map((b) => [b.name, b]));
-    for (const rt of this.fleet.all()) {
-      const want = wanted.get(rt.config.name);
-      if (
-        !want ||
-        want.url !== rt.config.url ||
-        want.api !== rt.config.api ||
-        (want.models === undefined) !== (rt.config.models === undefined)
-      ) {
-        this.fleet.remove(rt.config.name);
-        changes.push(`removed ${rt.config.name}`);
-      }
-    }
-    for (const b of next.backends) {
-      const rt = this.fleet.get(b.name);
-      if (!rt) {
-        await this.fleet.add(b);
-        changes.push(`added ${b.name}`);
-        continue;
-      }
-      const view = this.scheduler.backend(b.name);
-      if (
-        view &&
-        (view.weight !== b.weight ||
-          view.maxConcurrency !== b.maxConcurrency ||
-          view.region !== b.region ||
-          (b.models !== undefined && !sameSet(view.models, b.models)))
-      ) {
-        this.apply(
-          this.scheduler.updateBackend(
-            b.name,
-            {
-              weight: b.weight,
-              maxConcurrency: b.maxConcurrency,
-              region: b.region,
-              ...(b.models ? { models: b.models } : {}),
-            },
-            now(),
-          ),
-        );
-        rt.config = b;
-        changes.push(`updated ${b.name}`);
-      }
-    }
-    this.settings = next;
-    if (
-      next.policy.name !== prev.policy.name ||
-      JSON.stringify(next.policy.params) !== JSON.stringify(prev.policy.params) ||
-      JSON.stringify(next.scheduling) !== JSON.stringify(prev.scheduling)
-    ) {
-      this.apply(
-        this.scheduler.setPolicy(
-          this.explained(createPolicy(next.policy, this.random, next.scheduling)),
-          now(),
-        ),
-      );
-      changes.push(`policy ${next.policy.name}`);
-    }
-    this.scheduler.setMaxQueueLength(next.queue.maxLength);
-    this.log.level = next.log.level;
-    changes.push(...(await this.admission.reconfigure(next)));
-    return changes;
-  }
-
-  decisions(limit: number): unknown {
-    return this.decisionLog.list(limit);
+  /** Apply a new, already validated configuration without a restart (see RouterAdmin). */
+  reconfigure(next: RouterSettings): Promise<string[]> {
+    return this.adminOps.reconfigure(next);
   }
 
   /** Hooks a new policy's explanations into the decision log. */
-  private explained(policy: Policy): Policy {
+  explained(policy: Policy): Policy {
     // With a shared view, in-flight-counting policies see the other routers' requests too.
     const view = this.sharedView;
     return this.decisionLog.explained(view ? withSharedView(policy, view.othersOf) : policy);
@@ -581,65 +303,7 @@ export class Router implements AdminTarget {
       this.giveUpOn(s.backend, `backend ${s.backend} made no progress for ${Math.round(s.silentMs)} ms`);
     }
   }
-
-  private healthz(res: ServerResponse): void {
-    const views = this.scheduler.backendViews();
-    const healthy = views.filter((b) => b.healthy && !b.draining).length;
-    sendJson(res, 200, {
-      status: 'ok',
-      backends: views.length,
-      healthy,
-      uptimeS: (Date.now() - this.startedAt) / 1000,
-    });
-  }
-
-  /** Never rejects: a collector that throws (a quota store read) is a 500, not an un-caught promise. */
-  private async sendMetrics(res: ServerResponse): Promise<void> {
-    let text: string;
-    try {
-      text = await this.metrics.registry.metrics();
-    } catch (err) {
-      this.log.error({ err }, 'metrics collection failed');
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
-      res.end(`metrics collection failed: ${(err as Error).message}\n`);
-      return;
-    }
-    res.writeHead(200, { 'content-type': this.metrics.registry.contentType });
-    res.end(text);
-  }
-
-  private tags(res: ServerResponse): void {
-    const seen = new Map<string, unknown>();
-    for (const rt of this.fleet.all()) {
-      if (!this.scheduler.backend(rt.config.name)?.healthy) continue;
-      for (const t of rt.tags) if (!seen.has(t.name)) seen.set(t.name, t);
-    }
-    sendJson(res, 200, { models: [...seen.values()] });
-  }
-
-  private version(res: ServerResponse): void {
-    const v = this.fleet.all().find((rt) => rt.version !== undefined)?.version;
-    sendJson(res, 200, { version: v ?? '0.0.0' });
-  }
-
-  private models(res: ServerResponse): void {
-    const data = [...this.scheduler.models()]
-      .sort()
-      .map((id) => ({ id, object: 'model', created: 0, owned_by: 'llmlb' }));
-    sendJson(res, 200, { object: 'list', data });
-  }
-
-  private proxy(req: IncomingMessage, res: ServerResponse, route: ProxyRoute): Promise<void> {
-    return new Flight(this, req, res, route).run();
-  }
 }
-
-function sameSet(a: ReadonlySet<string>, b: readonly string[]): boolean {
-  return a.size === new Set(b).size && b.every((x) => a.has(x));
-}
-
-/** What the admin listener serves besides /admin. */
-const ADMIN_LISTENER_PATHS = /^\/(dashboard(\/.*)?|healthz|metrics)$/;
 
 async function listenOn(server: Server, host: string, port: number): Promise<string> {
   await new Promise<void>((resolve, reject) => {
@@ -652,10 +316,6 @@ async function listenOn(server: Server, host: string, port: number): Promise<str
   const addr = server.address() as AddressInfo;
   const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   return `http://${h}:${addr.port}`;
-}
-
-function formatOf(path: string): ErrorFormat {
-  return path.startsWith('/v1/') ? 'openai' : 'ollama';
 }
 
 export type { BackendRuntime };
