@@ -289,6 +289,16 @@ for (const spec of sc.policies) {
       `event-loop delay p99 ${r.loopDelayP99Ms.toFixed(1)} ms real = ${((r.loopDelayP99Ms * TIME_SCALE) / 1000).toFixed(2)} s model`,
   );
 }
+// A starved event loop delays every client, router and engine alike: past one cross-region round
+// trip in model time, live latencies say more about the machine than about federation.
+const starved = sc.policies.filter(
+  (p) => (live.get(p.name)!.run.loopDelayP99Ms * TIME_SCALE) / 1000 > 2 * sc.regions!.oneWayS('us', 'eu'),
+);
+if (starved.length > 0)
+  console.log(
+    `WARNING: event-loop delay p99 above one cross-region round trip (model time) under ${starved.map((p) => p.name).join(', ')}: ` +
+      'the machine was too busy for these live figures; rerun on a quiet one or with a lower BENCH_FED_TIME_SCALE',
+  );
 console.log(
   `load average before ${load0}, after ${loadavg()[0]!.toFixed(1)} (1 min; ${availableParallelism()} cores)`,
 );

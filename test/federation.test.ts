@@ -5,9 +5,10 @@
  * replicas full" is one long request away.
  */
 import assert from 'node:assert/strict';
-import { createServer as createTcpServer, connect, type Server as TcpServer, type Socket } from 'node:net';
+import { createServer as createTcpServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { EngineServer } from '../src/engine/server.js';
+import { startDelayingHop, type DelayingHop } from '../src/federation/delaying-hop.js';
 import { HOP_HEADER } from '../src/federation/types.js';
 import { silentLogger } from '../src/log.js';
 import { Router } from '../src/proxy/router.js';
@@ -15,30 +16,6 @@ import { backend, engine, fastProfile, post, settings, waitFor } from './helpers
 
 const ONE_WAY_MS = 50;
 const REGIONS = ['us', 'eu', 'asia'] as const;
-
-/** A TCP hop to 127.0.0.1:`port` delaying every chunk ONE_WAY_MS each way. */
-async function delayingHop(port: number): Promise<{ port: number; close(): void }> {
-  const sockets = new Set<Socket>();
-  const server: TcpServer = createTcpServer((client) => {
-    const upstream = connect(port, '127.0.0.1');
-    sockets.add(client).add(upstream);
-    const pipe = (from: Socket, to: Socket): void => {
-      from.on('data', (c) => setTimeout(() => to.destroyed || to.write(c), ONE_WAY_MS));
-      from.on('close', () => setTimeout(() => to.destroy(), ONE_WAY_MS));
-      from.on('error', () => to.destroy());
-    };
-    pipe(client, upstream);
-    pipe(upstream, client);
-  });
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-  return {
-    port: (server.address() as { port: number }).port,
-    close: () => {
-      for (const s of sockets) s.destroy();
-      server.close();
-    },
-  };
-}
 
 /** Reserve a port: routers must know their peers' (hop) addresses before they listen. */
 async function freePort(): Promise<number> {
@@ -52,7 +29,7 @@ async function freePort(): Promise<number> {
 describe('three regions, a router each, 50 ms one way between them', () => {
   const engines = new Map<string, EngineServer>();
   const routers = new Map<string, { router: Router; url: string }>();
-  const hops: { close(): void }[] = [];
+  const hops: DelayingHop[] = [];
 
   before(async () => {
     const ports = new Map<string, number>();
@@ -63,7 +40,7 @@ describe('three regions, a router each, 50 ms one way between them', () => {
       ports.set(r, await freePort());
     }
     for (const r of REGIONS) {
-      const hop = await delayingHop(ports.get(r)!);
+      const hop = await startDelayingHop(ports.get(r)!, ONE_WAY_MS);
       hops.push(hop);
       hopPorts.set(r, hop.port);
     }
@@ -97,7 +74,7 @@ describe('three regions, a router each, 50 ms one way between them', () => {
   });
 
   after(async () => {
-    for (const h of hops) h.close();
+    await Promise.all(hops.map((h) => h.close()));
     for (const { router: rt } of routers.values()) await rt.close();
     for (const e of engines.values()) await e.close();
   });
