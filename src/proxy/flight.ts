@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../config/schema.js';
 import type { Scheduler } from '../core/scheduler.js';
-import type { CompletionReport, Decision, RequestInfo } from '../core/types.js';
+import type { CompletionReport, Decision, RejectReason, RequestInfo } from '../core/types.js';
 import { backoffMs } from '../core/backoff.js';
 import type { Fleet } from '../fleet/fleet.js';
 import type { LiveStats } from '../dashboard/live-stats.js';
@@ -86,6 +86,8 @@ type AttemptResult =
     }
   /** Bytes went out (or the client left): the request is over. */
   | { readonly kind: 'over' };
+
+type RetryResult = Extract<AttemptResult, { kind: 'retry' }>;
 
 const DONE: AttemptResult = { kind: 'done' };
 const OVER: AttemptResult = { kind: 'over' };
@@ -369,7 +371,7 @@ export class Flight {
     if (h.federation && (await this.tryPeer(h.federation))) return;
     const attempts = h.settings.retry.attempts;
     let tried: Set<string> | undefined; // made on the first dispatch: most requests never retry
-    let last: { error: string; timeout: boolean; saturated: boolean } | undefined;
+    let last: RetryResult | undefined;
     let saturatedAll = true;
     let backend = 'none';
     for (let attempt = 0; attempt < attempts; attempt++) {
@@ -381,38 +383,10 @@ export class Flight {
       const exclude = this.excluded(tried, queuedFrom);
       const next = this.schedule(exclude);
       const d = next instanceof Promise ? await next : next;
-      const scores = h.decisionLog.take(this.info.id);
-      if (scores && h.log.isLevelEnabled('debug'))
-        h.log.debug({ rid: this.rid, model: this.parsed.model, attempt: attempt + 1, ...scores }, 'decision');
-      if (this.clientGone) break;
-      h.decisionLog.record({
-        atMs: Date.now(), // formatted only when read: toISOString per request is measurable
-        requestId: this.rid,
-        model: this.parsed.model,
-        policy: h.scheduler.policyName,
-        backend: d.type === 'dispatch' ? d.backend : null,
-        outcome: d.type,
-        // Absent fields as undefined (JSON drops them), not spreads: one object per decision.
-        reason: d.type === 'reject' ? d.reason : undefined,
-        queuedMs: round(now() - queuedFrom),
-        attempt: attempt + 1,
-        scores,
-      });
+      if (!this.noteDecision(d, attempt, queuedFrom)) break;
       if (d.type === 'reject') {
-        if (d.reason === 'no-backend' && this.onlyCoolingLeft(exclude, tried)) {
-          // Every backend left is resting after a 429: say when to come back.
-          return this.fail(429, `every backend serving '${this.parsed.model}' is saturated`, 'saturated', {
-            'retry-after': String(h.cooldowns.retryAfterS(now())),
-          });
-        }
-        if (last) break; // retries exhausted the eligible backends: report the upstream error
-        const msg =
-          d.reason === 'no-backend'
-            ? `no healthy backend serves model '${this.parsed.model}'`
-            : d.reason === 'queue-full'
-              ? 'router queue is full'
-              : 'timed out waiting in the router queue';
-        return this.fail(503, msg, d.reason.replace('-', '_'), { 'retry-after': '1' });
+        if (this.answerReject(d.reason, exclude, tried, last !== undefined)) return;
+        break; // retries exhausted the eligible backends: report the upstream error
       }
       backend = d.backend;
       (tried ??= new Set()).add(backend);
@@ -428,15 +402,78 @@ export class Flight {
         h.stats.record({ backend, at: Date.now(), ok: false, latencyMs: now() - this.t0, error: r.error });
       }
     }
+    this.answerFailure(backend, tried?.size ?? 0, last, saturatedAll);
+  }
+
+  /**
+   * Logs the decision (debug explanation, /admin/decisions); false when the client left while it
+   * was being made (nothing more to do).
+   */
+  private noteDecision(d: Decision, attempt: number, queuedFrom: number): boolean {
+    const h = this.host;
+    const scores = h.decisionLog.take(this.info.id);
+    if (scores && h.log.isLevelEnabled('debug'))
+      h.log.debug({ rid: this.rid, model: this.parsed.model, attempt: attempt + 1, ...scores }, 'decision');
+    if (this.clientGone) return false;
+    h.decisionLog.record({
+      atMs: Date.now(), // formatted only when read: toISOString per request is measurable
+      requestId: this.rid,
+      model: this.parsed.model,
+      policy: h.scheduler.policyName,
+      backend: d.type === 'dispatch' ? d.backend : null,
+      outcome: d.type,
+      // Absent fields as undefined (JSON drops them), not spreads: one object per decision.
+      reason: d.type === 'reject' ? d.reason : undefined,
+      queuedMs: round(now() - queuedFrom),
+      attempt: attempt + 1,
+      scores,
+    });
+    return true;
+  }
+
+  /**
+   * The scheduler refused the request: answer it (true), or false after an upstream error, which
+   * is then what the client is told.
+   */
+  private answerReject(
+    reason: RejectReason,
+    exclude: ReadonlySet<string>,
+    tried: ReadonlySet<string> | undefined,
+    upstreamFailed: boolean,
+  ): boolean {
+    if (reason === 'no-backend' && this.onlyCoolingLeft(exclude, tried)) {
+      // Every backend left is resting after a 429: say when to come back.
+      this.fail(429, `every backend serving '${this.parsed.model}' is saturated`, 'saturated', {
+        'retry-after': String(this.host.cooldowns.retryAfterS(now())),
+      });
+      return true;
+    }
+    if (upstreamFailed) return false;
+    const msg =
+      reason === 'no-backend'
+        ? `no healthy backend serves model '${this.parsed.model}'`
+        : reason === 'queue-full'
+          ? 'router queue is full'
+          : 'timed out waiting in the router queue';
+    this.fail(503, msg, reason.replace('-', '_'), { 'retry-after': '1' });
+    return true;
+  }
+
+  /** No attempt answered: the client left (499), every backend was full (429), or they failed. */
+  private answerFailure(
+    backend: string,
+    n: number,
+    last: RetryResult | undefined,
+    saturatedAll: boolean,
+  ): void {
     if (this.clientGone) {
       this.status = 499;
-      this.finishLog(backend, tried?.size ?? 0);
+      this.finishLog(backend, n);
       return;
     }
-    const n = tried?.size ?? 0;
     if (last && saturatedAll)
       return this.fail(429, `every backend tried is saturated (${n} attempt(s))`, 'saturated', {
-        'retry-after': String(h.cooldowns.retryAfterS(now())),
+        'retry-after': String(this.host.cooldowns.retryAfterS(now())),
       });
     const timeout = last?.timeout === true;
     this.fail(
