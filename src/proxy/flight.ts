@@ -1,3 +1,7 @@
+/**
+ * One client request's life, socket to answer, in one file on purpose (issue #21): what it
+ * takes (queue place, slot, lease) and where each is given back can be read in one place.
+ */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -20,6 +24,7 @@ import { BadRequest, parseBody, type ParsedRequest, type ProxyRoute } from './ro
 import type { StallWatch } from './stall-watch.js';
 import type { TraceCapture } from '../trace/capture.js';
 import { upstreamTranslation } from './translate.js';
+import type { AttemptBook } from './attempt-book.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
 import type { Usage } from './usage.js';
 import { forwardToPeer } from '../federation/forward.js';
@@ -92,32 +97,6 @@ type RetryResult = Extract<AttemptResult, { kind: 'retry' }>;
 const DONE: AttemptResult = { kind: 'done' };
 const OVER: AttemptResult = { kind: 'over' };
 const NONE_TRIED: ReadonlySet<string> = new Set();
-
-/** The exchanges under way per backend: what to give up when a backend is ejected or stuck. */
-export class AttemptBook {
-  private readonly byBackend = new Map<string, Set<UpstreamExchange>>();
-
-  add(backend: string, ex: UpstreamExchange): void {
-    let s = this.byBackend.get(backend);
-    if (!s) this.byBackend.set(backend, (s = new Set()));
-    s.add(ex);
-  }
-
-  delete(backend: string, ex: UpstreamExchange): void {
-    this.byBackend.get(backend)?.delete(ex);
-  }
-
-  /** Gives up every attempt on `backend` that has not had its first byte (they retry elsewhere). */
-  abandonWaiting(backend: string, reason: string): number {
-    let n = 0;
-    for (const ex of this.byBackend.get(backend) ?? [])
-      if (ex.firstByteAt === undefined) {
-        ex.abandon(reason);
-        n++;
-      }
-    return n;
-  }
-}
 
 /**
  * One client request's life: read and check the body, pass the quota gate, then try backends
