@@ -6,6 +6,7 @@ import { jsq } from './jsq.js';
 import { maxCapacity } from './max-capacity.js';
 import { minMin } from './min-min.js';
 import { workloadAware } from './workload-aware.js';
+import { rl } from './rl.js';
 import { ollamaRouter } from './ollama-router.js';
 import { parseParams } from './params.js';
 import type { Filter, PluginContext } from './plugin.js';
@@ -126,6 +127,8 @@ const builtins = new Map<string, BuiltinProfile>([
   ['max-capacity', maxCapacity],
   ['min-min', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(minMin(ctx)) })],
   ['workload-aware', workloadAware],
+  // Seed 004 §4.3: the Double-DQN router (weights from `llmlb train`, read by the host).
+  ['rl', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(rl(ctx)) })],
   // Seed 003: prefix locality, each with blind pushing or selective pushing (push: sp-o / sp-p).
   [
     'prefix-trie',
