@@ -4,6 +4,8 @@ import { Command, InvalidArgumentError, CommanderError } from 'commander';
 import { ConfigError } from './config/load.js';
 import type { EngineCommandOptions } from './commands/engine.js';
 import { UsageError } from './commands/usage-error.js';
+// The rl policy's weights file reader (the core reads no files): for serve, simulate, PUT /admin/policy.
+import './rl/weights-file.js';
 
 function int(name: string, min = 0, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {
@@ -105,6 +107,25 @@ program
       policies: list(o.policies),
       seed: o.seed,
       outDir: o.out,
+    });
+  });
+
+program
+  .command('train')
+  .description("train the rl policy (seed 004's Double DQN) on a scenario in the simulator")
+  .requiredOption('--scenario <file>', 'scenario YAML')
+  .option('--episodes <n>', 'episodes', int('--episodes', 1, 100000), 20)
+  .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
+  .option('--requests <n>', "requests per episode (default: all the scenario's)", int('--requests', 1))
+  .requiredOption('--out <file>', 'weights JSON (a learning-curve SVG is written beside it)')
+  .action(async (o: { scenario: string; episodes: number; seed?: number; requests?: number; out: string }) => {
+    const { runTrainCommand } = await import('./commands/train.js');
+    await runTrainCommand({
+      scenarioPath: o.scenario,
+      episodes: o.episodes,
+      seed: o.seed,
+      requests: o.requests,
+      out: o.out,
     });
   });
 
