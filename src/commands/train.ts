@@ -68,7 +68,7 @@ const mean = (xs: readonly number[]): number => (xs.length ? xs.reduce((a, b) =>
  * policy about the head request is one MDP step; the reward for a step (Eq. 3) is
  *   + r_w per request completed in the step
  *   − Δt · Σ_j (1 − f_j) / T̂_j over requests in flight and the head (latency still owed)
- *   + g_k · h,  h = r_mixing(chosen) − max_l r_mixing(l) ≤ 0  (Eq. 4; 0 for "wait")
+ *   + g_k · h,  h = r_mixing(chosen) − max_l r_mixing(l) ≤ 0  (Eq. 4, over the candidates' spread; 0 for "wait")
  * with the guidance weight g_k = γ·e^{−β_d k} decaying per episode and the training discount
  * γ̃_k = (1 − e^{−β_d k})·γ (seed §5). The seed prints the guidance term as −(γ − γ̃_k)·h; with h ≤ 0
  * that would reward the worse backend, so it is applied as a penalty here (HuRL's form).
@@ -151,14 +151,18 @@ export async function train(o: TrainOptions): Promise<{ stats: EpisodeStats[]; f
           const r = (name: string): number =>
             mixingTerms(p.promptTokens, p.expectedOut, t.contextTokens(name, nowMs), mix).r;
           let best = -Infinity;
+          let worst = Infinity;
           let chosen = 0;
           for (const c of candidatesNow) {
             if (c.index >= m) continue;
             const v = r(c.name);
             if (v > best) best = v;
+            if (v < worst) worst = v;
             if (c.index === a) chosen = v;
           }
-          h = chosen - best;
+          // Scaled by the candidates' spread (as the mixing scorer scales), so h ∈ [−1, 0]: the
+          // raw Eq. 1–2 differences are hundredths, too small beside the other terms to guide.
+          h = best > worst ? (chosen - best) / (best - worst) : 0;
         }
         prev = { s, a, h, at: nowMs, owed: owed(nowMs, reqNow) };
         decisions++;

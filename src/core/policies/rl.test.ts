@@ -24,12 +24,18 @@ test('picks the backend with the highest Q among the candidates', () => {
   assert.equal(p.pick(requestInfo('r2', 'hello'), bs.slice(0, 2), 0)?.name, 'a');
 });
 
-test('"wait" holds the request only while every candidate has work in flight', () => {
+test('"wait" holds the request only while it fits nowhere and every candidate has work in flight', () => {
   const p = rl({ random: Math.random, params: { weights: weights(2, [0, 1, 9]) } });
   const req = requestInfo('r1', 'x'.repeat(400));
-  // An idle backend: waiting could hold the request with nothing left to re-ask it, so no.
-  assert.equal(p.pick(req, [busy('a', 0), backendView('b', 1)], 0)?.name, 'b');
-  assert.equal(p.pick(req, [busy('a', 0), busy('b', 1)], 0), undefined);
+  const [a, b] = [busy('a', 0), busy('b', 1)];
+  // Room in the KV of both: no waiting.
+  assert.equal(p.pick(req, [a, b], 0)?.name, 'b');
+  // a full (2,300 of its 2,304 tokens), b idle: waiting could hold it with nothing left to re-ask it.
+  p.onDispatch!(requestInfo('big-a', 'x'.repeat(4 * 2300)), a, 0);
+  assert.equal(p.pick(req, [a, backendView('b', 1)], 0)?.name, 'b');
+  // Both full and busy: hold it.
+  p.onDispatch!(requestInfo('big-b', 'x'.repeat(4 * 2300)), b, 0);
+  assert.equal(p.pick(req, [a, b], 0), undefined);
 });
 
 test('backends past the trained slots are used only when no slotted one can be', () => {

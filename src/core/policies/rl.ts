@@ -118,16 +118,20 @@ export function rlPolicyFrom(
 
   const fill = (req: RequestInfo, candidates: readonly BackendView[], now: number): void => {
     bySlot.fill(undefined);
-    // Waiting is only safe while every candidate has work in flight: its completion re-asks.
+    const p = tracker.predict(req);
+    // "Wait" is offered only when the request fits in no candidate's KV now (seed §4.3: holding
+    // it beats queueing it at an instance short of memory) and every candidate has work in
+    // flight, whose completion re-asks; otherwise holding only adds router wait.
     waitOk = candidates.length > 0;
+    const need = p.promptTokens + p.expectedOut;
     for (const c of candidates) {
       if (c.index < m) {
         bySlot[c.index] = c;
         names[c.index] = c.name;
       }
-      if (tracker.flights(c.name) === 0 && c.inFlight === 0) waitOk = false;
+      if ((tracker.flights(c.name) === 0 && c.inFlight === 0) || tracker.fits(c.name, need, now))
+        waitOk = false;
     }
-    const p = tracker.predict(req);
     state.fill(0);
     state[0] = Math.min(10, Math.max(0, (now - req.arrivedAt) / 1000 / 10));
     state[1] = p.promptTokens / 1000;
