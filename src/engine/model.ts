@@ -286,6 +286,50 @@ export class EngineModel {
     return this.iterEnd;
   }
 
+  /** End of the iteration in progress, without starting a pending one (undefined: none running). */
+  get iterationEnd(): number | undefined {
+    return this.iterEnd;
+  }
+
+  /**
+   * A time before which `advance` finishes no sequence, as long as nothing is submitted or
+   * cancelled: the end of the first iteration that may finish, admit or preempt one, or of the
+   * `maxIterations`-th; undefined when idle. Starts a pending iteration, as nextEventTime does.
+   * For speed only (the simulator wakes the engine there rather than at every iteration end, and
+   * checks that no finish comes earlier); it mirrors startIteration's cost of a step that admits
+   * nothing, and answers the in-progress iteration's end whenever the next steps are not that.
+   */
+  quietUntil(maxIterations: number): number | undefined {
+    let t = this.nextEventTime();
+    const run = this.running;
+    const n = run.length;
+    if (t === undefined || n === 0 || this.mode === 2) return t;
+    let left = Infinity;
+    for (let i = 0; i < n; i++) {
+      const s = run[i]!;
+      if (this.mode === 1 && !s.emits) return t;
+      left = Math.min(left, s.outputTokens - s.generated);
+    }
+    const p = this.p;
+    if (this.waitingCount > 0) {
+      // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
+      const h = this.head();
+      if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return t;
+    }
+    // Boundary k (1: the end of the iteration in progress) finishes a sequence when k >= left; with
+    // pagedKv it may preempt once the batch's KV, n tokens more per step, outgrows the pool.
+    let k = Math.min(left, maxIterations);
+    if (this.sharing && n > 1)
+      k = Math.min(k, Math.max(1, Math.floor((p.kvCapacityTokens - this.physicalKv()) / n) + 1));
+    let kv = this.kvUsed;
+    for (let j = 1; j < k; j++) {
+      kv += n;
+      const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * (kv - n) + p.prefillPerTokenS * 0;
+      t += cost / p.speed;
+    }
+    return t;
+  }
+
   /** Run every iteration that ends at or before `now`, in order; returns their events in time order. */
   advance(now: number): EngineEvent[] {
     // Events collect in a reused array, copied out only when there are some: the simulator calls

@@ -25,6 +25,7 @@ import {
 } from '../engine/tokens.js';
 import type { Scenario } from '../scenario/types.js';
 import { engineBlockHashes } from '../workloads/trace-blocks.js';
+import type { EngineEvent } from '../engine/types.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 import { EventHeap } from './event-heap.js';
 
@@ -91,7 +92,37 @@ export interface SimulateOptions {
    * or scrape would, virtual seconds (default 0.05; Infinity: never — for policies that ignore it).
    */
   readonly probeEveryS?: number;
+  /**
+   * Wake each engine at every iteration end (the reference protocol) instead of only where its next
+   * iteration may finish, admit or preempt a sequence (default false: `simulate` replays a run
+   * with this on when the faster protocol cannot tell the order of two same-instant engine events).
+   */
+  readonly everyIteration?: boolean;
 }
+
+/**
+ * Lazy wakes met an ordering only the reference protocol knows: two engine events at one instant
+ * whose order decides the results. `simulate` reruns with `everyIteration`.
+ */
+class AmbiguousOrder extends Error {}
+
+let reruns = 0;
+/** How many simulate() runs so far were replayed with every iteration woken (tests, bench:sim). */
+export function everyIterationReruns(): number {
+  return reruns;
+}
+
+const f64 = new Float64Array(1);
+const u64 = new BigUint64Array(f64.buffer);
+/** The largest double below x (x > 0). */
+function justBefore(x: number): number {
+  f64[0] = x;
+  u64[0]! -= 1n;
+  return f64[0]!;
+}
+
+/** Most iterations an engine runs between wakes under lazy wakes (bounds quietUntil's loop). */
+const MAX_QUIET_ITERATIONS = 4096;
 
 // Event kinds double as same-instant priorities: arrivals reach an engine before its iteration
 // boundary at that instant is processed (the engine model admits what was submitted at or before an
@@ -118,8 +149,18 @@ const SAMPLE_EVENT: Event = { kind: SAMPLE };
 
 /** Run `scenario` under one policy (seeded from `opts.seed`, as the live router seeds it). */
 export function simulate(scenario: Scenario, policySpec: PolicySpec, opts: SimulateOptions): RunResult {
-  const policy = createPolicy(policySpec, createRng(deriveSeed(opts.seed, 'policy')), scenario.scheduling);
-  return simulateWith(scenario, policy, policyLabel(policySpec), opts);
+  const policy = (): Policy =>
+    createPolicy(policySpec, createRng(deriveSeed(opts.seed, 'policy')), scenario.scheduling);
+  const label = policyLabel(policySpec);
+  if (opts.everyIteration !== true) {
+    try {
+      return runSimulation(scenario, policy(), label, opts, true);
+    } catch (err) {
+      if (!(err instanceof AmbiguousOrder)) throw err;
+      reruns++;
+    }
+  }
+  return runSimulation(scenario, policy(), label, opts, false);
 }
 
 /** Per-request state the loop needs while a request is open. */
@@ -133,15 +174,30 @@ interface Open {
   answer: string;
 }
 
-/** Run with a policy object (the oracle passes fixed assignments). */
+/** Run with a policy object (the oracle passes fixed assignments); every iteration woken. */
 export function simulateWith(
   scenario: Scenario,
   policy: Policy,
   label: string,
   opts: SimulateOptions,
 ): RunResult {
+  return runSimulation(scenario, policy, label, opts, false);
+}
+
+function runSimulation(
+  scenario: Scenario,
+  policy: Policy,
+  label: string,
+  opts: SimulateOptions,
+  lazyWakes: boolean,
+): RunResult {
   const scheduler = new Scheduler({ policy });
   const fleet = scenario.fleet;
+  // Lazy wakes (simulate's default): an engine is woken only where its next iteration may finish,
+  // admit or preempt a sequence; the quiet iterations before run inside advance(), and an engine
+  // is brought up to the present before anything submits to, cancels on or reads it. Only
+  // `simulate` asks for them, since it can rerun with a fresh policy on AmbiguousOrder.
+  const lazy = lazyWakes && opts.everyIteration !== true;
   // Token events are only for streaming; TTFT comes with 'finished' (queuedS + prefillS).
   const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false }));
   const byName = new Map<string, number>();
@@ -171,6 +227,13 @@ export function simulateWith(
   // A fixed array and a count: emptying an array by `length = 0` reallocates it on the next push.
   const dirtyList: number[] = engines.map(() => 0);
   let dirtyCount = 0;
+  /** Lazy wakes: per engine, the instant its last wake was processed. */
+  const wokenAt: number[] = engines.map(() => -1);
+  /** Lazy wakes: at the current instant, an engine event / a later-priority event has been processed. */
+  let engineSeen = false;
+  let lateSeen = false;
+  /** The engine whose wake is being processed (-1: none). */
+  let current = -1;
   const samples: QueueSample[] = [];
   const routerSamples: RouterSample[] = [];
   let now = 0;
@@ -185,6 +248,33 @@ export function simulateWith(
       pendingSends++;
       heap.push(Math.max(it.at, now), SEND, { kind: SEND, request: it.request });
     }
+  };
+
+  /**
+   * Lazy wakes: run engine i's iterations that end before now (`inclusive`: at now too, as events
+   * of a later priority than engine wakes see it). A pending start at now is left to the instant's
+   * flush, as the reference protocol leaves it. A finish here means quietUntil missed one.
+   */
+  const catchUp = (i: number, inclusive: boolean): void => {
+    const e = engines[i]!;
+    if (now > 0) check(i, e.advance(justBefore(now)));
+    if (inclusive && e.iterationEnd === now) check(i, e.advance(now));
+  };
+  const check = (i: number, events: readonly EngineEvent[]): void => {
+    for (const ev of events)
+      if (ev.type === 'finished')
+        throw new Error(
+          `simulator: ${fleet[i]!.name} finished ${ev.id} at ${ev.t} s, between wakes (EngineModel.quietUntil out of step with its iterations?)`,
+        );
+  };
+  /** Lazy wakes: bring engine i to the present before a request is submitted to it. */
+  const beforeSubmit = (i: number): void => {
+    if (lateSeen) return catchUp(i, true);
+    catchUp(i, false);
+    // Submitted while same-instant engine events run: whether i's iteration ending now comes first
+    // depended on the reference protocol's push order.
+    if (engineSeen && i !== current && (wokenAt[i] === now || engines[i]!.iterationEnd === now))
+      throw new AmbiguousOrder();
   };
 
   const touch = (i: number): void => {
@@ -202,7 +292,7 @@ export function simulateWith(
     for (let k = 0; k < dirtyCount; k++) {
       const i = dirtyList[k]!;
       dirty[i] = false;
-      const t = engines[i]!.nextEventTime();
+      const t = lazy ? engines[i]!.quietUntil(MAX_QUIET_ITERATIONS) : engines[i]!.nextEventTime();
       if (t === wakeAt[i]) continue;
       if (wakeAt[i] === undefined) liveWakes++;
       if (t === undefined) liveWakes--;
@@ -262,6 +352,7 @@ export function simulateWith(
           : promptBlockHashes(o.text, profile.blockSize);
       if (caching && !blocks)
         o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
+      if (lazy) beforeSubmit(i);
       engines[i]!.submit(
         {
           id: req.id,
@@ -319,6 +410,7 @@ export function simulateWith(
     const events = engines[i]!.advance(now);
     for (const e of events) {
       if (e.type !== 'finished') continue;
+      if (lazy && e.t !== now) check(i, [e]);
       const o = open.get(e.id)!;
       const rec = o.rec;
       const dispatchS = rec.dispatchS!;
@@ -357,6 +449,7 @@ export function simulateWith(
     if (!o) return; // already settled
     const { decisions } = scheduler.cancel(id, now * 1000);
     if (o.engine >= 0) {
+      if (lazy) catchUp(o.engine, true);
       engines[o.engine]!.cancel(id, now);
       outstanding[o.engine]!--;
       touch(o.engine);
@@ -379,6 +472,7 @@ export function simulateWith(
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
   const onProbe = (): void => {
     for (let i = 0; i < engines.length; i++) {
+      if (lazy) catchUp(i, true);
       const s = engines[i]!.stats();
       scheduler.setMetrics(fleet[i]!.name, {
         running: s.running,
@@ -392,6 +486,7 @@ export function simulateWith(
   };
   const onSample = (): void => {
     for (let i = 0; i < engines.length; i++) {
+      if (lazy) catchUp(i, true);
       const s = engines[i]!.stats();
       samples.push({
         t: now,
@@ -425,6 +520,10 @@ export function simulateWith(
       cut = true;
       break;
     }
+    if (t !== now) {
+      engineSeen = false;
+      lateSeen = false;
+    }
     now = t;
     if (fromList) {
       const sent = head.request;
@@ -445,6 +544,16 @@ export function simulateWith(
         const b = ev.backend!;
         if (wakeAt[b] !== now) break;
         lastActivity = now;
+        if (lazy) {
+          // Two engines woken at one instant: their order was the reference protocol's push order.
+          if (engineSeen) throw new AmbiguousOrder();
+          engineSeen = true;
+          wokenAt[b] = now;
+          current = b;
+          onEngine(b);
+          current = -1;
+          break;
+        }
         onEngine(b);
         // While this engine alone is touched and its next iteration end is strictly the run's
         // next event, take that wake here: flush would push it and the loop pop it at once, so
@@ -466,20 +575,28 @@ export function simulateWith(
         break;
       }
       case TIMEOUT:
+        lateSeen = true;
         onTimeout(ev.id!);
         break;
       case PROBE:
+        lateSeen = true;
         onProbe();
         // Probes and samples only matter while something is pending; an idle run ends.
         if (active()) heap.push(now + probeEvery, PROBE, PROBE_EVENT);
         break;
       default:
+        lateSeen = true;
         onSample();
         if (active()) heap.push(now + sampleEvery, SAMPLE, SAMPLE_EVENT);
     }
     if (dirtyCount > 0) flushIfInstantOver(first?.at);
   }
 
+  // Cut off: the reference protocol ran every iteration up to the end; lazy engines catch up.
+  if (cut && lazy) {
+    now = endS;
+    for (let i = 0; i < engines.length; i++) catchUp(i, true);
+  }
   checkConservation(records, open.size, scheduler, engines);
   return {
     policy: label,
