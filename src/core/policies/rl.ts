@@ -119,32 +119,46 @@ export function rlPolicyFrom(
   const fill = (req: RequestInfo, candidates: readonly BackendView[], now: number): void => {
     bySlot.fill(undefined);
     const p = tracker.predict(req);
-    // "Wait" is offered only when the request fits in no candidate's KV now (seed §4.3: holding
-    // it beats queueing it at an instance short of memory) and every candidate has work in
-    // flight, whose completion re-asks; otherwise holding only adds router wait.
-    waitOk = candidates.length > 0;
-    const need = p.promptTokens + p.expectedOut;
-    for (const c of candidates) {
-      if (c.index < m) {
-        bySlot[c.index] = c;
-        names[c.index] = c.name;
-      }
-      if ((tracker.flights(c.name) === 0 && c.inFlight === 0) || tracker.fits(c.name, need, now))
-        waitOk = false;
-    }
     state.fill(0);
     state[0] = Math.min(10, Math.max(0, (now - req.arrivedAt) / 1000 / 10));
     state[1] = p.promptTokens / 1000;
     state[2 + p.bucket] = 1;
+    // "Wait" is offered only when the request fits in no candidate's KV now (seed §4.3: holding
+    // it beats queueing it at an instance short of memory) and every candidate has work in
+    // flight, whose completion re-asks; otherwise holding only adds router wait.
+    const need = p.promptTokens + p.expectedOut;
+    waitOk = candidates.length > 0;
+    for (const c of candidates) {
+      if (c.index < m) {
+        bySlot[c.index] = c;
+        names[c.index] = c.name;
+      } else if (tracker.flights(c.name) === 0 || tracker.fits(c.name, need, now)) waitOk = false;
+      if (c.inFlight === 0) waitOk = false;
+    }
     for (let s = 0; s < m; s++) {
       const name = names[s];
       if (name === undefined) continue;
       const o = 2 + nb + s * per;
       const w = tracker.work(name);
+      // One pass over the backend's flights for context tokens (Eq. 1–2's Σ p_j + d_j, as
+      // WorkloadTracker.contextTokens) and the earliest completion (as earliestCompletionS).
+      const pf = tracker.prefillS(name);
+      const dc = tracker.decodeS(name);
+      let ctx = 0;
+      let earliest = Infinity;
+      for (const f of w.flights.values()) {
+        const el = (now - f.dispatchedAt) / 1000 - f.promptTokens * pf;
+        const produced = el <= 0 ? 0 : Math.min(f.expectedOut, el / dc);
+        ctx += f.promptTokens + produced;
+        const left = (f.expectedOut - produced) * dc;
+        if (left < earliest) earliest = left;
+      }
+      const free = kv - ctx;
+      if (bySlot[s] !== undefined && (w.flights.size === 0 || free >= need)) waitOk = false;
       for (let k = 0; k < nb; k++) state[o + k] = w.bucketCounts[k]! / 16;
-      state[o + nb] = tracker.freeTokens(name, now) / kv;
-      state[o + nb + 1] = Math.min(10, tracker.earliestCompletionS(name, now) / 10);
-      state[o + nb + 2] = tracker.flights(name) / 32;
+      state[o + nb] = free / kv;
+      state[o + nb + 1] = w.flights.size === 0 ? 0 : Math.min(10, Math.max(0, earliest) / 10);
+      state[o + nb + 2] = w.flights.size / 32;
     }
   };
 
