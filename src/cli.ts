@@ -118,16 +118,18 @@ program
   .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
   .option('--requests <n>', "requests per episode (default: all the scenario's)", int('--requests', 1))
   .requiredOption('--out <file>', 'weights JSON (a learning-curve SVG is written beside it)')
-  .action(async (o: { scenario: string; episodes: number; seed?: number; requests?: number; out: string }) => {
-    const { runTrainCommand } = await import('./commands/train.js');
-    await runTrainCommand({
-      scenarioPath: o.scenario,
-      episodes: o.episodes,
-      seed: o.seed,
-      requests: o.requests,
-      out: o.out,
-    });
-  });
+  .action(
+    async (o: { scenario: string; episodes: number; seed?: number; requests?: number; out: string }) => {
+      const { runTrainCommand } = await import('./commands/train.js');
+      await runTrainCommand({
+        scenarioPath: o.scenario,
+        episodes: o.episodes,
+        seed: o.seed,
+        requests: o.requests,
+        out: o.out,
+      });
+    },
+  );
 
 program
   .command('bench')

@@ -176,9 +176,7 @@ export class Federation {
   }
 
   /** Per-peer numbers for /metrics and reports. */
-  describe(
-    now: number,
-  ): {
+  describe(now: number): {
     peer: string;
     region: string;
     available: boolean;
