@@ -6,11 +6,11 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { runBenchCommand } from '../src/bench/command.js';
+import { runBenchCommand } from '../src/commands/bench.js';
 import { formatTable } from '../src/report/table.js';
 import type { PolicyResult } from '../src/report/results.js';
 import { loadScenario } from '../src/scenario/load.js';
-import { runSimulateCommand } from '../src/sim/command.js';
+import { runSimulateCommand } from '../src/commands/simulate.js';
 import { simulate } from '../src/sim/simulator.js';
 
 const SCENARIOS = (process.env.FIDELITY_SCENARIOS ?? 'ollamarouter-2node,heimdall-burst,mixed-4x').split(',');

@@ -101,7 +101,7 @@ program
   .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
   .option('--out <dir>', 'where results.json and charts go', 'out/simulate')
   .action(async (o: { scenario: string; policies?: string; seed?: number; out: string }) => {
-    const { runSimulateCommand } = await import('./sim/command.js');
+    const { runSimulateCommand } = await import('./commands/simulate.js');
     await runSimulateCommand({
       scenarioPath: o.scenario,
       policies: list(o.policies),
@@ -145,7 +145,7 @@ program
   .option('--out <dir>', 'where results.json and charts go', 'out/bench')
   .action(
     async (o: { scenario: string; policies?: string; seed?: number; timeScale?: number; out: string }) => {
-      const { runBenchCommand } = await import('./bench/command.js');
+      const { runBenchCommand } = await import('./commands/bench.js');
       await runBenchCommand({
         scenarioPath: o.scenario,
         policies: list(o.policies),
@@ -237,7 +237,7 @@ const db = (c: Command): Command =>
     .option('--schema <name>', 'schema holding the tasks table', 'public');
 db(tasks.command('migrate').description('create or upgrade the tasks table')).action(
   async (o: { databaseUrl?: string; dataDir: string; schema: string }) => {
-    const { tasksMigrate } = await import('./tasks/command.js');
+    const { tasksMigrate } = await import('./commands/tasks.js');
     await tasksMigrate(o);
   },
 );
@@ -254,13 +254,13 @@ db(tasks.command('add').description('insert prompts (safe while solvers run)'))
       file?: string;
       model?: string;
     }) => {
-      const { tasksAdd } = await import('./tasks/command.js');
+      const { tasksAdd } = await import('./commands/tasks.js');
       await tasksAdd(o);
     },
   );
 db(tasks.command('status').description('count tasks by status')).action(
   async (o: { databaseUrl?: string; dataDir: string; schema: string }) => {
-    const { tasksStatus } = await import('./tasks/command.js');
+    const { tasksStatus } = await import('./commands/tasks.js');
     await tasksStatus(o);
   },
 );
@@ -303,9 +303,9 @@ db(tasks.command('run').description('solve tasks: claim, admit (/schedule), call
   .option('--drain', 'exit once nothing is queued or running')
   .option('--progress', 'print one JSON line per solved or failed task')
   .action(async (o: Record<string, unknown>) => {
-    const { tasksRun } = await import('./tasks/command.js');
+    const { tasksRun } = await import('./commands/tasks.js');
     await tasksRun({
-      ...(o as unknown as import('./tasks/command.js').RunOptions),
+      ...(o as unknown as import('./commands/tasks.js').RunOptions),
       noAdmission: o.admission === false,
       admission: typeof o.admission === 'string' ? o.admission : undefined,
       drain: o.drain === true,

@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runBenchCommand } from '../src/bench/command.js';
-import { runLive, scaledPushParams } from '../src/bench/live.js';
+import { runBenchCommand } from '../src/commands/bench.js';
+import { runLive, scaledPushParams } from '../src/live-bench/live.js';
 import { defaultProfile } from '../src/engine/profile.js';
 import type { Scenario } from '../src/scenario/types.js';
-import { runSimulateCommand } from '../src/sim/command.js';
+import { runSimulateCommand } from '../src/commands/simulate.js';
 
 test('live bench over HTTP agrees with the simulation on the small scenario', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-bench-'));

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runSimulateCommand } from '../src/sim/command.js';
+import { runSimulateCommand } from '../src/commands/simulate.js';
 import { traceWorkload } from '../src/workloads/trace.js';
 import { backend, engine, post, router, settings } from './helpers.js';
 

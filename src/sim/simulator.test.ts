@@ -10,7 +10,7 @@ import { writeCharts } from '../report/charts.js';
 import { resultsJson } from '../report/results.js';
 import type { Scenario } from '../scenario/types.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
-import { simResults } from './command.js';
+import { simResults } from '../commands/simulate.js';
 import { simulate, simulateWith, type RunResult } from './simulator.js';
 
 /** One iteration = 1 s / speed, nothing else costs: hand-computable. */

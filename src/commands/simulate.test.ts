@@ -4,8 +4,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Results } from '../report/results.js';
-import { choosePolicies, loadScenarioOrUsage, runSimulateCommand, UsageError } from './command.js';
-import { policyLabel } from './simulator.js';
+import { choosePolicies, loadScenarioOrUsage, runSimulateCommand, UsageError } from './simulate.js';
+import { policyLabel } from '../sim/simulator.js';
 
 const SMALL = 'scenarios/small-exhaustive.yaml';
 

@@ -4,9 +4,9 @@ import { progressBar } from '../report/progress.js';
 import { writeCharts } from '../report/charts.js';
 import { policyResult, resultsJson, type Results } from '../report/results.js';
 import { backendTable, comparisonTable, localityTable } from '../report/table.js';
-import { choosePolicies, loadScenarioOrUsage, UsageError } from '../sim/command.js';
+import { choosePolicies, loadScenarioOrUsage, UsageError } from './simulate.js';
 import { policyLabel } from '../sim/simulator.js';
-import { runLive, type LiveRun } from './live.js';
+import { runLive, type LiveRun } from '../live-bench/live.js';
 
 /**
  * `llmlb bench`: the live twin of `simulate` — emulated engines with the scenario's profiles,

@@ -1,11 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { HttpAdmission, OpenAdmission, type Admission } from './admission.js';
-import { OpenAiCaller } from './caller.js';
-import { Solver, type SolverEvent } from './solver.js';
-import { migrate, pgSql, pgliteSql, type Sql } from './sql.js';
-import { TaskStore, type NewTask } from './store.js';
-import { UsageError } from '../commands/usage-error.js';
+import { HttpAdmission, OpenAdmission, type Admission } from '../tasks/admission.js';
+import { OpenAiCaller } from '../tasks/caller.js';
+import { Solver, type SolverEvent } from '../tasks/solver.js';
+import { migrate, pgSql, pgliteSql, type Sql } from '../tasks/sql.js';
+import { TaskStore, type NewTask } from '../tasks/store.js';
+import { UsageError } from './usage-error.js';
 
 export interface DbOptions {
   databaseUrl?: string;

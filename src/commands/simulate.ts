@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { UsageError } from '../commands/usage-error.js';
+import { UsageError } from './usage-error.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import { writeCharts } from '../report/charts.js';
 import { oracleSummary, policyResult, resultsJson, type Results } from '../report/results.js';
@@ -9,10 +9,10 @@ import { classTable } from '../report/class-table.js';
 import { backendTable, comparisonTable, localityTable, oracleTable } from '../report/table.js';
 import { loadScenario } from '../scenario/load.js';
 import type { Scenario } from '../scenario/types.js';
-import { assignmentCount, exhaustiveOracle } from './oracle.js';
-import { simulateFederation, type FederationRunResult } from './federation.js';
-import { federationMode } from './federation-modes.js';
-import { policyLabel, simulate, type RunResult } from './simulator.js';
+import { assignmentCount, exhaustiveOracle } from '../sim/oracle.js';
+import { simulateFederation, type FederationRunResult } from '../sim/federation.js';
+import { federationMode } from '../sim/federation-modes.js';
+import { policyLabel, simulate, type RunResult } from '../sim/simulator.js';
 
 // The CLI maps this class to exit code 2; re-exported so callers of the simulate command need one import.
 export { UsageError };
