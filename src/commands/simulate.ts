@@ -5,7 +5,7 @@ import { UsageError } from './usage-error.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import { writeCharts } from '../report/charts.js';
 import { oracleSummary, policyResult, resultsJson, type Results } from '../report/results.js';
-import { classTable } from '../report/class-table.js';
+import { classTable } from '../sim/class-table.js';
 import { backendTable, comparisonTable, localityTable, oracleTable } from '../report/table.js';
 import { loadScenario } from '../scenario/load.js';
 import type { Scenario } from '../scenario/types.js';

@@ -22,7 +22,7 @@ import {
   type RouterConfig,
 } from './schema.js';
 import { parsePolicySpec, PolicySpecError, UNKNOWN_KEY, yamlPosition } from './policy-spec.js';
-import { checkFederationConfig } from '../federation/config.js';
+import { checkFederationConfig } from './federation.js';
 
 export type { ApiKind, BackendEntry, LogLevel, PolicySpec, RouterConfig } from './schema.js';
 

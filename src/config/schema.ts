@@ -3,9 +3,9 @@ import {
   endpointPickerConfigSchema,
   type EndpointPickerConfig,
 } from '../core/policies/endpoint-picker-config.js';
-import { traceConfigSchema, type TraceSettings } from '../trace/config.js';
+import { traceConfigSchema, type TraceSettings } from './trace.js';
 import { policySpecSchema, type PolicySpec } from './policy-spec.js';
-import { federationConfigKeys } from '../federation/config.js';
+import { federationConfigKeys } from './federation.js';
 import type { PeerSpec } from '../federation/types.js';
 
 export type { PolicySpec } from './policy-spec.js';

@@ -1,5 +1,5 @@
-import type { RunResult } from '../sim/simulator.js';
-import { formatTable } from './table.js';
+import type { RunResult } from './simulator.js';
+import { formatTable } from '../report/table.js';
 
 /**
  * Seed 004's per-class view: for each policy and request class (LL / LH / HL / HH, the suffix of

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { z } from 'zod';
-import { checkFederationConfig, federationConfigKeys } from './config.js';
+import { checkFederationConfig, federationConfigKeys } from './federation.js';
 
 const schema = z.strictObject(federationConfigKeys);
 
