@@ -125,3 +125,10 @@ test('serve: a bad weights file is a config error, exit 2', () => {
     assert.match(out.stderr, why);
   }
 });
+
+test('no file: the shipped mixed-4x weights load', async () => {
+  const { createPolicy } = await import('../src/core/policies/index.js');
+  const { readRlWeights } = await import('../src/rl/weights-file.js');
+  assert.equal(createPolicy({ name: 'rl' }, Math.random).name, 'rl');
+  assert.equal((readRlWeights(undefined) as { backends: number }).backends, 4);
+});
