@@ -105,6 +105,26 @@ async function startRouter(yaml: string): Promise<{ router: Router; url: string 
   return { router, url: await router.listen('127.0.0.1', 0) };
 }
 
+/**
+ * `n` in-process engines (backends a, b, c…), a router over them with `extra` config lines, and
+ * `body` run against them; engines and router are closed whatever `body` does.
+ */
+async function onFleet(
+  n: number,
+  extra: string,
+  body: (engines: EngineServer[], router: Router, url: string) => Promise<Row>,
+): Promise<Row> {
+  const engines = await Promise.all(Array.from({ length: n }, (_, i) => engine(i + 1)));
+  const backends = engines.map((e, i) => ({ name: String.fromCharCode(97 + i), url: e.url }));
+  const { router, url } = await startRouter(routerConfig(backends, extra));
+  try {
+    return await body(engines, router, url);
+  } finally {
+    await router.close();
+    await Promise.all(engines.map((e) => e.close()));
+  }
+}
+
 /** One request of the mix: Ollama or OpenAI, streamed or not; its outcome judged as a client would. */
 async function one(url: string, i: number, deadlineMs: number): Promise<Outcome> {
   const openai = i % 2 === 1;
@@ -229,109 +249,62 @@ const scenarios: Record<string, Scenario> = {
   },
 
   async 'hang (probe alive)'() {
-    const [a, b, c] = await Promise.all([engine(1), engine(2), engine(3)]);
-    const { router, url } = await startRouter(
-      routerConfig([
-        { name: 'a', url: a.url },
-        { name: 'b', url: b.url },
-        { name: 'c', url: c.url },
-      ]),
-    );
     // The default stall limit (health.stallMinMs 10 s) plus a retry: nothing may wait longer.
     const deadline = 15_000;
-    try {
+    return onFleet(3, '', async ([a], router, url) => {
       const outs = await drive(url, REQUESTS, deadline, async () => {
         await sleep(500);
-        a.setFaults({ hang: true });
+        a!.setFaults({ hang: true });
       });
       const note = `engine a hangs from 0.5 s; a ejected: ${router.scheduler.backend('a')?.healthy === false}`;
       return row('hang (probe alive)', outs, deadline, await drained(router), note);
-    } finally {
-      await router.close();
-      await Promise.all([a.close(), b.close(), c.close()]);
-    }
+    });
   },
 
   async '5xx burst'() {
-    const [a, b, c] = await Promise.all([engine(1), engine(2), engine(3)]);
-    const { router, url } = await startRouter(
-      routerConfig([
-        { name: 'a', url: a.url },
-        { name: 'b', url: b.url },
-        { name: 'c', url: c.url },
-      ]),
-    );
-    try {
+    return onFleet(3, '', async ([a, b], router, url) => {
       const outs = await drive(url, REQUESTS, 30_000, async () => {
         await sleep(300);
-        a.setFaults({ failRate: 1 });
-        b.setFaults({ failRate: 0.5 });
+        a!.setFaults({ failRate: 1 });
+        b!.setFaults({ failRate: 0.5 });
         await sleep(2000);
-        a.setFaults({});
-        b.setFaults({});
+        a!.setFaults({});
+        b!.setFaults({});
       });
       return row('5xx burst', outs, 30_000, await drained(router), 'a 100 % and b 50 % 500s for 2 s');
-    } finally {
-      await router.close();
-      await Promise.all([a.close(), b.close(), c.close()]);
-    }
+    });
   },
 
   async '429 burst'() {
-    const [a, b, c] = await Promise.all([engine(1), engine(2), engine(3)]);
-    const { router, url } = await startRouter(
-      routerConfig([
-        { name: 'a', url: a.url },
-        { name: 'b', url: b.url },
-        { name: 'c', url: c.url },
-      ]),
-    );
-    try {
+    return onFleet(3, '', async (engines, router, url) => {
+      const [a, b, c] = engines;
       const outs = await drive(url, REQUESTS, 30_000, async () => {
         await sleep(300);
-        a.setFaults({ saturateRate: 1, retryAfterS: 1 });
-        b.setFaults({ saturateRate: 1, retryAfterS: 1 });
+        a!.setFaults({ saturateRate: 1, retryAfterS: 1 });
+        b!.setFaults({ saturateRate: 1, retryAfterS: 1 });
         await sleep(1500);
-        c.setFaults({ saturateRate: 1, retryAfterS: 1 }); // everyone full for a moment
+        c!.setFaults({ saturateRate: 1, retryAfterS: 1 }); // everyone full for a moment
         await sleep(700);
-        for (const e of [a, b, c]) e.setFaults({});
+        for (const e of engines) e.setFaults({});
       });
       const metrics = await (await fetch(`${url}/metrics`)).text();
       const retries = [...metrics.matchAll(/llmlb_retries_total\{[^}]*\} (\d+)/g)].reduce(
-        (s, m) => s + Number(m[1]),
+        (sum, m) => sum + Number(m[1]),
         0,
       );
       const r429 = outs.filter((o) => o.status === 429).length;
       const note = `a,b 429 for 2.2 s, all for 0.7 s; ${retries} retries, ${r429} clients told 429 + Retry-After`;
       return row('429 burst', outs, 30_000, await drained(router), note);
-    } finally {
-      await router.close();
-      await Promise.all([a.close(), b.close(), c.close()]);
-    }
+    });
   },
 
   async 'mid-stream death'() {
-    const [a, b] = await Promise.all([engine(1), engine(2)]);
-    a.setFaults({ dieMidStreamAfterChunks: 3 });
-    const { router, url } = await startRouter(
-      routerConfig([
-        { name: 'a', url: a.url },
-        { name: 'b', url: b.url },
-      ]),
-    );
-    try {
+    return onFleet(2, '', async ([a], router, url) => {
+      a!.setFaults({ dieMidStreamAfterChunks: 3 });
       const outs = await drive(url, REQUESTS, 30_000, async () => undefined);
-      return row(
-        'mid-stream death',
-        outs,
-        30_000,
-        await drained(router),
-        'a cuts every stream after 3 chunks',
-      );
-    } finally {
-      await router.close();
-      await Promise.all([a.close(), b.close()]);
-    }
+      const note = 'a cuts every stream after 3 chunks';
+      return row('mid-stream death', outs, 30_000, await drained(router), note);
+    });
   },
 
   async 'redis outage'() {
@@ -357,17 +330,10 @@ const scenarios: Record<string, Scenario> = {
   },
 
   async 'slow bodies'() {
-    const [a, b] = await Promise.all([engine(1), engine(2)]);
-    const { router, url } = await startRouter(
-      routerConfig([
-        { name: 'a', url: a.url },
-        { name: 'b', url: b.url },
-      ]) + '\ntimeouts: { bodyMs: 2000 }',
-    );
-    const { port } = new URL(url);
-    let cut408 = 0;
-    let stillOpen = 0;
-    try {
+    return onFleet(2, 'timeouts: { bodyMs: 2000 }', async (_engines, router, url) => {
+      const { port } = new URL(url);
+      let cut408 = 0;
+      let stillOpen = 0;
       const outs = await drive(url, REQUESTS, 30_000, async () => {
         const slow = Array.from(
           { length: 200 },
@@ -393,12 +359,8 @@ const scenarios: Record<string, Scenario> = {
         await Promise.all(slow);
       });
       const note = `200 slow-body sockets: ${cut408} cut with 408 by 2 s, ${stillOpen} still open at 8 s`;
-      const r = row('slow bodies', outs, 30_000, (await drained(router)) && stillOpen === 0, note);
-      return r;
-    } finally {
-      await router.close();
-      await Promise.all([a.close(), b.close()]);
-    }
+      return row('slow bodies', outs, 30_000, (await drained(router)) && stillOpen === 0, note);
+    });
   },
 };
 
@@ -411,35 +373,31 @@ async function redisScenario(
   paceMs = 0,
 ): Promise<Row> {
   const redis = await RedisServer.start();
-  const [a, b] = await Promise.all([engine(1), engine(2)]);
-  const { router, url } = await startRouter(
-    routerConfig([
-      { name: 'a', url: a.url },
-      { name: 'b', url: b.url },
-    ]) +
-      `\nstate: { redis: '${redis.url}', keyPrefix: 'faults:{q}:' }` +
-      `\nquotas: { models: { m1: { maxConcurrent: ${CAP}, tokensPerMinute: 100000000, requestsPerMinute: 1000000 } } }`,
-  );
-  let maxInFlight = 0;
-  let sampling = true;
-  const sampler = (async () => {
-    while (sampling) {
-      maxInFlight = Math.max(maxInFlight, router.scheduler.inFlightTotal);
-      await sleep(5);
-    }
-  })();
+  const quota =
+    `state: { redis: '${redis.url}', keyPrefix: 'faults:{q}:' }\n` +
+    `quotas: { models: { m1: { maxConcurrent: ${CAP}, tokensPerMinute: 100000000, requestsPerMinute: 1000000 } } }`;
   try {
-    const outs = await drive(url, REQUESTS, 30_000, () => fault(redis), paceMs);
-    sampling = false;
-    await sampler;
-    const r503 = outs.filter((o) => o.status === 503).length;
-    const note = `cap ${CAP}: at most ${maxInFlight} in flight${maxInFlight > CAP ? ' (OVER CAP)' : ''}; ${r503} clean 503s${paceMs > 0 ? `; clients pause ${paceMs} ms between requests` : ''}`;
-    const r = row(name, outs, 30_000, (await drained(router)) && maxInFlight <= CAP, note);
-    return r;
+    return await onFleet(2, quota, async (_engines, router, url) => {
+      let maxInFlight = 0;
+      let sampling = true;
+      const sampler = (async () => {
+        while (sampling) {
+          maxInFlight = Math.max(maxInFlight, router.scheduler.inFlightTotal);
+          await sleep(5);
+        }
+      })();
+      let outs: Outcome[];
+      try {
+        outs = await drive(url, REQUESTS, 30_000, () => fault(redis), paceMs);
+      } finally {
+        sampling = false;
+        await sampler;
+      }
+      const r503 = outs.filter((o) => o.status === 503).length;
+      const note = `cap ${CAP}: at most ${maxInFlight} in flight${maxInFlight > CAP ? ' (OVER CAP)' : ''}; ${r503} clean 503s${paceMs > 0 ? `; clients pause ${paceMs} ms between requests` : ''}`;
+      return row(name, outs, 30_000, (await drained(router)) && maxInFlight <= CAP, note);
+    });
   } finally {
-    sampling = false;
-    await router.close();
-    await Promise.all([a.close(), b.close()]);
     await redis.kill();
   }
 }
