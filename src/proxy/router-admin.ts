@@ -95,6 +95,7 @@ export class RouterAdmin implements AdminTarget {
         `policy '${this.r.settings.policy.name}' is pinned to '${name}': change the policy first`,
       );
     this.r.fleet.remove(name);
+    this.r.stalls.remove(name); // a backend added again under this name starts without history
     this.r.log.info({ backend: name }, 'backend removed');
   }
 
@@ -152,6 +153,7 @@ export class RouterAdmin implements AdminTarget {
         (want.models === undefined) !== (rt.config.models === undefined)
       ) {
         this.r.fleet.remove(rt.config.name);
+        this.r.stalls.remove(rt.config.name);
         changes.push(`removed ${rt.config.name}`);
       }
     }
