@@ -24,7 +24,9 @@
  * child under `node --cpu-prof`; summarize with bench/profile-summary.ts), BENCH_LLMLB_NODE_FLAGS
  * (extra node flags for the llmlb child, e.g. `--max-semi-space-size=32`), BENCH_LLMLB_LOG=info
  * (llmlb logs at that level, to /dev/null: the per-request line costs; default silent), BENCH_STRICT=1
- * (exit 1 when a target FAILs or requests failed).
+ * (exit 1 when a target FAILs or requests failed), BENCH_BASE=REV (adds target llmlb-base: the llmlb
+ * of git revision REV, exported with `git archive` and compiled the same way, measured in the same
+ * rounds — how a refactor shows "same req/s within noise" against the code before it).
  */
 import autocannon from 'autocannon';
 import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -72,10 +74,11 @@ const STRICT = process.env.BENCH_STRICT === '1';
 const MIN_RATIO_VS_HAPROXY = 0.5;
 const MAX_ADDED_P50_MS = 0.3;
 
-type TargetName = 'direct' | 'llmlb' | 'llmlb-info' | 'llmlb-capture' | 'haproxy' | 'node-min';
+type TargetName = 'direct' | 'llmlb' | 'llmlb-base' | 'llmlb-info' | 'llmlb-capture' | 'haproxy' | 'node-min';
 const ALL_TARGETS: readonly TargetName[] = [
   'direct',
   'llmlb',
+  'llmlb-base',
   'llmlb-info',
   'llmlb-capture',
   'haproxy',
@@ -86,18 +89,25 @@ const DEFAULT_TARGETS: readonly TargetName[] = ['direct', 'llmlb', 'haproxy', 'n
 const LABEL: Record<TargetName, string> = {
   direct: 'direct (1 upstream)',
   llmlb: 'llmlb least-connections',
+  'llmlb-base': `llmlb @ ${(process.env.BENCH_BASE ?? 'base').slice(0, 12)}`,
   'llmlb-info': 'llmlb, info log per req',
   'llmlb-capture': 'llmlb, trace capture on',
   haproxy: 'HAProxy leastconn',
   'node-min': 'node:http+undici minimal',
 };
 
+const BASE_REV = process.env.BENCH_BASE;
+/** Where the base revision's src/ and bench children are compiled (under ROOT: node_modules resolve). */
+const BASE_BUILD = join(ROOT, 'bench-out', '.build-base');
+
 function selectedTargets(): TargetName[] {
   const raw = process.env.BENCH_TARGETS;
-  if (!raw) return [...DEFAULT_TARGETS];
+  if (!raw) return BASE_REV ? ['direct', 'llmlb', 'llmlb-base', 'haproxy', 'node-min'] : [...DEFAULT_TARGETS];
   const names = raw.split(',').map((s) => s.trim());
   for (const n of names)
     if (!ALL_TARGETS.includes(n as TargetName)) throw new Error(`BENCH_TARGETS: unknown target '${n}'`);
+  if (names.includes('llmlb-base') && !BASE_REV)
+    throw new Error('target llmlb-base needs BENCH_BASE=<git revision>');
   return ALL_TARGETS.filter((t) => names.includes(t));
 }
 
@@ -153,9 +163,10 @@ async function startNodeChild(
   args: readonly string[],
   extraExecArgv: readonly string[] = [],
   env: NodeJS.ProcessEnv = process.env,
+  build: string = BUILD,
 ): Promise<{ child: ChildProcess; urls: readonly string[] }> {
   const child = track(
-    fork(join(BUILD, 'bench', script), [...args], {
+    fork(join(build, 'bench', script), [...args], {
       cwd: ROOT,
       env,
       execArgv: [...extraExecArgv],
@@ -186,11 +197,26 @@ async function startProxyChild(
   upstreams: readonly string[],
   execArgv: readonly string[] = [],
   env?: NodeJS.ProcessEnv,
+  build?: string,
 ): Promise<Started> {
-  const { child, urls } = await startNodeChild(script, upstreams, execArgv, env);
+  const { child, urls } = await startNodeChild(script, upstreams, execArgv, env, build);
   const url = urls[0];
   if (url === undefined) throw new Error(`${script} reported no URL`);
   return { url, pid: child.pid };
+}
+
+/** Export `rev`'s src/ and bench/ with `git archive` into `dir` and compile them into BASE_BUILD. */
+async function compileBase(rev: string, dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  const archive = spawnSync('git', ['archive', '--format=tar', rev, 'src', 'bench'], {
+    cwd: ROOT,
+    maxBuffer: 1 << 30,
+  });
+  if (archive.status !== 0)
+    throw new Error(`BENCH_BASE=${rev}: git archive failed: ${archive.stderr.toString().trim()}`);
+  const untar = spawnSync('tar', ['-x', '-C', dir], { input: archive.stdout });
+  if (untar.status !== 0) throw new Error(`BENCH_BASE=${rev}: tar failed: ${untar.stderr.toString().trim()}`);
+  await compileForBench(dir, BASE_BUILD);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -471,6 +497,10 @@ async function main(): Promise<void> {
   scratch.add(tmp).add(BUILD);
   try {
     await compileForBench(ROOT, BUILD);
+    if (targets.includes('llmlb-base') && BASE_REV) {
+      scratch.add(BASE_BUILD);
+      await compileBase(BASE_REV, join(tmp, 'base'));
+    }
     const upstream = await startNodeChild('upstream-child.js', ['2']);
     const [u0, u1] = upstream.urls;
     if (u0 === undefined || u1 === undefined) throw new Error('upstream child gave fewer than 2 URLs');
@@ -483,7 +513,12 @@ async function main(): Promise<void> {
         prof.push(...LLMLB_NODE_FLAGS);
         if (PROF_DIR) await mkdir(resolve(PROF_DIR), { recursive: true });
         running.set(t, await startProxyChild('router-child.js', ups, prof));
-      } else if (t === 'llmlb-info')
+      } else if (t === 'llmlb-base')
+        running.set(
+          t,
+          await startProxyChild('router-child.js', ups, LLMLB_NODE_FLAGS, undefined, BASE_BUILD),
+        );
+      else if (t === 'llmlb-info')
         running.set(
           t,
           await startProxyChild('router-child.js', ups, [], { ...process.env, BENCH_LLMLB_LOG: 'info' }),
@@ -497,7 +532,8 @@ async function main(): Promise<void> {
           }),
         );
       else if (t === 'haproxy') running.set(t, await startHaproxy(ups, tmp));
-      else running.set(t, await startProxyChild('min-proxy-child.js', ups));
+      else if (t === 'node-min') running.set(t, await startProxyChild('min-proxy-child.js', ups));
+      else throw new Error(`no way to start target ${t satisfies never}`);
     }
     const urls = new Map([...running].map(([t, s]) => [t, s.url]));
     for (const [t, url] of urls) await sanityCheck(t, url);
@@ -553,6 +589,8 @@ async function main(): Promise<void> {
       llmlbVsDirect: ratio('llmlb', 'direct'),
       llmlbVsHaproxy: ratio('llmlb', 'haproxy'),
       llmlbVsNodeMin: ratio('llmlb', 'node-min'),
+      llmlbVsBase: ratio('llmlb', 'llmlb-base'),
+      baseVsNodeMin: ratio('llmlb-base', 'node-min'),
       haproxyVsDirect: ratio('haproxy', 'direct'),
       nodeMinVsHaproxy: ratio('node-min', 'haproxy'),
       llmlbInfoVsLlmlb: ratio('llmlb-info', 'llmlb'),
@@ -589,6 +627,8 @@ async function main(): Promise<void> {
       ['llmlb / direct', ratios.llmlbVsDirect],
       ['llmlb / HAProxy', ratios.llmlbVsHaproxy],
       ['llmlb / node-min', ratios.llmlbVsNodeMin],
+      ['llmlb / llmlb-base', ratios.llmlbVsBase],
+      ['llmlb-base / node-min', ratios.baseVsNodeMin],
       ['HAProxy / direct', ratios.haproxyVsDirect],
       ['node-min / HAProxy', ratios.nodeMinVsHaproxy],
       ['llmlb-info / llmlb', ratios.llmlbInfoVsLlmlb],
@@ -608,7 +648,7 @@ async function main(): Promise<void> {
     );
 
     const addedRows: [TargetName, { p50: number; p99: number }][] = [];
-    for (const t of ['llmlb', 'llmlb-info', 'llmlb-capture', 'haproxy', 'node-min'] as const) {
+    for (const t of ['llmlb', 'llmlb-base', 'llmlb-info', 'llmlb-capture', 'haproxy', 'node-min'] as const) {
       const a = addedVsDirect(t);
       if (a) addedRows.push([t, a]);
     }
