@@ -110,6 +110,8 @@ interface LiveResult {
   readonly records: readonly ClientRecord[];
   /** Per router: requests it forwarded to each peer, as its Federation counted them. */
   readonly forwardedByRouter: Record<string, number>;
+  /** Of those, forwarded after waiting in the router queue (Algorithm 1 at the queue head). */
+  readonly fromQueueByRouter: Record<string, number>;
   readonly wallS: number;
   readonly cpuS: number;
   readonly loopDelayP99Ms: number;
@@ -202,12 +204,16 @@ async function runLive(sc: Scenario, spec: PolicySpec): Promise<LiveResult> {
     );
     lag.disable();
     const forwardedByRouter: Record<string, number> = Object.create(null) as Record<string, number>;
-    for (const [n, { router }] of routers)
+    const fromQueueByRouter: Record<string, number> = Object.create(null) as Record<string, number>;
+    for (const [n, { router }] of routers) {
       forwardedByRouter[n] = (router.peers?.describe(Date.now()) ?? []).reduce((a, p) => a + p.forwarded, 0);
+      fromQueueByRouter[n] = router.queuedForwards?.forwarded ?? 0;
+    }
     const cpu = process.cpuUsage(cpu0);
     return {
       records: perRegion.flat(),
       forwardedByRouter,
+      fromQueueByRouter,
       wallS: (performance.now() - wall0) / 1000,
       cpuS: (cpu.user + cpu.system) / 1e6,
       loopDelayP99Ms: lag.percentile(99) / 1e6,
@@ -249,7 +255,8 @@ for (const spec of sc.policies) {
   live.set(spec.name, { figs: figures(sc, run.records), run });
   console.error(
     `  ${spec.name}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s wall, CPU ${run.cpuS.toFixed(1)} s, ` +
-      `event-loop delay p99 ${run.loopDelayP99Ms.toFixed(1)} ms, forwarded ${JSON.stringify(run.forwardedByRouter)}`,
+      `event-loop delay p99 ${run.loopDelayP99Ms.toFixed(1)} ms, forwarded ${JSON.stringify(run.forwardedByRouter)} ` +
+      `(from the queue ${JSON.stringify(run.fromQueueByRouter)})`,
   );
 }
 
@@ -316,6 +323,7 @@ writeFileSync(
         live: live.get(p.name)!.figs,
         sim: sim.get(p.name)!,
         forwardedByRouter: live.get(p.name)!.run.forwardedByRouter,
+        fromQueueByRouter: live.get(p.name)!.run.fromQueueByRouter,
         wallS: live.get(p.name)!.run.wallS,
       })),
     },

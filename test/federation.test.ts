@@ -122,11 +122,84 @@ describe('three regions, a router each, 50 ms one way between them', () => {
     const long = gen(eu.url, 'keep eu busy', 400);
     await waitFor(() => eu.router.scheduler.backend('eu-0')!.inFlight === 1, 2000, 'eu busy');
     // With the hop marker it waits for eu-0 rather than going on to us or asia.
-    const r = await gen(eu.url, 'already forwarded', 4, false, { [HOP_HEADER]: '1' });
+    const pending = gen(eu.url, 'already forwarded', 4, false, { [HOP_HEADER]: '1' });
+    await waitFor(() => eu.router.scheduler.queueLength === 1, 2000, 'queued at eu');
+    assert.equal(eu.router.queuedForwards!.size, 0, 'not forwardable from the queue either');
+    const r = await pending;
     assert.equal(r.status, 200);
     assert.equal(r.headers.get('x-llmlb-backend'), 'eu-0');
     await r.text();
     await (await long).text();
+  });
+
+  /** Every region's only replica busy, us the longest; resolves once us sees no peer with room. */
+  const allBusy = async (usTokens: number, euTokens: number, asiaTokens: number) => {
+    const busy = (['us', 'eu', 'asia'] as const).map((r, i) => {
+      const { router: rt, url } = routers.get(r)!;
+      const p = gen(url, `keep ${r} busy`, [usTokens, euTokens, asiaTokens][i]!).then(async (res) => {
+        await res.text();
+        return res.status;
+      });
+      return { rt, r, p };
+    });
+    for (const { rt, r } of busy)
+      await waitFor(() => rt.scheduler.backend(`${r}-0`)!.inFlight === 1, 2000, `${r} busy`);
+    const us = routers.get('us')!.router;
+    await waitFor(() => us.peers!.available(Date.now()).length === 0, 2000, 'us sees no peer with room');
+    return busy.map((b) => b.p);
+  };
+
+  it('a request queued while no peer had room goes to the first peer that frees up', async () => {
+    const us = routers.get('us')!;
+    const fwd = us.router.queuedForwards!;
+    const before = fwd.forwarded;
+    // eu frees up after ~1 s, us after ~4 s: the queued request must not wait for us-0.
+    const [usLong, euShort, asiaLong] = await allBusy(2000, 500, 2000);
+    const usDoneAt = usLong!.then(() => Date.now());
+    const queued = gen(us.url, 'waits in the us queue', 4);
+    await waitFor(() => us.router.scheduler.queueLength === 1, 2000, 'queued at us');
+    assert.equal(fwd.size, 1, 'forwardable while it waits');
+    const r = await queued;
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('x-llmlb-backend'), 'eu-0');
+    await r.text();
+    const answeredAt = Date.now();
+    assert.equal(fwd.forwarded, before + 1);
+    // Its queue place was given back once: nothing waits, nothing is counted twice.
+    assert.equal(us.router.scheduler.queueLength, 0);
+    assert.equal(fwd.size, 0);
+    assert.deepEqual(await Promise.all([usLong, euShort, asiaLong]), [200, 200, 200]);
+    assert.ok(answeredAt < (await usDoneAt), 'answered before the local replica freed up');
+    await waitFor(() => us.router.scheduler.inFlightTotal === 0, 2000, 'us idle');
+    for (const p of us.router.peers!.describe(Date.now())) assert.equal(p.outstanding, 0, p.peer);
+  });
+
+  it('a queued request whose client left is not forwarded when a peer frees up', async () => {
+    const us = routers.get('us')!;
+    const fwd = us.router.queuedForwards!;
+    const before = fwd.forwarded;
+    const sentBefore = us.router.peers!.describe(Date.now()).map((p) => p.forwarded);
+    const [usLong, euShort, asiaLong] = await allBusy(1500, 500, 1500);
+    const ac = new AbortController();
+    const gone = fetch(`${us.url}/api/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-llmlb-output-tokens': '4' },
+      body: JSON.stringify({ model: 'm1', prompt: 'leaves early', stream: false }),
+      signal: ac.signal,
+    }).catch((err: unknown) => err);
+    await waitFor(() => fwd.size === 1, 2000, 'queued at us');
+    ac.abort();
+    assert.ok((await gone) instanceof Error);
+    await waitFor(() => us.router.scheduler.queueLength === 0 && fwd.size === 0, 2000, 'left the queue');
+    assert.equal(await euShort, 200);
+    // eu has room again and us has heard so: still nothing goes there.
+    await waitFor(() => us.router.peers!.isAvailable('eu', Date.now()), 3000, 'eu has room');
+    assert.equal(fwd.forwarded, before);
+    assert.deepEqual(
+      us.router.peers!.describe(Date.now()).map((p) => p.forwarded),
+      sentBefore,
+    );
+    assert.deepEqual(await Promise.all([usLong, asiaLong]), [200, 200]);
   });
 
   it('a peer that is down: the request runs locally after all, and the peer is skipped', async () => {

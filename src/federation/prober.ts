@@ -1,6 +1,6 @@
 import type { Federation } from './federation.js';
 import { parsePeerStatus } from './status-handler.js';
-import { PEER_STATUS_PATH } from './types.js';
+import { PEER_STATUS_PATH, type PeerStatus } from './types.js';
 
 export interface PeerProberOptions {
   /** Algorithm 1's ProbeInterval (ms). */
@@ -8,6 +8,8 @@ export interface PeerProberOptions {
   /** A probe slower than this counts as failed (ms). */
   readonly timeoutMs?: number;
   readonly now?: () => number;
+  /** A peer answered (its status is in the Federation): the host may forward queued requests. */
+  readonly onStatus?: () => void;
 }
 
 /**
@@ -56,16 +58,17 @@ export class PeerProber {
   }
 
   private async probe(name: string, url: string): Promise<void> {
+    let status: PeerStatus | undefined;
     try {
       const res = await fetch(new URL(PEER_STATUS_PATH, url), {
         signal: AbortSignal.timeout(this.opts.timeoutMs ?? 1000),
       });
-      const status = res.ok ? parsePeerStatus(await res.json()) : undefined;
-      if (status) this.federation.setStatus(name, status, this.now());
-      else this.federation.markFailed(name, this.now(), false);
+      status = res.ok ? parsePeerStatus(await res.json()) : undefined;
     } catch {
       // Down or slow: unavailable until it answers again (a peer starting later is picked up).
-      this.federation.markFailed(name, this.now(), false);
     }
+    if (!status) return this.federation.markFailed(name, this.now(), false);
+    this.federation.setStatus(name, status, this.now());
+    this.opts.onStatus?.();
   }
 }

@@ -28,6 +28,7 @@ import type { AttemptBook } from './attempt-book.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
 import type { Usage } from './usage.js';
 import { forwardToPeer } from '../federation/forward.js';
+import type { PeerRoute, TakeForPeer } from '../federation/queue-forward.js';
 import { HOP_HEADER, type RouteDecision } from '../federation/types.js';
 
 /** A federated router's forwarding decision (src/federation): where a request goes, and how it ended. */
@@ -35,6 +36,10 @@ export interface FederationHook {
   route(info: RequestInfo, forwarded: boolean): RouteDecision;
   onForwarded(info: RequestInfo, peer: string): void;
   onDone(peer: string, ok: boolean): void;
+  /** A forwardable request waits in the router queue: a peer freeing up may `take` it (Algorithm 1). */
+  queued(info: RequestInfo, take: TakeForPeer): void;
+  /** It no longer waits there (dispatched, rejected, taken, its client left). */
+  unqueued(id: string): void;
 }
 
 /** What a flight needs from the router that runs it: shared state, read-only to the flight. */
@@ -116,6 +121,8 @@ export class Flight {
   /** The attempt under way, cancelled when the client leaves. */
   private exchange: UpstreamExchange | undefined;
   private clientGone = false;
+  /** Sent to a peer once already: never again (a peer that failed before answering is ejected). */
+  private peerTried = false;
   /** Waiting in the router queue (its place must be given back if the client leaves). */
   private queued = false;
   /** Dispatched and not yet settled: holds a scheduler slot. */
@@ -149,6 +156,7 @@ export class Flight {
     } finally {
       // Whatever way the flight ends, it leaves nothing in the router queue and holds no slot.
       if (this.queued || this.holding) {
+        if (this.queued) h.federation?.unqueued(this.info.id);
         this.queued = this.holding = false;
         h.waiters.drop(this.info.id);
         h.waiters.apply(h.scheduler.cancel(this.info.id, now()).decisions);
@@ -268,6 +276,7 @@ export class Flight {
       const h = this.host;
       this.queued = false;
       h.waiters.drop(this.info.id);
+      h.federation?.unqueued(this.info.id);
       h.decisionLog.forget(this.info.id);
       h.waiters.apply(h.scheduler.cancel(this.info.id, now()).decisions);
     }
@@ -307,9 +316,20 @@ export class Flight {
    * request; false to run it here (local first, or the peer failed before any byte went out).
    */
   private async tryPeer(f: FederationHook): Promise<boolean> {
-    const d = f.route(this.info, this.req.headers[HOP_HEADER] !== undefined);
+    const d = f.route(this.info, !this.mayForward());
     if (d.kind !== 'peer') return false;
     f.onForwarded(this.info, d.peer);
+    return this.forwardTo(f, d);
+  }
+
+  /** Never a request that came from a peer (hop marker), nor one a peer already had. */
+  private mayForward(): boolean {
+    return !this.peerTried && this.req.headers[HOP_HEADER] === undefined;
+  }
+
+  /** Sends the request to the peer `d` names (already counted there); true when that settled it. */
+  private async forwardTo(f: FederationHook, d: PeerRoute): Promise<boolean> {
+    this.peerTried = true;
     const headers = Object.create(null) as Record<string, string>;
     for (let i = 0; i < this.headers.length; i += 2)
       headers[this.headers[i]!.toLowerCase()] = this.headers[i + 1]!;
@@ -362,6 +382,12 @@ export class Flight {
       const exclude = this.excluded(tried, queuedFrom);
       const next = this.schedule(exclude);
       const d = next instanceof Promise ? await next : next;
+      if ('kind' in d) {
+        // A peer freed up while it waited in the router queue: its place there is given back.
+        if (await this.forwardTo(h.federation!, d)) return;
+        attempt--; // the peer failed before answering: this attempt runs here after all
+        continue;
+      }
       if (!this.noteDecision(d, attempt, queuedFrom)) break;
       if (d.type === 'reject') {
         if (this.answerReject(d.reason, exclude, tried, last !== undefined)) return;
@@ -484,9 +510,10 @@ export class Flight {
 
   /**
    * Submits the request: its decision when the scheduler makes it at once (the common case: no
-   * promise, no waiter), else a promise of it while it waits in the router queue.
+   * promise, no waiter), else a promise of it while it waits in the router queue — or of the peer
+   * that took it from there.
    */
-  private schedule(exclude: ReadonlySet<string>): Decision | Promise<Decision> {
+  private schedule(exclude: ReadonlySet<string>): Decision | Promise<Decision | PeerRoute> {
     const h = this.host;
     const t = now();
     h.decisionLog.rearm(t);
@@ -505,11 +532,27 @@ export class Flight {
         return d;
       }
     this.queued = true;
-    return h.waiters.wait(id).then((d) => {
+    const f = h.federation && this.mayForward() ? h.federation : undefined;
+    const decided = h.waiters.wait(id).then((d) => {
       this.queued = false;
       this.holding = d.type === 'dispatch';
+      f?.unqueued(id);
       return d;
     });
+    if (!f) return decided;
+    // A peer freeing up may take it from the queue first (Algorithm 1 at the queue head).
+    const taken = new Promise<PeerRoute>((resolve) =>
+      f.queued(this.info, (route) => {
+        // Still undecided (a decision already made but not yet delivered has no waiter left).
+        if (!this.queued || this.clientGone || !h.waiters.awaits(id)) return false;
+        this.queued = false;
+        h.waiters.drop(id); // `decided` never settles now
+        h.waiters.apply(h.scheduler.cancel(id, now()).decisions);
+        resolve(route);
+        return true;
+      }),
+    );
+    return Promise.race([decided, taken]);
   }
 
   /** One try on one backend. Gives the scheduler slot back exactly once, on every path. */

@@ -18,6 +18,7 @@ import { now, type FederationHook } from './flight.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
 import { PeerProber } from '../federation/prober.js';
+import { QueuedForwards } from '../federation/queue-forward.js';
 import type { PeerStatus } from '../federation/types.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
 import { SharedView } from '../state/shared-view.js';
@@ -64,6 +65,8 @@ export class Router {
   /** Peers (issue #19): the forwarding decision and its prober; undefined without `peers`. */
   readonly federation: FederationHook | undefined;
   readonly peers: Federation | undefined;
+  /** Own clients' requests in the router queue that a peer freeing up may still take. */
+  readonly queuedForwards: QueuedForwards | undefined;
   private readonly prober: PeerProber | undefined;
   /** Several routers on one fleet (sharedView + state.redis): others' in-flight counts, cap allowances. */
   readonly sharedView: SharedView | undefined;
@@ -200,14 +203,23 @@ export class Router {
         maxEntries: f?.snapshotMaxEntries,
       });
       this.peers = fed;
+      const forwards = new QueuedForwards(fed, () => this.localAvailable() > 0, Date.now);
+      this.queuedForwards = forwards;
       this.federation = {
-        route: (info, forwarded) => fed.route(info, forwarded, this.localAvailable() > 0, Date.now()),
+        route: (info, forwarded) => {
+          forwards.drain(); // those queued earlier go first (FCFS)
+          return fed.route(info, forwarded, this.localAvailable() > 0, Date.now());
+        },
         onForwarded: (info, peer) => fed.onForwarded(info, peer),
         onDone: (peer, ok) => fed.onDone(peer, ok, Date.now()),
+        queued: (info, take) => forwards.add(info, take),
+        unqueued: (id) => forwards.remove(id),
       };
       this.prober = new PeerProber(fed, {
         intervalMs: f?.probeIntervalMs ?? 100,
         timeoutMs: f?.probeTimeoutMs,
+        // A peer with room: the queue head goes there now rather than wait for a local replica.
+        onStatus: () => forwards.drain(),
       });
     }
   }

@@ -9,6 +9,7 @@
  * - `independent`: N routers, each seeing only its own pushes.
  */
 import type { PolicySpec } from '../core/policies/index.js';
+import type { ForwardPick } from '../federation/federation.js';
 import type { PeerSelection } from '../federation/types.js';
 import { policyLabel } from './simulator.js';
 
@@ -19,6 +20,8 @@ export interface FederationMode {
   readonly local: PolicySpec;
   /** For region scenarios: undefined = region-local. */
   readonly forwarding: PeerSelection | undefined;
+  /** Which waiting request a peer with room takes (`forward:`; src/federation/federation.ts). */
+  readonly pick: ForwardPick;
   /** For router scenarios. */
   readonly sharing: SharingMode | undefined;
 }
@@ -53,14 +56,23 @@ export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): F
   const known: readonly string[] = kind === 'regions' ? regionModes : routerModes;
   if (!known.includes(spec.name))
     throw new Error(`unknown ${kind} policy '${spec.name}' (known: ${known.join(', ')})`);
-  const { policy, ...rest } = spec.params ?? {};
+  const { policy, forward, ...rest } = spec.params ?? {};
   if (Object.keys(rest).length > 0)
-    throw new Error(`${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy)`);
+    throw new Error(
+      `${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy, forward)`,
+    );
+  if (forward !== undefined && forward !== 'head' && forward !== 'locality')
+    throw new Error(`${spec.name}: forward must be head or locality`);
   const local = localSpec(policy ?? DEFAULTS[spec.name], spec.name);
+  const labels = [
+    ...(policy === undefined ? [] : [policyLabel(local)]),
+    ...(forward === undefined ? [] : [`forward=${forward}`]),
+  ];
   return {
-    label: policy === undefined ? spec.name : `${spec.name}(${policyLabel(local)})`,
+    label: labels.length === 0 ? spec.name : `${spec.name}(${labels.join(', ')})`,
     local,
     forwarding: spec.name === 'skylb' ? 'trie' : spec.name === 'skylb-ch' ? 'ring' : undefined,
+    pick: forward ?? 'head',
     sharing: kind === 'routers' ? (spec.name as SharingMode) : undefined,
   };
 }

@@ -24,6 +24,7 @@ import {
 } from '../engine/tokens.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
+import { QueuedForwards } from '../federation/queue-forward.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
 import type { PeerStatus } from '../federation/types.js';
 import type { Scenario } from '../scenario/types.js';
@@ -78,7 +79,7 @@ interface Router {
   readonly engines: readonly number[];
   readonly federation: Federation | undefined;
   /** Own clients' requests waiting in its scheduler queue, oldest first (forwarding candidates). */
-  readonly waiting: Map<string, Open>;
+  readonly waiting: QueuedForwards | undefined;
   readonly stats: RouterStats;
   /** Other routers' in-flight per backend at the last share (shared-view). */
   readonly others: Map<string, number>;
@@ -152,6 +153,7 @@ export function simulateFederation(
         ? new Federation({
             region: d.name,
             selection: mode.forwarding,
+            pick: mode.pick,
             tau: regions.tau,
             // Statuses arrive every peerProbeS; one missing a few rounds means nothing any more.
             statusTtlMs: Math.max(1000, regions.peerProbeS * 5000 + 2000 * regions.oneWayS(d.name, d.name)),
@@ -166,7 +168,13 @@ export function simulateFederation(
       scheduler,
       engines: d.engines,
       federation,
-      waiting: new Map(),
+      waiting: federation
+        ? new QueuedForwards(
+            federation,
+            () => availableReplicas(scheduler.backendViews(), now * 1000) > 0,
+            () => now * 1000,
+          )
+        : undefined,
       stats: { name: d.name, arrived: 0, forwardedOut: 0, servedForPeers: 0 },
       others,
     };
@@ -226,7 +234,7 @@ export function simulateFederation(
   const apply = (r: Router, ds: readonly Decision[]): void => {
     for (const d of ds) {
       const o = open.get(d.request.id)!;
-      r.waiting.delete(o.rec.id);
+      r.waiting?.remove(o.rec.id);
       if (d.type === 'reject') {
         o.rec.ok = false;
         o.rec.failure = d.reason;
@@ -234,6 +242,7 @@ export function simulateFederation(
         finishToClient(o, now + o.backS, false);
         continue;
       }
+      if (o.origin === o.router) r.federation?.onLocal(o.info);
       const i = byName.get(d.backend)!;
       const req = o.req;
       const profile = fleet[i]!.profile;
@@ -270,10 +279,10 @@ export function simulateFederation(
   const localAvailable = (r: Router): boolean =>
     availableReplicas(r.scheduler.backendViews(), now * 1000) > 0;
 
+  /** `o` leaves router k for `peerName` (already counted by its Federation). */
   const forward = (k: number, o: Open, peerName: string): void => {
     const r = routers[k]!;
     const p = routerIndex.get(peerName)!;
-    r.federation!.onForwarded(o.info, peerName);
     r.stats.forwardedOut++;
     o.backS = oneWay(k, p);
     inTransit++;
@@ -282,26 +291,21 @@ export function simulateFederation(
 
   /**
    * Forward the oldest of this router's own waiting requests while no local replica is available
-   * and a peer is (Algorithm 1 at the head of the FCFS queue).
+   * and a peer is (Algorithm 1 at the head of the FCFS queue; src/federation/queue-forward.ts).
    */
   const drain = (k: number): void => {
-    const r = routers[k]!;
-    if (!r.federation) return;
-    while (r.waiting.size > 0) {
-      if (localAvailable(r)) return;
-      const o = r.waiting.values().next().value!;
-      const d = r.federation.route(o.info, false, false, now * 1000);
-      if (d.kind === 'local') return;
-      r.waiting.delete(o.rec.id);
-      r.scheduler.cancel(o.rec.id, now * 1000);
-      forward(k, o, d.peer);
-    }
+    routers[k]!.waiting?.drain();
   };
 
   const submitAt = (k: number, o: Open, own: boolean): void => {
     const r = routers[k]!;
     o.router = k;
-    if (own) r.waiting.set(o.rec.id, o);
+    if (own)
+      r.waiting?.add(o.info, (d) => {
+        r.scheduler.cancel(o.rec.id, now * 1000);
+        forward(k, o, d.peer);
+        return true;
+      });
     apply(r, r.scheduler.submit(o.info, now * 1000));
   };
 
@@ -338,9 +342,10 @@ export function simulateFederation(
     }
     const r = routers[k]!;
     r.stats.arrived++;
-    if (r.federation && r.waiting.size === 0) {
+    if (r.federation && r.waiting!.size === 0) {
       const d = r.federation.route(info, false, localAvailable(r), now * 1000);
       if (d.kind === 'peer') {
+        r.federation.onForwarded(info, d.peer);
         forward(k, o, d.peer);
         return;
       }
@@ -399,7 +404,7 @@ export function simulateFederation(
     const o = open.get(id);
     if (!o) return;
     const r = routers[o.router]!;
-    r.waiting.delete(id);
+    r.waiting?.remove(id);
     const { decisions } = r.scheduler.cancel(id, now * 1000);
     if (o.engine >= 0) {
       engines[o.engine]!.cancel(id, now);
