@@ -87,6 +87,13 @@ export const configSchema = z.strictObject({
       maxBodyBytes: positiveInt.default(10 * 1024 * 1024),
       // Deeper JSON is refused (400) before anything recursive reads it.
       maxJsonDepth: z.number().int().min(2).max(10_000).default(128),
+      // Request header naming the task ("summarize", "translation", …): a hint for the
+      // output-length predictor of the workload-tracking policies (workload-aware, jsq, …).
+      taskHintHeader: z
+        .string()
+        .regex(/^[A-Za-z0-9-]+$/, 'a header name')
+        .default('x-llmlb-task')
+        .transform((h) => h.toLowerCase()),
     })
     .prefault({}),
   backends: z.array(backendSchema).min(1, 'at least one backend is required'),
@@ -218,6 +225,8 @@ export interface RouterConfig {
     readonly maxBodyBytes: number;
     /** Optional in settings built in code; the config file always sets it. */
     readonly maxJsonDepth?: number;
+    /** Lower-case header name of the task hint; default x-llmlb-task (optional in code, as above). */
+    readonly taskHintHeader?: string;
   };
   readonly backends: readonly BackendEntry[];
   readonly policy: PolicySpec;

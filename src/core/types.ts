@@ -66,7 +66,16 @@ export interface RequestInfo {
   readonly maxTokens?: number | undefined;
   /** Affinity key (x-session-token header, OpenAI `user`), if any. */
   readonly sessionKey?: string | undefined;
+  /**
+   * Task hint for the output-length predictor (a configured header, `server.taskHintHeader`, or
+   * the simulated workload's task), if any; without it the predictor looks for "This is a <task>
+   * task" in the prompt.
+   */
+  readonly taskHint?: string | undefined;
 }
+
+/** Seed 004's request classes: light/heavy prompt × light/heavy decode, on a given backend. */
+export type RequestClass = 'LL' | 'LH' | 'HL' | 'HH';
 
 /** How a pushed request ended, reported back to the core by the host. */
 export interface CompletionReport {
@@ -119,6 +128,11 @@ export interface Policy {
   onBackendRemoved?(name: string): void;
   /** Numbers worth showing per backend in /admin/backends and /metrics (estimates). */
   describe?(backend: string): Readonly<Record<string, number>>;
+  /**
+   * The class of a request this policy dispatched and still has in flight there (policies that
+   * track workload: /admin/decisions shows it); undefined when it does not know.
+   */
+  requestClass?(requestId: string, backend: string): RequestClass | undefined;
   /**
    * What decided the last pick, per candidate in its order (estimated-wait: seconds until the
    * request would finish there), for /admin/decisions. Called only when a decision is explained.

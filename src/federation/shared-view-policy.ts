@@ -33,5 +33,6 @@ export function withSharedView(inner: Policy, others: (backend: string) => numbe
   if (inner.onComplete) wrapped.onComplete = inner.onComplete.bind(inner);
   if (inner.onBackendRemoved) wrapped.onBackendRemoved = inner.onBackendRemoved.bind(inner);
   if (inner.describe) wrapped.describe = inner.describe.bind(inner);
+  if (inner.requestClass) wrapped.requestClass = inner.requestClass.bind(inner);
   return wrapped;
 }

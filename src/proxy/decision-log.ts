@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { ScoreExplanation } from '../core/policies/plugin.js';
 import { ProfilePolicy } from '../core/policies/profile.js';
-import type { Decision, Policy, RequestInfo } from '../core/types.js';
+import type { Decision, Policy, RequestClass, RequestInfo } from '../core/types.js';
 
 /** One routing decision, kept for GET /admin/decisions. */
 export interface DecisionRecord {
@@ -14,6 +14,12 @@ export interface DecisionRecord {
   readonly reason?: string;
   readonly queuedMs: number;
   readonly attempt: number;
+  /**
+   * Seed 004's class of the request (LL / LH / HL / HH) on the chosen backend, from that backend's
+   * learned speed (WorkloadTracker.classOf); null when the policy does not track workload, or on a
+   * reject.
+   */
+  readonly class: RequestClass | null;
   /** The profile's scores for this decision: per scorer, per candidate backend. */
   readonly scores?: ScoreExplanation;
 }
@@ -69,6 +75,8 @@ export class DecisionLog {
   private readonly explanations = new Map<string, ScoreExplanation>();
   /** The current policy when it is a profile (its decisions can be explained). */
   private profile: ProfilePolicy | undefined;
+  /** The current policy (for the request classes it tracks). */
+  private policy: Policy | undefined;
   private tokens = EXPLAINED_PER_S;
   private refilledAt = 0;
 
@@ -80,6 +88,7 @@ export class DecisionLog {
 
   /** Hooks a new policy's explanations (profiles only) and returns it. */
   explained(policy: Policy): Policy {
+    this.policy = policy;
     this.profile = policy instanceof ProfilePolicy ? policy : undefined;
     if (this.profile) this.profile.explain = this.hook;
     return policy;
@@ -94,6 +103,11 @@ export class DecisionLog {
       this.refilledAt = this.clock(); // refills from here
     }
   };
+
+  /** The class a dispatched request got on `backend` (core request id); null when unknown. */
+  classOf(id: string, backend: string): RequestClass | null {
+    return this.policy?.requestClass?.(id, backend) ?? null;
+  }
 
   /** Turns explanations back on once the budget has refilled. */
   rearm(t: number): void {

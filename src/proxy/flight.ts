@@ -20,7 +20,14 @@ import { BodyTooLarge, jsonDepthExceeds, readBody } from '../http/body.js';
 import { parseRetryAfter, type Cooldowns } from './cooldowns.js';
 import type { DecisionLog, DecisionWaiters } from './decision-log.js';
 import { sendError, type ErrorFormat } from '../http/errors.js';
-import { BadRequest, parseBody, type ParsedRequest, type ProxyRoute } from './routes.js';
+import {
+  BadRequest,
+  parseBody,
+  TASK_HINT_HEADER,
+  taskHintOf,
+  type ParsedRequest,
+  type ProxyRoute,
+} from './routes.js';
 import type { StallWatch } from './stall-watch.js';
 import type { TraceCapture } from '../trace/capture.js';
 import { upstreamTranslation } from './translate.js';
@@ -246,6 +253,7 @@ export class Flight {
       promptText: this.parsed.promptText,
       maxTokens: this.parsed.maxTokens,
       sessionKey: this.sessionKey(),
+      taskHint: taskHintOf(this.req.headers[this.host.settings.server.taskHintHeader ?? TASK_HINT_HEADER]),
     };
     // Forward the client's headers as a flat raw list (no object rebuild), minus hop-by-hop ones.
     const rh = this.req.rawHeaders;
@@ -431,6 +439,7 @@ export class Flight {
       reason: d.type === 'reject' ? d.reason : undefined,
       queuedMs: round(now() - queuedFrom),
       attempt: attempt + 1,
+      class: d.type === 'dispatch' ? h.decisionLog.classOf(this.info.id, d.backend) : null,
       scores,
     });
     return true;

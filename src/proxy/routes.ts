@@ -69,6 +69,19 @@ export interface ParsedRequest {
 
 type Obj = Record<string, unknown>;
 
+/** Default request header naming the task (server.taskHintHeader): the predictor's task hint. */
+export const TASK_HINT_HEADER = 'x-llmlb-task';
+
+/**
+ * A task-hint header's value as the output-length predictor takes it: trimmed, at most 64
+ * characters (a task name, not a payload; the predictor hashes all of it), else none.
+ */
+export function taskHintOf(v: string | string[] | undefined): string | undefined {
+  if (typeof v !== 'string') return undefined;
+  const t = v.trim();
+  return t.length > 0 && t.length <= 64 ? t : undefined;
+}
+
 /** Thrown for a body the API would refuse; the message is shown to the client. */
 export class BadRequest extends Error {
   constructor(

@@ -399,6 +399,7 @@ function runSimulation(
       promptText: text,
       maxTokens: req.maxTokens,
       sessionKey: req.sessionKey,
+      taskHint: req.taskHint,
     };
     apply(scheduler.submit(info, now * 1000));
   };

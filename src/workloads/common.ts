@@ -38,6 +38,7 @@ export interface RequestMeta {
   readonly sessionKey?: string | undefined;
   readonly label?: string | undefined;
   readonly task?: string | undefined;
+  readonly taskHint?: string | undefined;
   readonly sizeClass?: WorkloadRequest['sizeClass'];
 }
 

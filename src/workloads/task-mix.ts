@@ -133,6 +133,8 @@ export const taskMixParamsSchema = z
     heavyPromptTokens: positiveInt.default(100),
     /** Outputs of at least this many tokens are "heavy" (?H). */
     heavyDecodeTokens: positiveInt.default(250),
+    /** Send each request's task name as its task hint (the x-llmlb-task header live). */
+    taskHint: z.boolean().default(false),
     /** Cap sent with each request; absent = none (the engine generates the drawn length). */
     maxTokens: positiveInt.optional(),
     idPrefix: z.string().default('q'),
@@ -269,6 +271,7 @@ export function taskMixWorkload(params: TaskMixParams, seed: number): ClientDriv
           maxTokens: p.maxTokens,
           label: `${task.name}/${cls}`,
           task: task.name,
+          taskHint: p.taskHint ? task.name : undefined,
           sizeClass: cls,
         },
         [{ role: 'user', content: prompt }],

@@ -29,6 +29,11 @@ export interface WorkloadRequest {
   readonly label?: string;
   /** Task type of task-mix workloads (seed 004: sentiment, entity-recognition, …). */
   readonly task?: string;
+  /**
+   * Task hint the client sends (the router's `server.taskHintHeader`, x-llmlb-task by default; the
+   * simulator hands it to the router directly): the output-length predictor's task feature.
+   */
+  readonly taskHint?: string;
   /** Seed 004 size class: light/heavy prompt × light/heavy decode. */
   readonly sizeClass?: 'LL' | 'LH' | 'HL' | 'HH';
   /** Client-side timeout, seconds (e.g. workload.py's --timeout); absent = the runner's default. */

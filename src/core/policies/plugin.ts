@@ -1,4 +1,4 @@
-import type { BackendView, CompletionReport, PolicyParams, RequestInfo } from '../types.js';
+import type { BackendView, CompletionReport, PolicyParams, RequestClass, RequestInfo } from '../types.js';
 
 /**
  * Scheduling plugins (seed 002, after llm-d's Endpoint Picker): a profile runs its filters in
@@ -19,6 +19,8 @@ export interface PluginHooks {
   onBackendRemoved?(name: string): void;
   /** Numbers worth showing per backend (estimates), merged into /admin/backends. */
   describe?(backend: string): Readonly<Record<string, number>>;
+  /** A dispatched request's class on its backend (Policy.requestClass), when the plugin tracks it. */
+  requestClass?(requestId: string, backend: string): RequestClass | undefined;
   /** Engine metrics wanted at least this often (ms) while in use: hosts probe/scrape that fast. */
   readonly metricsIntervalMs?: number;
   /** Plugins this one reads: the profile runs their hooks too, even when they are not in it. */

@@ -1,4 +1,4 @@
-import type { BackendView, CompletionReport, Policy, RequestInfo } from '../types.js';
+import type { BackendView, CompletionReport, Policy, RequestClass, RequestInfo } from '../types.js';
 import type { Filter, Picker, Plugin, ScoreExplanation, Scorer } from './plugin.js';
 
 /** A scorer with the weight its profile gives it. */
@@ -221,6 +221,14 @@ export class ProfilePolicy implements Policy {
 
   onBackendRemoved(name: string): void {
     for (const p of this.plugins) p.onBackendRemoved?.(name);
+  }
+
+  requestClass(requestId: string, backend: string): RequestClass | undefined {
+    for (const p of this.plugins) {
+      const c = p.requestClass?.(requestId, backend);
+      if (c !== undefined) return c;
+    }
+    return undefined;
   }
 
   describe(backend: string): Readonly<Record<string, number>> {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Ema } from '../estimators/guard.js';
 import { OutputLengthModel, type LengthQuery } from '../estimators/output-length-model.js';
-import type { BackendView, CompletionReport, RequestInfo } from '../types.js';
+import type { BackendView, CompletionReport, RequestClass, RequestInfo } from '../types.js';
 
 /**
  * What seed 004's routers know about each backend's work (§4.2–4.3): every request this router
@@ -34,7 +34,7 @@ export const WorkloadParams = z.strictObject({
 });
 export type WorkloadConfig = z.output<typeof WorkloadParams>;
 
-export type RequestClass = 'LL' | 'LH' | 'HL' | 'HH';
+export type { RequestClass };
 export const CLASSES: readonly RequestClass[] = ['LL', 'LH', 'HL', 'HH'];
 
 export interface Flight {
@@ -56,6 +56,9 @@ export interface BackendWork {
   /** Flights per class (LL, LH, HL, HH) and per predicted bucket. */
   readonly classCounts: Int32Array;
   readonly bucketCounts: Int32Array;
+  /** contextTokens memo: its value at `ctxAt` (NaN: none), valid until the flights change. */
+  ctxAt: number;
+  ctxValue: number;
 }
 
 /** Approximate prompt tokens of a request: the engine reports real counts later; 4 chars ≈ 1 token. */
@@ -70,8 +73,11 @@ export class WorkloadTracker {
    * it is predicted once. Bounded (cleared when full) so rejected requests cannot grow it.
    */
   private readonly pending = new Map<string, { bucket: number; expectedOut: number; promptTokens: number }>();
-  /** contextTokens per backend, valid for one `now` until the backend's flights change. */
-  private readonly ctxCache = new Map<string, { at: number; v: number }>();
+  /**
+   * Bumped whenever what the tracker answers may change other than by time (a dispatch, a
+   * completion, a backend removed): callers may memoise answers per (version, now).
+   */
+  version = 0;
 
   constructor(cfg: WorkloadConfig) {
     this.cfg = cfg;
@@ -79,7 +85,13 @@ export class WorkloadTracker {
   }
 
   private query(req: RequestInfo, promptTokens: number): LengthQuery {
-    return { model: req.model, promptTokens, maxTokens: req.maxTokens, text: req.promptText };
+    return {
+      model: req.model,
+      promptTokens,
+      maxTokens: req.maxTokens,
+      text: req.promptText,
+      hint: req.taskHint,
+    };
   }
 
   /** The request's prompt tokens and predicted answer (memoised per request id). */
@@ -106,6 +118,8 @@ export class WorkloadTracker {
         expectedOut: 0,
         classCounts: new Int32Array(4),
         bucketCounts: new Int32Array(this.predictor.buckets),
+        ctxAt: NaN,
+        ctxValue: 0,
       };
       this.backends.set(name, b);
     }
@@ -127,6 +141,11 @@ export class WorkloadTracker {
     return hp ? (hd ? 'HH' : 'HL') : hd ? 'LH' : 'LL';
   }
 
+  /** The class a dispatched request got on its backend (while in flight there). */
+  flightClass(id: string, backend: string): RequestClass | undefined {
+    return this.backends.get(backend)?.flights.get(id)?.cls;
+  }
+
   /** Decode tokens a flight has likely produced by `now` (elapsed after its prefill / decode rate). */
   producedBy(f: Flight, backend: string, now: number): number {
     const elapsedS = (now - f.dispatchedAt) / 1000 - f.promptTokens * this.prefillS(backend);
@@ -137,11 +156,18 @@ export class WorkloadTracker {
   contextTokens(name: string, now: number): number {
     const b = this.backends.get(name);
     if (!b) return 0;
-    const c = this.ctxCache.get(name);
-    if (c !== undefined && c.at === now) return c.v;
+    if (b.ctxAt === now) return b.ctxValue;
+    // producedBy's arithmetic inlined (same operations, same order): this runs for every
+    // candidate of every request a router offers.
+    const prefill = b.prefill.value ?? this.cfg.priorPrefillS;
+    const decode = b.decode.value ?? this.cfg.priorDecodeS;
     let s = 0;
-    for (const f of b.flights.values()) s += f.promptTokens + this.producedBy(f, name, now);
-    this.ctxCache.set(name, { at: now, v: s });
+    for (const f of b.flights.values()) {
+      const elapsedS = (now - f.dispatchedAt) / 1000 - f.promptTokens * prefill;
+      s += f.promptTokens + (elapsedS <= 0 ? 0 : Math.min(f.expectedOut, elapsedS / decode));
+    }
+    b.ctxAt = now;
+    b.ctxValue = s;
     return s;
   }
 
@@ -149,9 +175,13 @@ export class WorkloadTracker {
   remainingTokens(name: string, now: number): number {
     const b = this.backends.get(name);
     if (!b) return 0;
+    const prefill = b.prefill.value ?? this.cfg.priorPrefillS;
+    const decode = b.decode.value ?? this.cfg.priorDecodeS;
     let s = 0;
     for (const f of b.flights.values()) {
-      const d = this.producedBy(f, name, now);
+      // producedBy, inlined (same arithmetic).
+      const elapsedS = (now - f.dispatchedAt) / 1000 - f.promptTokens * prefill;
+      const d = elapsedS <= 0 ? 0 : Math.min(f.expectedOut, elapsedS / decode);
       s += (d > 0 ? 0 : f.promptTokens) + (f.expectedOut - d);
     }
     return s;
@@ -182,9 +212,13 @@ export class WorkloadTracker {
   earliestCompletionS(name: string, now: number): number {
     const b = this.backends.get(name);
     if (!b || b.flights.size === 0) return 0;
+    const prefill = b.prefill.value ?? this.cfg.priorPrefillS;
+    const decode = b.decode.value ?? this.cfg.priorDecodeS;
     let min = Infinity;
     for (const f of b.flights.values()) {
-      const left = (f.expectedOut - this.producedBy(f, name, now)) * this.decodeS(name);
+      // producedBy, inlined (same arithmetic).
+      const elapsedS = (now - f.dispatchedAt) / 1000 - f.promptTokens * prefill;
+      const left = (f.expectedOut - (elapsedS <= 0 ? 0 : Math.min(f.expectedOut, elapsedS / decode))) * decode;
       if (left < min) min = left;
     }
     return Math.max(0, min);
@@ -193,8 +227,9 @@ export class WorkloadTracker {
   onDispatch(req: RequestInfo, backend: BackendView, now: number): void {
     const p = this.predict(req);
     this.pending.delete(req.id);
-    this.ctxCache.delete(backend.name);
+    this.version++;
     const b = this.work(backend.name);
+    b.ctxAt = NaN;
     const cls = this.classOf(p.promptTokens, p.expectedOut, backend.name);
     b.flights.set(req.id, {
       id: req.id,
@@ -213,7 +248,8 @@ export class WorkloadTracker {
   onComplete(req: RequestInfo, backend: BackendView, report: CompletionReport): void {
     const b = this.work(backend.name);
     const f = b.flights.get(req.id);
-    this.ctxCache.delete(backend.name);
+    this.version++;
+    b.ctxAt = NaN;
     if (f) {
       b.flights.delete(req.id);
       b.promptTokens -= f.promptTokens;
@@ -237,6 +273,7 @@ export class WorkloadTracker {
   }
 
   onBackendRemoved(name: string): void {
+    this.version++;
     this.backends.delete(name);
   }
 

@@ -19,6 +19,7 @@ export function policyPicker(policy: Policy): Picker {
     ...(policy.onComplete ? { onComplete: policy.onComplete.bind(policy) } : {}),
     ...(policy.onBackendRemoved ? { onBackendRemoved: policy.onBackendRemoved.bind(policy) } : {}),
     ...(policy.describe ? { describe: policy.describe.bind(policy) } : {}),
+    ...(policy.requestClass ? { requestClass: policy.requestClass.bind(policy) } : {}),
     ...(policy.explainLast ? { explainLast: policy.explainLast.bind(policy) } : {}),
   };
 }
