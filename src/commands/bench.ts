@@ -5,6 +5,7 @@ import { writeCharts } from '../report/charts.js';
 import { policyResult, resultsJson, type Results } from '../report/results.js';
 import { backendTable, comparisonTable, localityTable } from '../report/table.js';
 import { choosePolicies, loadScenarioOrUsage, UsageError } from './simulate.js';
+import { classTable } from '../sim/class-table.js';
 import { policyLabel } from '../sim/simulator.js';
 import { runLive, type LiveRun } from '../live-bench/live.js';
 
@@ -42,9 +43,19 @@ export async function runBenchCommand(opts: {
       onProgress: (done, sent) => bar?.update(done, sent),
     });
     bar?.stop();
-    if (!bar && !opts.quiet)
+    const d = run.loopDelayMs;
+    // Requests the HTTP client saw fail before any answer (reset, refused, …): the commonest reason.
+    const errors = new Map<string, number>();
+    for (const r of run.records) if (r.error) errors.set(r.error, (errors.get(r.error) ?? 0) + 1);
+    const top = [...errors].sort((a, b) => b[1] - a[1])[0];
+    if (!opts.quiet)
       process.stderr.write(
-        `${policyLabel(spec)}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s\n`,
+        `${policyLabel(spec)}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s; ` +
+          `event-loop delay mean ${d.mean.toFixed(1)} ms, p99 ${d.p99.toFixed(1)} ms, max ${d.max.toFixed(0)} ms` +
+          (top
+            ? `; ${[...errors.values()].reduce((a, b) => a + b, 0)} client errors (${top[1]}× ${top[0]})`
+            : '') +
+          '\n',
       );
     runs.push({ ...run, policy: policyLabel(spec) });
   }
@@ -80,6 +91,31 @@ export async function runBenchCommand(opts: {
     backendTable(results),
     '',
   ];
+  // Seed 004's per-class view, as simulate prints it (router wait is not seen by the client: '-').
+  const classes = classTable(
+    runs.map((r) => ({
+      policy: r.policy,
+      records: r.records.map((x) => ({
+        id: x.id,
+        label: x.label,
+        arrivalS: x.arrivalS,
+        dispatchS: undefined,
+        firstTokenS: x.firstTokenS,
+        finishS: x.finishS,
+        backend: x.backend,
+        ok: x.finishS !== undefined ? true : undefined,
+        failure: undefined,
+        promptTokens: 0,
+        outputTokens: x.outputTokens,
+        cachedTokens: 0,
+      })),
+      samples: [],
+      routerSamples: [],
+      backends: [],
+      simulatedS: 0,
+    })),
+  );
+  if (classes) lines.push(classes, '');
   if (opts.charts !== false) {
     const files = await writeCharts(
       out,

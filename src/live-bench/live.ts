@@ -1,6 +1,7 @@
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { deriveSeed } from '../core/rng.js';
 import type { PolicySpec } from '../core/policies/index.js';
+import { WorkloadParams } from '../core/policies/workload-tracker.js';
 import { startEngine, type EngineServer } from '../engine/server.js';
 import { silentLogger } from '../log.js';
 import { Router, type RouterSettings } from '../proxy/router.js';
@@ -21,6 +22,12 @@ export interface LiveRun {
   /** Requests held in the router's own queue, sampled with `samples`. */
   readonly routerSamples: readonly { t: number; queued: number }[];
   readonly wallS: number;
+  /**
+   * Event-loop delay of this process during the replay, ms: client, router and engines share it,
+   * so a late timer delays arrivals, engine steps and forwarding alike (a loaded machine shows
+   * here first).
+   */
+  readonly loopDelayMs: { readonly mean: number; readonly p99: number; readonly max: number };
 }
 
 /**
@@ -34,6 +41,37 @@ export function scaledPushParams(policy: PolicySpec, timeScale: number): PolicyS
   const params = policy.params ?? {};
   if (params.push !== 'sp-p' || params.probeIntervalMs !== undefined || !(timeScale > 1)) return params;
   return { ...params, probeIntervalMs: Math.max(1, Math.round(50 / timeScale)) };
+}
+
+/** Built-in policies whose WorkloadTracker takes times in seconds of the host's clock. */
+const TRACKING_POLICIES: ReadonlySet<string> = new Set([
+  'jsq',
+  'max-capacity',
+  'min-min',
+  'workload-aware',
+  'rl',
+]);
+const TRACKER_TIMES = ['heavyPromptS', 'heavyDecodeS', 'priorPrefillS', 'priorDecodeS'] as const;
+
+/**
+ * A workload-tracking policy's parameters for a run `timeScale`× faster than model time. Its
+ * tracker learns each backend's speed on the host clock (real seconds, here model seconds ÷ K)
+ * and compares it with thresholds and priors given in model seconds: the heavy-prompt/decode
+ * thresholds (request classes) and the speeds assumed before a backend reports one (the prefill
+ * prior is never replaced when the API reports no prefill time, as OpenAI's does not). Live they
+ * are divided by K, so the router holds and classes requests as the simulator does.
+ */
+export function scaledTrackerParams(policy: PolicySpec, timeScale: number): PolicySpec['params'] {
+  const params = policy.params ?? {};
+  if (!TRACKING_POLICIES.has(policy.name) || !(timeScale > 1)) return params;
+  const defaults = WorkloadParams.parse({});
+  const out: Record<string, unknown> = { ...params };
+  for (const k of TRACKER_TIMES) {
+    const v = params[k];
+    // Anything but a number is left for the policy's own validation to report.
+    if (v === undefined || typeof v === 'number') out[k] = (v ?? defaults[k]) / timeScale;
+  }
+  return out;
 }
 
 /** Router settings for a bench run: the scenario's fleet, one policy, timeouts sized for long queues. */
@@ -54,7 +92,11 @@ export function benchSettings(
       weight: b.weight,
       region: b.region,
     })),
-    policy: { name: policy.name, params: scaledPushParams(policy, timeScale) ?? {} },
+    policy: {
+      name: policy.name,
+      params:
+        scaledTrackerParams({ ...policy, params: scaledPushParams(policy, timeScale) }, timeScale) ?? {},
+    },
     scheduling: scenario.scheduling,
     retry: { attempts: 4, backoffMs: 25 },
     // A bench queues everything the scenario sends: nothing may time out in the router.
@@ -81,6 +123,7 @@ export async function runLive(
   let sampler: NodeJS.Timeout | undefined;
   let router: Router | undefined;
   const started = Date.now();
+  const loop = monitorEventLoopDelay({ resolution: 10 });
   try {
     for (const b of scenario.fleet) {
       engines.push(
@@ -100,6 +143,7 @@ export async function runLive(
     // The simulator's sampling period (run length / 400), in real time, at least 50 ms.
     const periodMs = Math.max(50, (((scenario.durationS + scenario.graceS) / 400) * 1000) / opts.timeScale);
     const t0 = performance.now();
+    loop.enable();
     const running = engines;
     const live = router;
     sampler = setInterval(() => {
@@ -123,6 +167,7 @@ export async function runLive(
       ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
     });
     clearInterval(sampler);
+    loop.disable();
     return {
       policy: policy.name,
       records,
@@ -138,8 +183,14 @@ export async function runLive(
       samples,
       routerSamples,
       wallS: (Date.now() - started) / 1000,
+      loopDelayMs: {
+        mean: loop.mean / 1e6,
+        p99: loop.percentile(99) / 1e6,
+        max: loop.max / 1e6,
+      },
     };
   } finally {
+    loop.disable();
     clearInterval(sampler);
     await router?.close();
     await Promise.all(engines.map((e) => e.close()));

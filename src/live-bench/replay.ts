@@ -15,6 +15,8 @@ export interface ClientRecord {
   readonly outputTokens: number;
   /** The client gave up after the request's timeoutS (counted failed, as the simulator does). */
   readonly timedOut: boolean;
+  /** What the HTTP client threw (connection reset, …), when the request failed that way. */
+  readonly error?: string | undefined;
 }
 
 export interface ReplayOptions {
@@ -150,6 +152,7 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
     let ok = false;
     let tokens = 0;
     let output = '';
+    let error: string | undefined;
     try {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
@@ -157,6 +160,7 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
         'x-request-id': req.id,
       };
       if (req.sessionKey !== undefined) headers['x-session-token'] = req.sessionKey;
+      if (req.taskHint !== undefined) headers['x-llmlb-task'] = req.taskHint;
       const res = await request(opts.baseUrl + PATHS[req.api], {
         method: 'POST',
         headers,
@@ -176,8 +180,10 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
       ok = status === 200 && !parsed.error;
       tokens = parsed.tokens;
       output = parsed.output;
-    } catch {
+    } catch (err) {
       ok = false;
+      const e = err as { code?: unknown; message?: unknown };
+      error = `${typeof e.code === 'string' ? `${e.code}: ` : ''}${String(e.message ?? err)}`;
     }
     if (timeout) clearTimeout(timeout);
     const finishS = modelNow();
@@ -194,6 +200,7 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
       status,
       outputTokens: tokens,
       timedOut,
+      error,
     });
     opts.onProgress?.(done, sent);
     schedule(driver.onFinish(req.id, finishS, ok, output));
