@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import type { PolicyContext } from '../types.js';
+import type { BackendView, PolicyContext } from '../types.js';
 import { kvFitFilter } from './filters/kv-fit-filter.js';
+import type { Filter } from './plugin.js';
 import { trackedHooks } from './tracked-policy.js';
 import { WorkloadTracker } from './workload-tracker.js';
 import { maxScorePicker } from './pickers/max-score-picker.js';
@@ -43,7 +44,12 @@ export function workloadAware(ctx: PolicyContext): Omit<ProfileDefinition, 'name
   });
   return {
     filters: hold
-      ? [{ ...kvFitFilter(pctx('kv-fit-filter', { backfill }), tracker), ...trackedHooks(tracker) }]
+      ? [
+          {
+            ...heldFast(kvFitFilter(pctx('kv-fit-filter', { backfill }), tracker), tracker),
+            ...trackedHooks(tracker),
+          },
+        ]
       : [],
     scorers: [
       {
@@ -55,5 +61,44 @@ export function workloadAware(ctx: PolicyContext): Omit<ProfileDefinition, 'name
       { scorer: estimatedWaitScorer(pctx('estimated-wait-scorer', {})), weight: waitWeight },
     ],
     picker: maxScorePicker(pctx('max-score-picker', { tieBreaking: 'round-robin' })),
+  };
+}
+
+const NONE: readonly BackendView[] = Object.freeze([]);
+
+/**
+ * kv-fit-filter with a memoised answer for a request that fits on no candidate (the same test,
+ * so the same decisions). With backfill every held request is offered again on each pump (each
+ * completion, probe and arrival), and hundreds may wait: per tracker state and instant, each
+ * candidate's idleness and free KV are read once, not once per held request.
+ */
+function heldFast(inner: Filter, tracker: WorkloadTracker): Filter {
+  let at = NaN;
+  let version = -1;
+  const views: (BackendView | undefined)[] = [];
+  const idle: boolean[] = [];
+  const free: number[] = [];
+  return {
+    ...inner,
+    filter(req, candidates, now) {
+      if (now !== at || tracker.version !== version) {
+        at = now;
+        version = tracker.version;
+        views.fill(undefined);
+      }
+      const { promptTokens, expectedOut } = tracker.predict(req);
+      const need = promptTokens + expectedOut;
+      for (let i = 0; i < candidates.length; i++) {
+        const c = candidates[i]!;
+        if (views[i] !== c) {
+          views[i] = c;
+          idle[i] = tracker.flights(c.name) === 0;
+          free[i] = tracker.freeTokens(c.name, now);
+        }
+        // Fits somewhere: the filter proper says where.
+        if (idle[i] || free[i]! >= need) return inner.filter(req, candidates, now);
+      }
+      return NONE;
+    },
   };
 }

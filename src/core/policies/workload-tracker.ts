@@ -218,7 +218,8 @@ export class WorkloadTracker {
     for (const f of b.flights.values()) {
       // producedBy, inlined (same arithmetic).
       const elapsedS = (now - f.dispatchedAt) / 1000 - f.promptTokens * prefill;
-      const left = (f.expectedOut - (elapsedS <= 0 ? 0 : Math.min(f.expectedOut, elapsedS / decode))) * decode;
+      const left =
+        (f.expectedOut - (elapsedS <= 0 ? 0 : Math.min(f.expectedOut, elapsedS / decode))) * decode;
       if (left < min) min = left;
     }
     return Math.max(0, min);
