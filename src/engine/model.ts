@@ -346,9 +346,68 @@ export class EngineModel {
         continue;
       }
       if (this.iterEnd > now) break;
+      if (this.quietRun(now)) continue;
       this.finishIteration(out);
     }
     return out.length === 0 ? NO_EVENTS : out.splice(0);
+  }
+
+  /**
+   * Run at once the iterations ending at or before `now` that finish, admit and preempt nothing
+   * (the ones quietUntil looks past) — the same state as finishIteration + startIteration run
+   * one by one, with each sequence touched once instead of once per iteration. The end times
+   * come from the same arithmetic, in the same order. false: the next boundary is not quiet, or
+   * what happens there is for finishIteration to say (token events, chunked prefill, a sequence
+   * before its first token or waiting out a prefill step).
+   */
+  private quietRun(now: number): boolean {
+    if (this.tokenEvents || this.mode === 2) return false;
+    const run = this.running;
+    const n = run.length;
+    if (n === 0) return false;
+    let left = Infinity;
+    for (let i = 0; i < n; i++) {
+      const s = run[i]!;
+      if (!s.emits || s.generated === 0) return false;
+      const l = s.outputTokens - s.generated;
+      if (l < left) left = l;
+    }
+    const p = this.p;
+    // Boundary j (1: the end of the iteration in progress) finishes a sequence when j >= left.
+    let k = left - 1;
+    if (this.waitingCount > 0) {
+      // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
+      const h = this.head();
+      if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return false;
+    }
+    // With pagedKv, boundary j preempts once the batch's KV (n tokens more per step) outgrows the pool.
+    if (this.sharing && n > 1) k = Math.min(k, Math.floor((p.kvCapacityTokens - this.physicalKv()) / n));
+    if (k < 1) return false;
+    let t = this.iterEnd!;
+    let kv = this.kvUsed;
+    let j = 0;
+    while (j < k && t <= now) {
+      j++;
+      kv += n;
+      // startIteration's cost of a step that admits nothing (context = kvUsed − n, uncached 0).
+      const uncached = 0;
+      const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * (kv - n) + p.prefillPerTokenS * uncached;
+      t = t + cost / p.speed;
+    }
+    for (let i = 0; i < n; i++) {
+      const s = run[i]!;
+      s.generated += j;
+      if (this.sharing) s.own += j;
+    }
+    this.kvUsed = kv;
+    this.generatedTotal += n * j;
+    if (this.sharing) {
+      this.ownTokens += n * j;
+      // The pool's room only shrinks over these steps: evicting to the last one is evicting step by step.
+      this.trimCache();
+    }
+    this.iterEnd = t;
+    return true;
   }
 
   stats(): EngineStats {
