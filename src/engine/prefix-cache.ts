@@ -12,6 +12,12 @@ import type { BlockHash } from './tokens.js';
 const NONE = -1;
 /** Nodes allocated up front; the pool doubles as the cache fills, up to its capacity. */
 const INITIAL_NODES = 1024;
+/**
+ * Table slots per node (at least). A full cache evicts a block for every one it inserts, and at
+ * a quarter full linear probing's misses and backward-shift deletions scan short runs (at half
+ * full they were most of a Mooncake replay's engine time).
+ */
+const LOAD = 4;
 
 export class PrefixCache {
   /** Node → its block hash. */
@@ -21,7 +27,7 @@ export class PrefixCache {
   private next: Int32Array;
   /** Node → the table slot holding it (kept up to date as deletions shift entries). */
   private slotOf: Int32Array;
-  /** Slot → node + 1 (0: empty). Power-of-two size, at least twice the node pool. */
+  /** Slot → node + 1 (0: empty). Power-of-two size, at least LOAD times the node pool. */
   private table: Int32Array;
   private mask: number;
   /** 32 − log2(table size): Fibonacci hashing keeps the product's top bits. */
@@ -41,7 +47,7 @@ export class PrefixCache {
     this.prev = new Int32Array(nodes);
     this.next = new Int32Array(nodes);
     this.slotOf = new Int32Array(nodes);
-    const bits = Math.max(2, Math.ceil(Math.log2(nodes * 2)));
+    const bits = Math.max(2, Math.ceil(Math.log2(nodes * LOAD)));
     this.table = new Int32Array(1 << bits);
     this.mask = (1 << bits) - 1;
     this.shift = 32 - bits;
@@ -184,7 +190,7 @@ export class PrefixCache {
     this.keys = keys;
     this.prev = prev;
     this.next = next;
-    const bits = Math.ceil(Math.log2(nodes * 2));
+    const bits = Math.ceil(Math.log2(nodes * LOAD));
     const old = this.table;
     this.table = new Int32Array(1 << bits);
     this.mask = (1 << bits) - 1;
