@@ -48,18 +48,25 @@ export interface RequestMeta {
  * router sees is the same whichever API the scenario picks.
  */
 export function requestFromMessages(meta: RequestMeta, messages: readonly ChatMessage[]): WorkloadRequest {
-  const text = isChat(meta.api) ? { messages } : { prompt: flattenMessages(messages) };
-  return stripUndefined({ ...meta, ...text });
-}
-
-/**
- * A copy without the undefined fields. Copied rather than `delete`d: deleting a property turns an
- * object into a slow dictionary, and the simulator reads these fields on every event.
- */
-function stripUndefined<T extends object>(o: T): T {
-  const out = {} as T;
-  for (const k of Object.keys(o) as (keyof T)[]) if (o[k] !== undefined) out[k] = o[k];
-  return out;
+  // Field by field, in RequestMeta's order, leaving out the undefined ones (a field added to
+  // RequestMeta must be added here). Neither `delete` (it turns an object into a slow dictionary,
+  // and the simulator reads these fields on every event) nor a spread and copy by key (building
+  // the workload was a tenth of a mixed-4x run).
+  const r: { -readonly [K in keyof WorkloadRequest]: WorkloadRequest[K] } = {
+    id: meta.id,
+    model: meta.model,
+    api: meta.api,
+    outputTokens: meta.outputTokens,
+  };
+  if (meta.maxTokens !== undefined) r.maxTokens = meta.maxTokens;
+  if (meta.sessionKey !== undefined) r.sessionKey = meta.sessionKey;
+  if (meta.label !== undefined) r.label = meta.label;
+  if (meta.task !== undefined) r.task = meta.task;
+  if (meta.taskHint !== undefined) r.taskHint = meta.taskHint;
+  if (meta.sizeClass !== undefined) r.sizeClass = meta.sizeClass;
+  if (isChat(meta.api)) r.messages = messages;
+  else r.prompt = flattenMessages(messages);
+  return r;
 }
 
 /** A driver for open-loop traffic: everything is scheduled up front; finishes send nothing. */
