@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { createServer as createTcpServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { performance } from 'node:perf_hooks';
 import type { EngineServer } from '../src/engine/server.js';
 import { startDelayingHop, type DelayingHop } from '../src/federation/delaying-hop.js';
 import { HOP_HEADER } from '../src/federation/types.js';
@@ -214,5 +215,42 @@ describe('three regions, a router each, 50 ms one way between them', () => {
     await r.text();
     await (await long).text();
     await waitFor(() => asia.router.peers!.available(Date.now()).length === 0, 3000, 'peers ejected');
+  });
+});
+
+describe('what a router lends its peers (federation.lendKvBelow)', () => {
+  it('its status counts only replicas below the KV usage given; its own routing still sees them all', async () => {
+    const peers = [{ name: 'eu', url: 'http://127.0.0.1:9', region: 'eu' }];
+    const make = (lendKvBelow?: number) =>
+      new Router(
+        settings([], {
+          region: 'us',
+          peers,
+          federation: {
+            probeIntervalMs: 1000,
+            probeTimeoutMs: 100,
+            tau: 2,
+            ejectMs: 1000,
+            snapshotMaxEntries: 10,
+            ...(lendKvBelow === undefined ? {} : { lendKvBelow }),
+          },
+        }),
+        silentLogger(),
+      );
+    for (const [lend, expected] of [
+      [undefined, 2],
+      [0.6, 1],
+    ] as const) {
+      const rt = make(lend);
+      for (const [name, kvUsage] of [
+        ['us-0', 0.2],
+        ['us-1', 0.8],
+      ] as const) {
+        rt.scheduler.addBackend({ name, api: 'ollama', models: ['m1'], maxConcurrency: 4, weight: 1 });
+        rt.scheduler.setMetrics(name, { running: 1, waiting: 0, kvUsage, at: performance.now() });
+      }
+      assert.equal(rt.peerStatus().availableReplicas, expected, `lendKvBelow ${lend}`);
+      await rt.close();
+    }
   });
 });

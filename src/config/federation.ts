@@ -42,6 +42,11 @@ export const federationConfigKeys = {
       ejectMs: z.number().int().positive().default(10_000),
       /** Regional snapshot trie bound (nodes). */
       snapshotMaxEntries: z.number().int().positive().default(100_000),
+      /**
+       * Peers are told a replica is available only while its KV cache usage is below this: they
+       * get spare capacity, this region's users keep their prefix cache. 1 = SP-P alone (seed 003).
+       */
+      lendKvBelow: z.number().gt(0).max(1).default(1),
     })
     .optional(),
   /**

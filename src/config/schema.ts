@@ -293,6 +293,8 @@ export interface FederationSettings {
   readonly peerSelection?: 'trie' | 'ring' | undefined;
   readonly ejectMs: number;
   readonly snapshotMaxEntries: number;
+  /** Replicas count as available to peers only below this KV usage (1 = SP-P alone). */
+  readonly lendKvBelow?: number | undefined;
 }
 
 /** Who may use /admin: nobody unless a token or a separate listener is configured (security.md). */

@@ -26,14 +26,7 @@ export interface FederationOptions {
   readonly maxPrefixChars?: number;
   /** Virtual nodes per peer on the ring. */
   readonly vnodes?: number;
-  /**
-   * Which waiting request a peer with room takes: `head` (Algorithm 1, FCFS) or `locality` (the
-   * one that leaves the least prefix cache behind: matched here minus matched at that peer).
-   */
-  readonly pick?: ForwardPick;
 }
-
-export type ForwardPick = 'head' | 'locality';
 
 interface PeerState {
   readonly spec: PeerSpec;
@@ -59,9 +52,6 @@ export class Federation {
   private readonly peers = new Map<string, PeerState>();
   /** Regional snapshot: the prompts this router forwarded to each peer (seed 003 §3.2). */
   readonly snapshot: PrefixTrie;
-  /** `pick: locality`: the prompts this router ran on its own replicas (same bounds and keys). */
-  private readonly home: PrefixTrie | undefined;
-  readonly pick: ForwardPick;
   private readonly ring: HashRing;
 
   constructor(opts: FederationOptions) {
@@ -70,14 +60,11 @@ export class Federation {
     this.tau = opts.tau ?? 2;
     this.statusTtlMs = opts.statusTtlMs ?? 5000;
     this.ejectMs = opts.ejectMs ?? 10_000;
-    const bounds = {
+    this.snapshot = new PrefixTrie({
       chunkChars: opts.chunkChars ?? 64,
       maxEntries: opts.maxEntries ?? 100_000,
       maxPrefixChars: opts.maxPrefixChars ?? 32_768,
-    };
-    this.snapshot = new PrefixTrie(bounds);
-    this.pick = opts.pick ?? 'head';
-    this.home = this.pick === 'locality' ? new PrefixTrie(bounds) : undefined;
+    });
     this.ring = new HashRing(opts.vnodes ?? 100);
     for (const p of opts.peers) {
       if (this.peers.has(p.name)) throw new Error(`federation: peer '${p.name}' listed twice`);
@@ -177,29 +164,7 @@ export class Federation {
     p.sentSinceStatus++;
     p.outstanding++;
     p.forwarded++;
-    if (this.selection === 'trie' || this.home)
-      this.snapshot.insert(this.snapshot.keys(req.promptText), peer);
-  }
-
-  /** One of this router's own clients' requests was pushed to a local replica (`pick: locality`). */
-  onLocal(req: RequestInfo): void {
-    this.home?.insert(this.home.keys(req.promptText), this.region);
-  }
-
-  /** Chunk keys of a prompt, as both tries cut it. */
-  keysOf(req: RequestInfo): Float64Array {
-    return this.snapshot.keys(req.promptText);
-  }
-
-  /**
-   * Characters of a prompt that sending it to `peer` leaves behind: matched on this router's own
-   * replicas minus matched at the peer (as far as the tries know; 0 without `pick: locality`).
-   */
-  localityLoss(keys: Float64Array, peer: string): number {
-    if (!this.home) return 0;
-    const here = this.home.match(keys, () => true).chars;
-    const id = this.snapshot.idOf(peer);
-    return here - (id === undefined ? 0 : this.snapshot.match(keys, (i) => i === id).chars);
+    if (this.selection === 'trie') this.snapshot.insert(this.snapshot.keys(req.promptText), peer);
   }
 
   /** A forwarded request ended; `ok: false` before any byte came back ejects the peer. */

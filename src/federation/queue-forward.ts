@@ -21,12 +21,7 @@ interface Waiting {
   readonly id: string;
   readonly info: RequestInfo;
   readonly take: TakeForPeer;
-  /** Chunk keys, computed on first need (`pick: locality`). */
-  keys: Float64Array | undefined;
 }
-
-/** Waiting requests weighed per pick (`pick: locality`): bounds the work of one drain step. */
-const LOCALITY_SCAN = 64;
 
 export class QueuedForwards {
   /** Own clients' requests waiting in the router queue, oldest first (never hop-marked ones). */
@@ -49,7 +44,7 @@ export class QueuedForwards {
   /** A request the host may forward later entered the router queue (again: it goes to the back). */
   add(info: RequestInfo, take: TakeForPeer): void {
     this.waiting.delete(info.id);
-    this.waiting.set(info.id, { id: info.id, info, take, keys: undefined });
+    this.waiting.set(info.id, { id: info.id, info, take });
   }
 
   /** It left the router queue (dispatched, rejected, its client left). */
@@ -64,7 +59,7 @@ export class QueuedForwards {
   drain(): number {
     let n = 0;
     while (this.waiting.size > 0 && !this.localAvailable()) {
-      const next = this.federation.pick === 'locality' ? this.leastLoss() : this.head();
+      const next = this.head();
       if (!next) break;
       const [w, d] = next;
       this.waiting.delete(w.id);
@@ -82,27 +77,5 @@ export class QueuedForwards {
     const w = this.waiting.values().next().value!;
     const d = this.federation.route(w.info, false, false, this.clock());
     return d.kind === 'peer' ? [w, d] : undefined;
-  }
-
-  /**
-   * Of the oldest LOCALITY_SCAN waiting requests, the one whose move leaves the least prefix cache
-   * behind (the oldest among equals); undefined when no peer has room.
-   */
-  private leastLoss(): [Waiting, PeerRoute] | undefined {
-    let best: [Waiting, PeerRoute] | undefined;
-    let bestLoss = Infinity;
-    let i = 0;
-    for (const w of this.waiting.values()) {
-      if (i++ >= LOCALITY_SCAN) break;
-      const d = this.federation.route(w.info, false, false, this.clock());
-      if (d.kind !== 'peer') return undefined; // room is the peers', whatever the request
-      w.keys ??= this.federation.keysOf(w.info);
-      const loss = this.federation.localityLoss(w.keys, d.peer);
-      if (loss < bestLoss) {
-        best = [w, d];
-        bestLoss = loss;
-      }
-    }
-    return best;
   }
 }

@@ -229,11 +229,15 @@ export class Router {
     return availableReplicas(this.scheduler.backendViews(), now());
   }
 
-  /** GET /federation/status (Algorithm 1, PROBELB). */
+  /** GET /federation/status (Algorithm 1, PROBELB): what this router lends its peers. */
   peerStatus(): PeerStatus {
     return {
       region: this.settings.region ?? '',
-      availableReplicas: this.localAvailable(),
+      availableReplicas: availableReplicas(
+        this.scheduler.backendViews(),
+        now(),
+        this.settings.federation?.lendKvBelow ?? 1,
+      ),
       queueLength: this.scheduler.queueLength,
     };
   }

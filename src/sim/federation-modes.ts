@@ -9,7 +9,6 @@
  * - `independent`: N routers, each seeing only its own pushes.
  */
 import type { PolicySpec } from '../core/policies/index.js';
-import type { ForwardPick } from '../federation/federation.js';
 import type { PeerSelection } from '../federation/types.js';
 import { policyLabel } from './simulator.js';
 
@@ -20,8 +19,8 @@ export interface FederationMode {
   readonly local: PolicySpec;
   /** For region scenarios: undefined = region-local. */
   readonly forwarding: PeerSelection | undefined;
-  /** Which waiting request a peer with room takes (`forward:`; src/federation/federation.ts). */
-  readonly pick: ForwardPick;
+  /** A replica counts as available to peers only below this KV usage (`lendKvBelow`; 1 = SP-P alone). */
+  readonly lendKvBelow: number;
   /** For router scenarios. */
   readonly sharing: SharingMode | undefined;
 }
@@ -56,23 +55,28 @@ export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): F
   const known: readonly string[] = kind === 'regions' ? regionModes : routerModes;
   if (!known.includes(spec.name))
     throw new Error(`unknown ${kind} policy '${spec.name}' (known: ${known.join(', ')})`);
-  const { policy, forward, ...rest } = spec.params ?? {};
+  const { policy, lendKvBelow, ...rest } = spec.params ?? {};
   if (Object.keys(rest).length > 0)
     throw new Error(
-      `${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy, forward)`,
+      `${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy, lendKvBelow)`,
     );
-  if (forward !== undefined && forward !== 'head' && forward !== 'locality')
-    throw new Error(`${spec.name}: forward must be head or locality`);
+  if (
+    lendKvBelow !== undefined &&
+    (typeof lendKvBelow !== 'number' ||
+      !(lendKvBelow > 0 && lendKvBelow <= 1) ||
+      spec.name === 'region-local')
+  )
+    throw new Error(`${spec.name}: lendKvBelow must be a number in (0, 1], for skylb or skylb-ch`);
   const local = localSpec(policy ?? DEFAULTS[spec.name], spec.name);
   const labels = [
     ...(policy === undefined ? [] : [policyLabel(local)]),
-    ...(forward === undefined ? [] : [`forward=${forward}`]),
+    ...(lendKvBelow === undefined ? [] : [`lendKvBelow=${lendKvBelow}`]),
   ];
   return {
     label: labels.length === 0 ? spec.name : `${spec.name}(${labels.join(', ')})`,
     local,
     forwarding: spec.name === 'skylb' ? 'trie' : spec.name === 'skylb-ch' ? 'ring' : undefined,
-    pick: forward ?? 'head',
+    lendKvBelow: typeof lendKvBelow === 'number' ? lendKvBelow : 1,
     sharing: kind === 'routers' ? (spec.name as SharingMode) : undefined,
   };
 }

@@ -72,6 +72,19 @@ describe('federation simulator', () => {
     });
   }
 
+  it('lendKvBelow: peers lend only replicas with KV to spare, so fewer requests cross', () => {
+    const all = simulateFederation(s, { name: 'skylb' }, { seed: 1 });
+    const spare = simulateFederation(s, { name: 'skylb', params: { lendKvBelow: 0.1 } }, { seed: 1 });
+    assert.equal(spare.policy, 'skylb(lendKvBelow=0.1)');
+    const out = (x: typeof all): number => x.routers[0]!.forwardedOut;
+    assert.ok(out(spare) > 0 && out(spare) < out(all), `${out(spare)} vs ${out(all)}`);
+    for (const rec of spare.records) assert.equal(rec.ok, true);
+    assert.throws(() => simulateFederation(s, { name: 'skylb', params: { lendKvBelow: 0 } }, { seed: 1 }));
+    assert.throws(() =>
+      simulateFederation(s, { name: 'region-local', params: { lendKvBelow: 0.5 } }, { seed: 1 }),
+    );
+  });
+
   it('is deterministic for a seed', () => {
     const x = simulateFederation(s, { name: 'skylb' }, { seed: 3 });
     const y = simulateFederation(s, { name: 'skylb' }, { seed: 3 });

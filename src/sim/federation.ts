@@ -153,7 +153,6 @@ export function simulateFederation(
         ? new Federation({
             region: d.name,
             selection: mode.forwarding,
-            pick: mode.pick,
             tau: regions.tau,
             // Statuses arrive every peerProbeS; one missing a few rounds means nothing any more.
             statusTtlMs: Math.max(1000, regions.peerProbeS * 5000 + 2000 * regions.oneWayS(d.name, d.name)),
@@ -242,7 +241,6 @@ export function simulateFederation(
         finishToClient(o, now + o.backS, false);
         continue;
       }
-      if (o.origin === o.router) r.federation?.onLocal(o.info);
       const i = byName.get(d.backend)!;
       const req = o.req;
       const profile = fleet[i]!.profile;
@@ -446,7 +444,7 @@ export function simulateFederation(
         if (j === k) return;
         const status: PeerStatus = {
           region: p.name,
-          availableReplicas: availableReplicas(p.scheduler.backendViews(), now * 1000),
+          availableReplicas: availableReplicas(p.scheduler.backendViews(), now * 1000, mode.lendKvBelow),
           queueLength: p.scheduler.queueLength,
         };
         heap.push(now + oneWay(j, k), PEER, { kind: PEER, router: k, peer: j, status });
