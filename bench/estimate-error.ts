@@ -1,8 +1,9 @@
 /**
- * `tsx bench/estimate-error.ts <scenario.yaml> [policy]`: runs estimated-wait in the simulator and
- * compares each decision's estimate (seconds until the request finishes on the backend it chose)
- * with what the request then really took, and reports how balanced its choices were. The
- * measurement behind issue #20 (docs/results.md).
+ * `tsx bench/estimate-error.ts <scenario.yaml> ['{"param":value}'] [--seed N]`: runs estimated-wait
+ * (with those parameters) in the simulator and compares each decision's estimate (seconds until the
+ * request finishes on the backend it chose) with what the request then really took, and reports
+ * how balanced its choices were, and per request label (heimdall-burst: HEAVY, SHORT, MED, …) the
+ * mean estimate, actual time and router wait. The measurement behind issue #20 (docs/results.md).
  */
 import { estimatedWait } from '../src/core/policies/estimated-wait.js';
 import { createRng, deriveSeed } from '../src/core/rng.js';
@@ -12,8 +13,12 @@ import { simulateWith } from '../src/sim/simulator.js';
 
 const path = process.argv[2];
 if (!path) throw new Error('usage: tsx bench/estimate-error.ts <scenario.yaml>');
-const scenario = loadScenario(path);
-const inner = estimatedWait({ random: createRng(deriveSeed(scenario.seed, 'policy')), params: {} });
+const seedAt = process.argv.indexOf('--seed');
+const loaded = loadScenario(path);
+const scenario = seedAt > 0 ? { ...loaded, seed: Number(process.argv[seedAt + 1]) } : loaded;
+const paramsArg = process.argv[3]?.startsWith('{') ? process.argv[3] : undefined;
+const params = paramsArg ? (JSON.parse(paramsArg) as Record<string, unknown>) : {};
+const inner = estimatedWait({ random: createRng(deriveSeed(scenario.seed, 'policy')), params });
 
 interface Decision {
   estimate: number;
@@ -97,4 +102,23 @@ console.log(
     `(mean excess ${(excess / n).toFixed(2)} requests)`,
 );
 console.log(`  requests per backend: ${[...perBackend].map(([k, v]) => `${k} ${v}`).join(', ')}`);
+const byLabel = new Map<string, { n: number; est: number; act: number; wait: number; e2e: number }>();
+for (const r of run.records) {
+  const d = decisions.get(r.id);
+  if (!d || r.ok !== true || r.finishS === undefined || r.dispatchS === undefined) continue;
+  const k = r.label ?? '-';
+  const x = byLabel.get(k) ?? { n: 0, est: 0, act: 0, wait: 0, e2e: 0 };
+  x.n++;
+  x.est += d.estimate;
+  x.act += r.finishS - r.dispatchS;
+  x.wait += r.dispatchS - r.arrivalS;
+  x.e2e += r.finishS - r.arrivalS;
+  byLabel.set(k, x);
+}
+if (byLabel.size > 1)
+  for (const [k, x] of byLabel)
+    console.log(
+      `  ${k}: ${x.n} requests, estimate ${(x.est / x.n).toFixed(2)} s, actual ${(x.act / x.n).toFixed(2)} s, ` +
+        `router wait ${(x.wait / x.n).toFixed(2)} s, E2E ${(x.e2e / x.n).toFixed(2)} s`,
+    );
 for (const b of scenario.fleet) console.log(`  ${b.name}: ${JSON.stringify(inner.describe!(b.name))}`);

@@ -1,10 +1,10 @@
 /**
- * `npm run bench:matrix [-- --scenarios a,b] [--policies x,y] [--duration S] [--threads N] [--progress]`:
+ * `npm run bench:matrix [-- --scenarios a,b] [--policies x,y] [--duration S] [--seed N] [--threads N] [--progress]`:
  * every built-in policy × every shipped scenario (scenarios/*.yaml, the trace-shaped ones
  * included), simulated on worker threads, then one table of mean E2E and TTFT p90 relative to the
  * best baseline (round-robin, least-connections) per scenario, and the policies that lose to round
  * robin somewhere (issue #20). `--duration S` cuts every scenario's sends at S seconds (faster,
- * noisier). Prints its wall time.
+ * noisier); `--seed N` runs every scenario under seed N instead of its own. Prints its wall time.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -34,6 +34,8 @@ interface Job {
   readonly path: string;
   readonly policy: string;
   readonly durationS: number | undefined;
+  /** Overrides the scenario's seed. */
+  readonly seed?: number | undefined;
   /** A scheduling profile: the file whose `scheduling:` block defines it, and its matrix label. */
   readonly profile?: { readonly file: string; readonly label: string };
 }
@@ -75,10 +77,18 @@ function profileSources(files: readonly string[]): { file: string; profile: stri
 const DEFAULT_POLICY = 'estimated-wait';
 
 function runJob(job: Job): MatrixCell {
-  const scenario = shortened(loadScenario(job.path), job.durationS);
-  if (!job.profile) return runCell(scenario, job.policy);
+  const loaded = loadScenario(job.path);
+  const scenario = shortened(job.seed === undefined ? loaded : { ...loaded, seed: job.seed }, job.durationS);
+  if (!job.profile) return runCell(scenario, policySpec(job.policy));
   const scheduling = schedulingOf(job.profile.file)!;
   return runCell(scenario, job.policy, { scheduling, label: job.profile.label });
+}
+
+/** `name` or `name{"param":value}` (a variant with parameters, e.g. for an ablation). */
+function policySpec(s: string): { name: string; params?: Record<string, unknown> } {
+  const i = s.indexOf('{');
+  if (i < 0) return { name: s };
+  return { name: s.slice(0, i), params: JSON.parse(s.slice(i)) as Record<string, unknown> };
 }
 
 const progress = process.argv.includes('--progress');
@@ -107,6 +117,7 @@ async function main(): Promise<void> {
   const dir = join(import.meta.dirname, '..', 'scenarios');
   const only = arg('scenarios')?.split(',');
   const durationS = arg('duration') !== undefined ? Number(arg('duration')) : undefined;
+  const seed = arg('seed') !== undefined ? Number(arg('seed')) : undefined;
   const files = readdirSync(dir)
     .filter((f) => f.endsWith('.yaml'))
     .sort();
@@ -121,7 +132,8 @@ async function main(): Promise<void> {
     }
   }
   const all = matrixPolicies();
-  const policies = arg('policies')?.split(',') ?? all;
+  // Split on commas outside braces: a variant's JSON may hold commas.
+  const policies = arg('policies')?.split(/,(?![^{]*\})/) ?? all;
   for (const b of BASELINES) if (!policies.includes(b)) policies.unshift(b);
   const examples = join(import.meta.dirname, '..', 'examples');
   const profiles = profileSources([
@@ -132,11 +144,12 @@ async function main(): Promise<void> {
       .map((f) => join(examples, f)),
   ]);
   const jobs: Job[] = scenarios.flatMap((s) => [
-    ...policies.map((policy) => ({ path: s.path, policy, durationS })),
+    ...policies.map((policy) => ({ path: s.path, policy, durationS, seed })),
     ...(arg('policies') ? [] : profiles).map((p) => ({
       path: s.path,
       policy: p.profile,
       durationS,
+      seed,
       profile: { file: p.file, label: p.label },
     })),
   ]);

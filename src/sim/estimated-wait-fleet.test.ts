@@ -32,7 +32,23 @@ describe('estimated-wait on batching fleets', () => {
     const ew = runCell(s, 'estimated-wait');
     const msg = `rr ${rr.meanE2eS}/${rr.ttftP90S} lc ${lc.meanE2eS}/${lc.ttftP90S} ew ${ew.meanE2eS}/${ew.ttftP90S}`;
     assert.ok(ew.meanE2eS <= 1.02 * Math.min(rr.meanE2eS, lc.meanE2eS), msg);
-    // Before the queued case was priced, a full replica drew the work: TTFT p90 +81 %.
-    assert.ok(ew.ttftP90S <= 1.25 * Math.min(rr.ttftP90S, lc.ttftP90S), msg);
+    // Before the queued case was priced, a full replica drew the work: TTFT p90 +81 %; before late
+    // binding, +12 % (a request committed to one engine's queue while another's drained first).
+    assert.ok(ew.ttftP90S <= 1.1 * Math.min(rr.ttftP90S, lc.ttftP90S), msg);
+  });
+
+  it('heimdall-burst: short requests are not stuck behind long ones queued in every engine', () => {
+    // 400 long requests at t = 0, then a burst of short ones. Committed to the engines' FIFO queues
+    // at once, every short one waited behind ~77 long ones wherever it went (+34 % vs
+    // least-connections); held in the router (late binding) and taken in response-ratio order, it
+    // goes at the next room. Arrival order among the held ones gives the room to the long ones.
+    const s = scenario('heimdall-burst.yaml', 120);
+    const lc = runCell(s, 'least-connections');
+    const ew = runCell(s, 'estimated-wait');
+    const fifo = runCell(s, { name: 'estimated-wait', params: { heldOrder: 'fifo' } });
+    const msg = `lc ${lc.meanE2eS} ew ${ew.meanE2eS} fifo ${fifo.meanE2eS}`;
+    assert.equal(ew.completed, ew.sent, msg);
+    assert.ok(ew.meanE2eS <= 0.8 * lc.meanE2eS, msg);
+    assert.ok(fifo.meanE2eS > 0.95 * lc.meanE2eS, msg);
   });
 });

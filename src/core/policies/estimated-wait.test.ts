@@ -200,3 +200,80 @@ test('engine metrics: requests waiting inside the engine mean a queue, whatever 
   p.estimates(req('n'), [backendView('a', 0, { inFlight: 8, metrics: metrics(2) })], 300_000, out);
   assert.ok(out[0]! > free, `${out[0]} vs ${free}`);
 });
+
+/** Complete `r` on `b` after `out` generated tokens at 10 ms each (prefill 1 ms/token). */
+function answer(p: Policy, b: BackendView, r: RequestInfo, out: number, now: number): void {
+  p.onDispatch?.(r, b, now);
+  const end = now + 100 + 10 * out;
+  p.onComplete?.(
+    r,
+    b,
+    {
+      ok: true,
+      dispatchedAt: now,
+      finishedAt: end,
+      promptTokens: 100,
+      completionTokens: out,
+      promptEvalMs: 100,
+      evalMs: 10 * out,
+    },
+    end,
+  );
+}
+
+test('issue #20: answers cut at the client cap are censored, and move the prediction to the cap', () => {
+  const p = estimatedWait({ random: () => 0, params: { defaultOutputTokens: 10, lateBinding: false } });
+  const a = view('a', 0);
+  // A request pushed before any answer was seen, then clients' answers, each capped at the length
+  // it wanted (seed 002's workload.py): every one reaches its cap.
+  p.onDispatch?.(req('big', 400, 1000), a, 0);
+  for (let i = 0; i < 40; i++) answer(p, a, req(`c${i}`, 400, 500), 500, 0);
+  // ~1000 tokens expected for the one in flight (the cap is reached), not min(default 10, cap):
+  // ~10 s of work, 5.1 s done.
+  const left = p.describe!('a').pendingWorkS!;
+  assert.ok(left > 3, `pending ${left}`);
+  // Uncapped answers still teach the natural length.
+  const q = estimatedWait({ random: () => 0, params: { defaultOutputTokens: 10, lateBinding: false } });
+  for (let i = 0; i < 40; i++) answer(q, a, req(`u${i}`), 300, i * 10_000);
+  q.onDispatch?.(req('n'), a, 1_000_000);
+  const w = q.describe!('a').pendingWorkS!;
+  assert.ok(Math.abs(w - (0.1 + 300 * 0.01)) < 0.3, `pending ${w}`);
+});
+
+const engine = (name: string, index: number, waiting: number, over: Partial<BackendView> = {}) =>
+  backendView(name, index, { metrics: { running: 4, waiting, kvUsage: 0.9, at: 0 }, ...over });
+
+test('issue #20: late binding — held in the router while every engine would queue it', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  teach(p, view('a', 0), 't1', 1, 10, 0);
+  teach(p, view('b', 1), 't2', 1, 10, 0);
+  assert.equal(p.pick(req('r'), [engine('a', 0, 3), engine('b', 1, 1)], 1000), undefined);
+  // b's queue drained: r goes there, though a's estimate alone would not be worse.
+  assert.equal(p.pick(req('r'), [engine('a', 0, 3), engine('b', 1, 0)], 1100)?.name, 'b');
+  // What this router pushed since the read waits too (one beyond the batch seen is allowed).
+  const since = { dispatchedSinceMetrics: 2 };
+  assert.equal(p.pick(req('s'), [engine('a', 0, 0, since), engine('b', 1, 0, since)], 1200), undefined);
+  // Without engine metrics: in flight beyond the one sequence known to run at once would wait.
+  assert.equal(p.pick(req('u'), [view('a', 0, 5), view('b', 1, 9)], 1300), undefined);
+  assert.equal(p.pick(req('u'), [view('a', 0, 5), view('b', 1, 1)], 1300)?.name, 'b');
+  const off = estimatedWait({ random: () => 0, params: { lateBinding: false } });
+  assert.ok(off.pick(req('r'), [engine('a', 0, 3), engine('b', 1, 1)], 1000));
+});
+
+test('issue #20: late binding — the held request with the highest response ratio goes first', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  teach(p, view('a', 0), 't1', 1, 10, 0);
+  const long = { ...req('long', 40_000), arrivedAt: 0 };
+  const short = { ...req('short', 40), arrivedAt: 9_000 };
+  const full = [engine('a', 0, 2)];
+  assert.equal(p.pick(long, full, 9_000), undefined);
+  assert.equal(p.pick(short, full, 9_000), undefined);
+  // One room frees at 10 s (the request that waited was admitted when one ended): the long one
+  // (waited 10 s for ~11 s of work) asks first, FIFO, but the short one (waited 1 s for ~1 s of
+  // work) has the higher ratio and takes the room.
+  const freed = [engine('a', 0, 1, { completedSinceMetrics: 1 })];
+  assert.equal(p.pick(long, freed, 10_000), undefined);
+  assert.equal(p.pick(short, freed, 10_000)?.name, 'a');
+  // Then the long one is first in line again.
+  assert.equal(p.pick(long, [engine('a', 0, 0)], 10_050)?.name, 'a');
+});

@@ -69,12 +69,29 @@ const Params = z.strictObject({
    * cheapest to each request; 0 is the selfish pick).
    */
   othersWeight: z.number().nonnegative().default(1),
+  /**
+   * Late binding (issue #20, heimdall-burst): a request is not pushed into an engine that would
+   * queue it behind requests already waiting inside (engines admit FIFO): it waits in the router
+   * until an engine has room, and the waiting request with the highest response ratio
+   * ((waited + service) / service, HRRN) goes first, so a short request is not stuck behind long
+   * ones committed to every engine's queue. Engine metrics say what waits inside; without them,
+   * what is in flight beyond the sequences the engine is known to run at once.
+   */
+  lateBinding: z.boolean().default(true),
+  /** Order of the requests held by late binding: response ratio (HRRN), or arrival (FIFO). */
+  heldOrder: z.enum(['ratio', 'fifo']).default('ratio'),
 });
 
 interface Flight {
   readonly dispatchedAt: number;
   readonly promptTokens: number;
-  readonly expectedOut: number;
+  readonly model: string;
+  readonly maxTokens: number | undefined;
+  /** Predicted output tokens, as of predictor version `ver` (re-predicted when it has learned). */
+  expectedOut: number;
+  /** The prediction when it was pushed (what the calibration of predictions learns from). */
+  readonly predictedAtPush: number;
+  ver: number;
   /** Requests in flight on the backend when this one was pushed (itself excluded). */
   readonly ahead: number;
   /** The backend's in-flight area (request·ms) when this one was pushed. */
@@ -100,6 +117,17 @@ interface Backend {
   readonly flights: Map<string, Flight>;
 }
 
+/** A request the policy held in the router (late binding), for the response-ratio order. */
+interface Held {
+  readonly model: string;
+  readonly arrivedAt: number;
+  /** Predicted service seconds on the best backend for it. */
+  size: number;
+  /** Candidates it had when last asked (one with fewer may be held for want of its own). */
+  candidates: number;
+  askedAt: number;
+}
+
 /** Fitted cost of a backend: prefill seconds for a prompt, seconds per output token in a batch. */
 interface Cost {
   readonly prefill: LinearFit;
@@ -121,7 +149,21 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   let lastNow = 0;
   let decisions = 0;
   let scratch = new Float64Array(8);
+  /** Per candidate of the current pick: 1 where it may be pushed now (late binding). */
+  let open = new Uint8Array(8);
   let lastCount = 0;
+  const held = new Map<string, Held>();
+  /**
+   * Answer lengths against what was predicted for them: the response-ratio order trusts predicted
+   * sizes only as far as they have told answers apart (a slope near 0 — lengths the router cannot
+   * foresee — orders held requests by arrival; seed 004's task mix from prompt length alone).
+   */
+  const calibration = new LinearFit({ alpha: 0.02, minSpread: 8 });
+  /**
+   * Per model, the held requests' response ratios at `now`, highest first (cached per instant,
+   * dropped when a held request is pushed).
+   */
+  const ranks = new Map<string, { now: number; ratios: Float64Array }>();
 
   const state = (name: string): Backend => {
     let b = backends.get(name);
@@ -145,6 +187,18 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   };
   const promptTokensOf = (req: RequestInfo): number =>
     Math.max(1, Math.round(req.promptText.length * (tokensPerChar.value ?? p.initialTokensPerChar)));
+
+  /**
+   * A flight's predicted output, re-predicted once the predictor has learned since: requests pushed
+   * before any answer was seen would otherwise keep the default (128 tokens) for their whole life.
+   */
+  const expectedOf = (f: Flight): number => {
+    if (f.ver !== output.version) {
+      f.expectedOut = output.predict(f.model, f.promptTokens, f.maxTokens);
+      f.ver = output.version;
+    }
+    return f.expectedOut;
+  };
 
   /** Bring the in-flight area up to `now` (call before flights change). */
   const advance = (b: Backend, now: number): void => {
@@ -226,7 +280,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     const free: number[] = [];
     let i = 0;
     for (const f of b.flights.values()) {
-      const work = prefillS(c, f.promptTokens) + f.expectedOut * step;
+      const work = prefillS(c, f.promptTokens) + expectedOf(f) * step;
       if (i < slots) {
         // Running: what is left of its expected work (at least a sliver: it has not finished yet).
         heapPush(free, Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
@@ -263,10 +317,112 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       // Queued case: the last k pushed are the ones still running when it is admitted.
       if (n - i++ > k) continue;
       const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.promptTokens);
-      const rem = Math.max(1, f.expectedOut - Math.max(0, elapsed) / step);
+      const rem = Math.max(1, expectedOf(f) - Math.max(0, elapsed) / step);
       overlap += Math.min(out, rem);
     }
     return k * stall + v * overlap;
+  };
+
+  /**
+   * Requests the engine takes now before one pushed there would wait behind another inside it
+   * (at most one waits inside: it is admitted at the next room, and whoever comes later is still
+   * free to go elsewhere). From engine metrics: at the last read it had `waiting` queued; what this
+   * router pushed since joins them, each that ended since lets one in, and one that queued nothing
+   * at the read still admits about as many as it has been seen run beyond its batch then (at
+   * least one). Without metrics: the sequences it is known to run at once less those in flight
+   * (no limit once seen batching without a queue; one before anything is known, so a burst at
+   * start-up is not committed blind).
+   */
+  const roomInside = (b: Backend, view: BackendView): number => {
+    const m = view.metrics;
+    if (m === undefined) {
+      const s = slotsOfLearned(b);
+      return Number.isFinite(s) ? Math.max(0, s + 1 - view.inFlight) : Infinity;
+    }
+    const net = view.dispatchedSinceMetrics - view.completedSinceMetrics;
+    if (m.waiting > 0) return Math.max(0, 1 - m.waiting - net);
+    return Math.max(0, Math.max(1, b.slots - m.running) + 1 - net);
+  };
+
+  /** Predicted service seconds of a request on the backend best for it (its HRRN size). */
+  const sizeOf = (promptTokens: number, predicted: number, best: Cost | undefined): number => {
+    const c = best;
+    const out = calibration.at(predicted) ?? predicted;
+    const t = c
+      ? prefillS(c, promptTokens) + out * decodeS(c, 1)
+      : promptTokens * p.priorPrefillS + out * p.priorDecodeS;
+    return Math.max(1e-3, t);
+  };
+
+  const ratioOf = (h: Held, now: number): number => (Math.max(0, now - h.arrivedAt) / 1000 + h.size) / h.size;
+
+  /**
+   * Held requests of `model` with a higher response ratio than `ratio` at `now` (forgets stale
+   * ones). Only those with as many candidates as any count: one with fewer may be held for want of
+   * its own (a retry that already tried the open backend) and is not waited for.
+   */
+  const outranking = (model: string, now: number, ratio: number): number => {
+    let cached = ranks.get(model);
+    if (!cached || cached.now !== now) {
+      let most = 0;
+      for (const [k, h] of held) {
+        // Not asked for a while: cancelled or expired in the router queue (the policy is not told).
+        if (now - h.askedAt > HELD_STALE_MS) held.delete(k);
+        else if (h.model === model) most = Math.max(most, h.candidates);
+      }
+      const rs: number[] = [];
+      for (const h of held.values()) if (h.model === model && h.candidates === most) rs.push(ratioOf(h, now));
+      rs.sort((x, y) => y - x);
+      cached = { now, ratios: Float64Array.from(rs) };
+      ranks.set(model, cached);
+    }
+    // Binary search: the count of ratios strictly above `ratio` (a request does not outrank itself).
+    const rs = cached.ratios;
+    let lo = 0;
+    let hi = rs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (rs[mid]! > ratio) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+
+  /**
+   * Late binding: marks in `open` the candidates that would not queue the request behind others
+   * inside the engine, and says whether to hold it in the router instead — when none would, or
+   * when another held request of its model has a higher response ratio (it goes first).
+   */
+  const holdForLater = (
+    req: RequestInfo,
+    candidates: readonly BackendView[],
+    now: number,
+    promptTokens: number,
+    predicted: number,
+    best: Cost | undefined,
+  ): boolean => {
+    // Requests the candidates take now before one more would queue behind another inside.
+    let room = 0;
+    for (let i = 0; i < candidates.length; i++) {
+      const c = candidates[i]!;
+      const r = roomInside(state(c.name), c);
+      open[i] = r > 0 ? 1 : 0;
+      room += r;
+    }
+    const size = sizeOf(promptTokens, predicted, best);
+    let h = held.get(req.id);
+    if (h) {
+      h.size = size;
+      h.candidates = candidates.length;
+      h.askedAt = now;
+    } else {
+      h = { model: req.model, arrivedAt: req.arrivedAt, size, candidates: candidates.length, askedAt: now };
+      held.set(req.id, h);
+    }
+    if (room === 0) return true;
+    if (p.heldOrder === 'fifo') return false; // the router queue's own order
+    // The room goes to the held requests with the highest response ratios.
+    return outranking(req.model, now, ratioOf(h, now)) >= room;
   };
 
   /** Standard error of a backend's service estimate for this request (its fits' uncertainty). */
@@ -305,31 +461,34 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     pick(req, candidates, now) {
       lastNow = now;
       if (candidates.length === 0) return undefined;
-      if (scratch.length < candidates.length) scratch = new Float64Array(candidates.length * 2);
+      if (scratch.length < candidates.length) {
+        scratch = new Float64Array(candidates.length * 2);
+        open = new Uint8Array(candidates.length * 2);
+      }
+      const promptTokens = promptTokensOf(req);
+      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+      const best = bestCost(promptTokens, predicted);
+      if (!p.lateBinding) open.fill(1, 0, candidates.length);
+      else if (holdForLater(req, candidates, now, promptTokens, predicted, best)) return undefined;
       fill(req, candidates, now, scratch);
       if (p.othersWeight > 0) {
-        const promptTokens = promptTokensOf(req);
-        const predicted = output.predict(req.model, promptTokens, req.maxTokens);
-        const best = bestCost(promptTokens, predicted);
         for (let i = 0; i < candidates.length; i++) {
           const c = candidates[i]!;
           scratch[i]! += p.othersWeight * delayToOthers(state(c.name), c, now, promptTokens, predicted, best);
         }
       }
       let min = Infinity;
-      let at = 0;
+      let at = -1;
       for (let i = 0; i < candidates.length; i++) {
-        if (scratch[i]! < min) {
+        if (open[i] === 1 && scratch[i]! < min) {
           min = scratch[i]!;
           at = i;
         }
       }
+      if (at < 0) return undefined; // unreachable: holdForLater holds when none is open
       // Near-best estimates are ties: fewer in flight, then an unmeasured backend (to measure
       // it), then round-robin order. Near: within tieTolerance, or within tieStdErrors of the
       // two fits' combined standard error.
-      const promptTokens = promptTokensOf(req);
-      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
-      const best = bestCost(promptTokens, predicted);
       const errOf = (i: number): number =>
         p.tieStdErrors > 0
           ? serviceError(state(candidates[i]!.name), candidates[i]!, promptTokens, predicted, best)
@@ -337,6 +496,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const minErr = errOf(at);
       let chosen: BackendView | undefined;
       for (let i = 0; i < candidates.length; i++) {
+        if (open[i] !== 1) continue;
         const c = candidates[i]!;
         const t = scratch[i]!;
         const near =
@@ -345,7 +505,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         if (chosen === undefined || tieBreak(c, chosen)) chosen = c;
       }
       // Every estimate is finite and ≥ 0 (fits are clamped), so one is always within the limit.
-      chosen ??= candidates[0]!;
+      chosen ??= candidates[at]!;
+      if (held.delete(req.id)) ranks.delete(req.model);
       cursor = chosen.index + 1;
       decisions++;
       lastCount = candidates.length;
@@ -367,11 +528,16 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       lastNow = now;
       const b = state(backend.name);
       const promptTokens = promptTokensOf(req);
+      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
       advance(b, now);
       b.flights.set(req.id, {
         dispatchedAt: now,
         promptTokens,
-        expectedOut: output.predict(req.model, promptTokens, req.maxTokens),
+        model: req.model,
+        maxTokens: req.maxTokens,
+        expectedOut: predicted,
+        predictedAtPush: predicted,
+        ver: output.version,
         ahead: b.flights.size,
         area0: b.area,
       });
@@ -406,7 +572,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       for (const f of b.flights.values()) {
         pending += Math.max(
           0,
-          prefillS(b, f.promptTokens) + f.expectedOut * decodeS(b, batch) - (lastNow - f.dispatchedAt) / 1000,
+          prefillS(b, f.promptTokens) + expectedOf(f) * decodeS(b, batch) - (lastNow - f.dispatchedAt) / 1000,
         );
       }
       out.pendingWorkS = pending;
@@ -427,10 +593,10 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     if (promptTokens !== undefined && promptTokens > 0 && req.promptText.length > 0) {
       tokensPerChar.update(promptTokens / req.promptText.length);
     }
+    // A capped answer is censored (its natural length is at least the cap): the predictor counts it apart.
     if (outTokens !== undefined && outTokens > 0) {
-      // A capped answer says little about the natural length; learn only from uncapped ones.
-      if (req.maxTokens === undefined || outTokens < req.maxTokens)
-        output.observe(req.model, promptTokens ?? f.promptTokens, outTokens);
+      output.observe(req.model, promptTokens ?? f.promptTokens, outTokens, req.maxTokens);
+      calibration.update(f.predictedAtPush, outTokens);
     }
     const wallS = (r.finishedAt - r.dispatchedAt) / 1000;
     // The batch it ran in: the backend's mean in-flight count over its life (itself included),
@@ -475,6 +641,9 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     return Number.isFinite(b.queuedAt) || b.slots < 2 ? Math.max(b.slots, p.defaultSlots) : Infinity;
   }
 }
+
+/** A held request not asked again for this long has left the router queue (cancelled, expired). */
+const HELD_STALE_MS = 2000;
 
 /** Whether index a comes before index b in round-robin order starting at `cursor`. */
 function rrBefore(a: number, b: number, cursor: number): boolean {
