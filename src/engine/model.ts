@@ -50,6 +50,8 @@ export interface EngineModelOptions {
    * token time is in 'finished' as queuedS + prefillS after submit).
    */
   readonly tokenEvents?: boolean;
+  /** Emit an 'admitted' event per admission (default true; the simulator reads only 'finished'). */
+  readonly admitEvents?: boolean;
 }
 
 const WAITING = 0;
@@ -107,6 +109,7 @@ const DEFAULT_CHUNK_BUDGET = 512;
 export class EngineModel {
   private readonly p: EngineProfile;
   private readonly tokenEvents: boolean;
+  private readonly admitEvents: boolean;
   private readonly cache: PrefixCache;
   private readonly byId = new Map<string, Seq>();
   /** FIFO of waiting sequences from `waitHead`; cancelled entries are skipped lazily. */
@@ -144,6 +147,7 @@ export class EngineModel {
     validateProfile(profile);
     this.p = profile;
     this.tokenEvents = options.tokenEvents ?? true;
+    this.admitEvents = options.admitEvents ?? true;
     this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
     this.sharing = profile.pagedKv === true;
     this.mode = profile.prefillMode === 'stall' ? 1 : profile.prefillMode === 'chunked' ? 2 : 0;
@@ -410,6 +414,21 @@ export class EngineModel {
     return true;
   }
 
+  /** Sequences in the batch (stats().running, without building the stats). */
+  get batchSize(): number {
+    return this.running.length;
+  }
+
+  /** Sequences waiting for admission (stats().waiting). */
+  get queueLength(): number {
+    return this.waitingCount;
+  }
+
+  /** Share of the KV pool in use, at most 1 (stats().kvUsage). */
+  get kvUsage(): number {
+    return Math.min(1, this.physicalKv() / this.p.kvCapacityTokens);
+  }
+
   stats(): EngineStats {
     return {
       running: this.running.length,
@@ -574,7 +593,7 @@ export class EngineModel {
     this.running.push(s);
     this.kvUsed += s.promptTokens + 1;
     this.promptTotal += s.promptTokens;
-    out.push({ type: 'admitted', id: s.id, t, cachedTokens: cached });
+    if (this.admitEvents) out.push({ type: 'admitted', id: s.id, t, cachedTokens: cached });
     return s.promptTokens - cached;
   }
 

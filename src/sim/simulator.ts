@@ -199,7 +199,7 @@ function runSimulation(
   // `simulate` asks for them, since it can rerun with a fresh policy on AmbiguousOrder.
   const lazy = lazyWakes && opts.everyIteration !== true;
   // Token events are only for streaming; TTFT comes with 'finished' (queuedS + prefillS).
-  const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false }));
+  const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false, admitEvents: false }));
   const byName = new Map<string, number>();
   fleet.forEach((b, i) => byName.set(b.name, i));
   for (const b of fleet) {
@@ -474,11 +474,11 @@ function runSimulation(
   const onProbe = (): void => {
     for (let i = 0; i < engines.length; i++) {
       if (lazy) catchUp(i, true);
-      const s = engines[i]!.stats();
+      const e = engines[i]!;
       scheduler.setMetrics(fleet[i]!.name, {
-        running: s.running,
-        waiting: s.waiting,
-        kvUsage: s.kvUsage,
+        running: e.batchSize,
+        waiting: e.queueLength,
+        kvUsage: e.kvUsage,
         at: now * 1000,
       });
     }
@@ -488,13 +488,13 @@ function runSimulation(
   const onSample = (): void => {
     for (let i = 0; i < engines.length; i++) {
       if (lazy) catchUp(i, true);
-      const s = engines[i]!.stats();
+      const e = engines[i]!;
       samples.push({
         t: now,
         backend: fleet[i]!.name,
         outstanding: outstanding[i]!,
-        engineWaiting: s.waiting,
-        running: s.running,
+        engineWaiting: e.queueLength,
+        running: e.batchSize,
       });
     }
     routerSamples.push({ t: now, queued: scheduler.queueLength });
