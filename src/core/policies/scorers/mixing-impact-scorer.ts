@@ -80,6 +80,7 @@ export function mixingImpactScorer(ctx: PluginContext, shared?: WorkloadTracker)
           onComplete: (req, backend, report) => tracker.onComplete(req, backend, report),
           onBackendRemoved: (name) => tracker.onBackendRemoved(name),
           describe: (name) => tracker.describe(name),
+          requestClass: (id, backend) => tracker.flightClass(id, backend),
         }
       : {}),
   };
