@@ -8,9 +8,10 @@
  * Reduced scenario: scenarios/skylb-regions-9.yaml at a third of the scale (1 replica per region,
  * 40 / 13 / 13 users: the same load per replica and the same 3:1:1 skew), 120 s of sending + the
  * drain, time-scaled (engines, hops, peer probes and SP-P scrapes all run TIME_SCALE× faster).
- * Times are reported in model seconds. Bounded to about 2 minutes of wall clock.
+ * Times are reported in model seconds. About 40 s of wall clock per policy.
  *
- * Env: BENCH_FED_TIME_SCALE (default 5), BENCH_FED_POLICIES (default region-local,skylb,skylb-ch),
+ * Env: BENCH_FED_TIME_SCALE (default 5), BENCH_FED_POLICIES (default
+ * region-local,skylb,skylb-ch,skylb:lendKvBelow=0.6 — `name:key=number` adds a parameter),
  * BENCH_FED_DURATION_S (default 120), BENCH_FED_SEED (default 1), BENCH_FED_OUT (default
  * out/bench-federation: results.json).
  */
@@ -35,7 +36,19 @@ import { federationMode } from '../src/sim/federation-modes.js';
 const TIME_SCALE = Number(process.env.BENCH_FED_TIME_SCALE ?? 5);
 const DURATION_S = Number(process.env.BENCH_FED_DURATION_S ?? 120);
 const SEED = Number(process.env.BENCH_FED_SEED ?? 1);
-const POLICIES = (process.env.BENCH_FED_POLICIES ?? 'region-local,skylb,skylb-ch').split(',');
+/** `skylb:lendKvBelow=0.6` → { name: skylb, lendKvBelow: 0.6 } (the scenario file's form). */
+const POLICIES = (process.env.BENCH_FED_POLICIES ?? 'region-local,skylb,skylb-ch,skylb:lendKvBelow=0.6')
+  .split(',')
+  .map((entry) => {
+    const [name, ...params] = entry.split(':');
+    if (params.length === 0) return name!;
+    const o: Record<string, unknown> = { name };
+    for (const p of params) {
+      const [k, v] = p.split('=');
+      o[k!] = Number(v);
+    }
+    return o;
+  });
 const OUT = process.env.BENCH_FED_OUT ?? 'out/bench-federation';
 
 /** skylb-regions-9 at a third of the scale: one replica and a third of the users per region. */
@@ -171,6 +184,7 @@ async function runLive(sc: Scenario, spec: PolicySpec): Promise<LiveResult> {
               probeIntervalMs: Math.max(1, Math.round((regions.peerProbeS * 1000) / TIME_SCALE)),
               probeTimeoutMs: 2000,
               tau: regions.tau,
+              lendKvBelow: mode.lendKvBelow,
               peerSelection: mode.forwarding,
               ejectMs: 10_000,
               snapshotMaxEntries: 100_000,
@@ -236,9 +250,11 @@ const load0 = loadavg()[0]!.toFixed(1);
 const sc = reducedScenario();
 const t0 = performance.now();
 const sim = new Map<string, RegionFigures[]>();
+/** One name per policy entry (two skylb entries differ in their parameters). */
+const label = (spec: PolicySpec): string => federationMode(spec, 'regions').label;
 for (const spec of sc.policies)
   sim.set(
-    spec.name,
+    label(spec),
     figures(
       sc,
       simulateFederation(sc, spec, { seed: SEED }).records.map((r) => ({ ...r, ok: r.ok === true })),
@@ -252,9 +268,9 @@ console.error(
 const live = new Map<string, { figs: RegionFigures[]; run: LiveResult }>();
 for (const spec of sc.policies) {
   const run = await runLive(sc, spec);
-  live.set(spec.name, { figs: figures(sc, run.records), run });
+  live.set(label(spec), { figs: figures(sc, run.records), run });
   console.error(
-    `  ${spec.name}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s wall, CPU ${run.cpuS.toFixed(1)} s, ` +
+    `  ${label(spec)}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s wall, CPU ${run.cpuS.toFixed(1)} s, ` +
       `event-loop delay p99 ${run.loopDelayP99Ms.toFixed(1)} ms, forwarded ${JSON.stringify(run.forwardedByRouter)} ` +
       `(from the queue ${JSON.stringify(run.fromQueueByRouter)})`,
   );
@@ -264,12 +280,12 @@ const header =
   '| policy | region | req/s live | sim | live/sim | TTFT p50 s live | sim | live/sim | TTFT p90 s live | sim | E2E mean s live | sim | live/sim | forwarded live | sim |';
 const rows: string[] = [header, `|${' --- |'.repeat(15)}`];
 for (const spec of sc.policies) {
-  const l = live.get(spec.name)!.figs;
-  const s = sim.get(spec.name)!;
+  const l = live.get(label(spec))!.figs;
+  const s = sim.get(label(spec))!;
   l.forEach((a, i) => {
     const b = s[i]!;
     rows.push(
-      `| ${spec.name} | ${a.region} | ${f3(a.reqPerS)} | ${f3(b.reqPerS)} | ${ratio(a.reqPerS, b.reqPerS)} | ${f2(a.ttftP50)} | ${f2(b.ttftP50)} | ${ratio(a.ttftP50, b.ttftP50)} | ${f2(a.ttftP90)} | ${f2(b.ttftP90)} | ${f2(a.e2eMean)} | ${f2(b.e2eMean)} | ${ratio(a.e2eMean, b.e2eMean)} | ${share(a.forwardedShare)} | ${share(b.forwardedShare)} |`,
+      `| ${label(spec)} | ${a.region} | ${f3(a.reqPerS)} | ${f3(b.reqPerS)} | ${ratio(a.reqPerS, b.reqPerS)} | ${f2(a.ttftP50)} | ${f2(b.ttftP50)} | ${ratio(a.ttftP50, b.ttftP50)} | ${f2(a.ttftP90)} | ${f2(b.ttftP90)} | ${f2(a.e2eMean)} | ${f2(b.e2eMean)} | ${ratio(a.e2eMean, b.e2eMean)} | ${share(a.forwardedShare)} | ${share(b.forwardedShare)} |`,
     );
   });
 }
@@ -281,29 +297,29 @@ console.log(rows.join('\n'));
 const base = live.get('region-local')?.figs.at(-1);
 if (base)
   for (const spec of sc.policies.filter((p) => p.name !== 'region-local')) {
-    const a = live.get(spec.name)!.figs.at(-1)!;
+    const a = live.get(label(spec))!.figs.at(-1)!;
     const simBase = sim.get('region-local')!.at(-1)!;
-    const b = sim.get(spec.name)!.at(-1)!;
+    const b = sim.get(label(spec))!.at(-1)!;
     console.log(
-      `${spec.name} vs region-local, all regions: req/s ${ratio(a.reqPerS, base.reqPerS)} live, ${ratio(b.reqPerS, simBase.reqPerS)} sim; ` +
+      `${label(spec)} vs region-local, all regions: req/s ${ratio(a.reqPerS, base.reqPerS)} live, ${ratio(b.reqPerS, simBase.reqPerS)} sim; ` +
         `TTFT p50 ${f2(a.ttftP50 - base.ttftP50)} s live, ${f2(b.ttftP50 - simBase.ttftP50)} s sim (1 RTT = ${f2(2 * sc.regions!.oneWayS('us', 'eu'))} s)`,
     );
   }
 for (const spec of sc.policies) {
-  const r = live.get(spec.name)!.run;
+  const r = live.get(label(spec))!.run;
   console.log(
-    `live ${spec.name}: ${r.records.length} requests, ${r.wallS.toFixed(1)} s wall, CPU ${r.cpuS.toFixed(1)} s, ` +
+    `live ${label(spec)}: ${r.records.length} requests, ${r.wallS.toFixed(1)} s wall, CPU ${r.cpuS.toFixed(1)} s, ` +
       `event-loop delay p99 ${r.loopDelayP99Ms.toFixed(1)} ms real = ${((r.loopDelayP99Ms * TIME_SCALE) / 1000).toFixed(2)} s model`,
   );
 }
 // A starved event loop delays every client, router and engine alike: past one cross-region round
 // trip in model time, live latencies say more about the machine than about federation.
 const starved = sc.policies.filter(
-  (p) => (live.get(p.name)!.run.loopDelayP99Ms * TIME_SCALE) / 1000 > 2 * sc.regions!.oneWayS('us', 'eu'),
+  (p) => (live.get(label(p))!.run.loopDelayP99Ms * TIME_SCALE) / 1000 > 2 * sc.regions!.oneWayS('us', 'eu'),
 );
 if (starved.length > 0)
   console.log(
-    `WARNING: event-loop delay p99 above one cross-region round trip (model time) under ${starved.map((p) => p.name).join(', ')}: ` +
+    `WARNING: event-loop delay p99 above one cross-region round trip (model time) under ${starved.map(label).join(', ')}: ` +
       'the machine was too busy for these live figures; rerun on a quiet one or with a lower BENCH_FED_TIME_SCALE',
   );
 console.log(
@@ -319,12 +335,12 @@ writeFileSync(
       timeScale: TIME_SCALE,
       seed: SEED,
       policies: sc.policies.map((p) => ({
-        policy: p.name,
-        live: live.get(p.name)!.figs,
-        sim: sim.get(p.name)!,
-        forwardedByRouter: live.get(p.name)!.run.forwardedByRouter,
-        fromQueueByRouter: live.get(p.name)!.run.fromQueueByRouter,
-        wallS: live.get(p.name)!.run.wallS,
+        policy: label(p),
+        live: live.get(label(p))!.figs,
+        sim: sim.get(label(p))!,
+        forwardedByRouter: live.get(label(p))!.run.forwardedByRouter,
+        fromQueueByRouter: live.get(label(p))!.run.fromQueueByRouter,
+        wallS: live.get(label(p))!.run.wallS,
       })),
     },
     null,
