@@ -31,11 +31,25 @@ test('train: 2 tiny episodes on a tiny scenario write loadable weights and a lea
   for (const s of r.stats) {
     assert.equal(s.completed, 30);
     assert.ok(s.decisions >= 30 && Number.isFinite(s.totalReward) && s.meanE2eS > 0);
+    // Each episode ends with a frozen greedy run on the held-out workload.
+    assert.equal(s.evalCompleted, 30);
+    assert.ok(s.evalMeanE2eS > 0);
   }
+  // The weights kept are those of the best frozen evaluation, not of the best training episode.
+  const best = r.stats.reduce((a, b) => (b.evalMeanE2eS < a.evalMeanE2eS ? b : a));
+  assert.equal(r.keptEpisode, best.episode);
+  assert.ok(r.roundRobinEvalMeanE2eS > 0);
   assert.ok(r.stats[1]!.epsilon < r.stats[0]!.epsilon, 'exploration decays');
   assert.ok(r.stats[1]!.guidance < r.stats[0]!.guidance, 'guidance decays');
   assert.match(readFileSync(r.svg, 'utf8'), /^<svg/);
-  const doc = JSON.parse(readFileSync(out, 'utf8')) as { backends: number; kvCapacityTokens: number };
+  const doc = JSON.parse(readFileSync(out, 'utf8')) as {
+    arch: string;
+    backends: number;
+    kvCapacityTokens: number;
+    training: { keptEpisode: number };
+  };
+  assert.equal(doc.arch, 'shared-head');
+  assert.equal(doc.training.keptEpisode, r.keptEpisode);
   assert.equal(doc.backends, 2);
   assert.equal(doc.kvCapacityTokens, 2048);
   // Loadable by file, and it routes every request of the scenario in the simulator.

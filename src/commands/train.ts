@@ -2,16 +2,18 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, basename } from 'node:path';
 import type * as vl from 'vega-lite';
 import { MixingParams, mixingTerms } from '../core/policies/scorers/mixing-impact-scorer.js';
-import { rlPolicyFrom, stateSize, type RlPolicy, type RlWeights } from '../core/policies/rl.js';
+import { MlpNet } from '../core/estimators/mlp.js';
+import { createPolicy } from '../core/policies/index.js';
+import { rlPolicyFrom, sharedRowSize, type RlPolicy, type RlWeights } from '../core/policies/rl.js';
 import { WorkloadParams } from '../core/policies/workload-tracker.js';
 import { createRng, deriveSeed } from '../core/rng.js';
-import type { BackendView, CompletionReport, RequestInfo } from '../core/types.js';
+import type { BackendView, CompletionReport, Policy, RequestInfo } from '../core/types.js';
 import { renderSvg } from '../report/charts.js';
 import { progressBar } from '../report/progress.js';
-import { DoubleDqn } from '../rl/dqn.js';
+import { SharedHeadDqn } from '../rl/dqn.js';
 import { loadScenario } from '../scenario/load.js';
 import type { Scenario } from '../scenario/types.js';
-import { simulateWith } from '../sim/simulator.js';
+import { simulateWith, type RunResult } from '../sim/simulator.js';
 import type { ClientDriver, ScheduledRequest } from '../workloads/types.js';
 
 export interface TrainOptions {
@@ -23,6 +25,17 @@ export interface TrainOptions {
   readonly out: string;
   /** Progress output (stderr in the CLI). */
   readonly progress?: { write(s: string): unknown } | undefined;
+  /** Called as each episode (and its frozen evaluation) ends. */
+  readonly onEpisode?: ((s: EpisodeStats) => void) | undefined;
+}
+
+export interface TrainResult {
+  readonly stats: EpisodeStats[];
+  readonly file: string;
+  readonly svg: string;
+  readonly keptEpisode: number;
+  /** Round robin on the evaluation workload (the figure the frozen evaluations compare with). */
+  readonly roundRobinEvalMeanE2eS: number;
 }
 
 export interface EpisodeStats {
@@ -30,9 +43,15 @@ export interface EpisodeStats {
   readonly epsilon: number;
   readonly guidance: number;
   readonly totalReward: number;
+  /** Mean E2E of the training episode (learning and exploring while it routes). */
   readonly meanE2eS: number;
   readonly completed: number;
   readonly decisions: number;
+  /** Decisions learned from (repeated "wait"s at one instant count once). */
+  readonly recorded: number;
+  /** Frozen greedy evaluation after the episode, on the held-out evaluation workload. */
+  readonly evalMeanE2eS: number;
+  readonly evalCompleted: number;
 }
 
 // Seed 004 C.10.3 / §5: γ, completion reward, β_d of the guidance decay; minibatch smaller than
@@ -42,7 +61,17 @@ const GAMMA = 0.95;
 const REWARD_SCALE = 10;
 const COMPLETION_REWARD = 1;
 const BETA_D = 0.5;
-const HIDDEN = [64, 64];
+/**
+ * Seconds one MDP step stands for in the latency term (seed §4.3: a transition every Δt, the mean
+ * time of a decode token; §5: 0.02 s). Charging the time actually elapsed until the next decision
+ * instead would make "wait" look costly: after a hold, nothing is decided until the next arrival
+ * or completion, while a dispatch is often followed at once by the next request's decision.
+ */
+const STEP_S = 0.02;
+/** The shared head's hidden layers: small, as it runs once per candidate per decision. */
+const HIDDEN = [16, 16];
+/** Workload seed offset of the frozen evaluation episodes (never trained on). */
+const EVAL_SEED_OFFSET = 1000;
 
 /** The scenario's first `n` opening requests only (open-loop workloads send nothing more). */
 function limited(driver: ClientDriver, n: number): ClientDriver {
@@ -65,17 +94,38 @@ function limited(driver: ClientDriver, n: number): ClientDriver {
 
 const mean = (xs: readonly number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
+function e2eOf(run: RunResult): number[] {
+  return run.records
+    .filter((r) => r.ok === true && r.finishS !== undefined)
+    .map((r) => r.finishS! - r.arrivalS);
+}
+
+/** Mean E2E for ranking: unfinished requests count as their whole run, so dropping work never wins. */
+function score(run: RunResult, total: number): number {
+  const done = e2eOf(run);
+  const left = Math.max(0, total - done.length);
+  return (done.reduce((a, b) => a + b, 0) + left * run.simulatedS) / Math.max(1, total);
+}
+
 /**
  * Train seed 004's workload-guided Double DQN on the simulator. Each time the scheduler asks the
- * policy about the head request is one MDP step; the reward for a step (Eq. 3) is
+ * policy about a waiting request is one MDP step; the reward for a step (Eq. 3) is
  *   + r_w per request completed in the step
- *   − Δt · Σ_j (1 − f_j) / T̂_j over requests in flight and the head (latency still owed)
- *   + g_k · h,  h = r_mixing(chosen) − max_l r_mixing(l) ≤ 0  (Eq. 4, over the candidates' spread; 0 for "wait")
+ *   − Δt · Σ_j (1 − f_j) / T̂_j over requests in flight and the head (latency still owed; Δt = STEP_S)
+ *   + g_k · h  (Eq. 4: h = r_mixing(chosen) − max over the options, scaled to [−1, 0])
  * with the guidance weight g_k = γ·e^{−β_d k} decaying per episode and the training discount
  * γ̃_k = (1 − e^{−β_d k})·γ (seed §5). The seed prints the guidance term as −(γ − γ̃_k)·h; with h ≤ 0
- * that would reward the worse backend, so it is applied as a penalty here (HuRL's form).
+ * that would reward the worse backend, so it is applied as a penalty here (HuRL's form). An option
+ * where the request does not fit in KV while another option (a backend it fits, or "wait") exists
+ * has h = −1: the seed's penalty also "prevents requests from being queued at each model instance
+ * due to a lack of memory" (§4.3).
+ *
+ * The Q-function is one shared head over option rows (src/core/policies/rl.ts). After every
+ * training episode the network is frozen and run greedily on a held-out workload seed; the
+ * weights written are those with the best such evaluation (training episodes' own figures are
+ * not used to select: they route while learning and exploring).
  */
-export async function train(o: TrainOptions): Promise<{ stats: EpisodeStats[]; file: string; svg: string }> {
+export async function train(o: TrainOptions): Promise<TrainResult> {
   const base: Scenario = loadScenario(o.scenarioPath);
   const seed = o.seed ?? base.seed;
   const n = o.requests;
@@ -85,46 +135,58 @@ export async function train(o: TrainOptions): Promise<{ stats: EpisodeStats[]; f
   const wp = WorkloadParams.parse({});
   const mix = MixingParams.parse({});
   const nb = wp.bucketEdges.length + 1;
+  const F = sharedRowSize(nb);
   const meta: RlWeights = {
     kind: 'llmlb-rl',
+    arch: 'shared-head',
     backends: m,
     bucketEdges: wp.bucketEdges,
     kvCapacityTokens: Math.min(...scenario.fleet.map((b) => b.profile.kvCapacityTokens)),
     net: undefined,
   };
   const rand = createRng(deriveSeed(seed, 'rl-train'));
-  const dqn = new DoubleDqn(
-    { sizes: [stateSize(m, nb), ...HIDDEN, m + 1], lr: 1e-3, batch: 64, bufferSize: 20000, targetEvery: 200 },
+  const dqn = new SharedHeadDqn(
+    { sizes: [F, ...HIDDEN, 1], lr: 1e-3, batch: 64, bufferSize: 30000, targetEvery: 250 },
     rand,
   );
   const stats: EpisodeStats[] = [];
-  // The weights written: those after the best greedy-phase episode (DQN's return is noisy from one
-  // episode to the next); before any greedy episode, the latest.
-  let kept: { e2e: number; json: ReturnType<DoubleDqn['toJSON']>; episode: number } | undefined;
+  let kept: { score: number; json: ReturnType<SharedHeadDqn['toJSON']>; episode: number } | undefined;
   const bar = o.progress ? progressBar('train', o.progress) : undefined;
   const { kvCapacityTokens: _kv, bucketEdges: _be, ...tracked } = wp;
+  const simOpts = (s: number) => ({ seed: s, probeEveryS: Infinity, sampleEveryS: Infinity });
+  // Round robin on the evaluation workload: the reference the frozen evaluations are shown against.
+  const evalSeed = seed + EVAL_SEED_OFFSET;
+  const rrRun = simulateWith(
+    scenario,
+    createPolicy('round-robin', createRng(1)),
+    'round-robin',
+    simOpts(evalSeed),
+  );
+  const total = rrRun.records.length;
+  const rrEval = score(rrRun, total);
 
   for (let k = 0; k < o.episodes; k++) {
-    // Explore fully at first, greedily over the last fifth (the seed stops exploring at episode 20 of 25).
-    const epsilon = Math.max(0, 1 - k / Math.max(1, 0.8 * o.episodes - 1)) * 0.9 + 0.02;
+    // Exploration falls linearly to 2 % by the last episode; the guidance (not random actions)
+    // steers the early episodes.
+    const epsilon = 0.02 + 0.28 * Math.max(0, 1 - k / Math.max(1, o.episodes - 1));
     const guidance = GAMMA * Math.exp(-BETA_D * k);
     const discount = (1 - Math.exp(-BETA_D * k)) * GAMMA;
-    let prev: { s: Float64Array; a: number; h: number; at: number; owed: number } | undefined;
+    let prev: { s: Float64Array; a: number; h: number; owed: number } | undefined;
     let completed = 0;
     let totalReward = 0;
     let decisions = 0;
+    let recorded = 0;
+    let lastWaitAt = -1;
     const owed = (now: number, head: RequestInfo | undefined): number => {
       // Σ (1 − f_j)/T̂_j: each open request's share still to produce over its ideal time.
       const t = policy.tracker;
       let s = 0;
-      for (let slot = 0; slot < m; slot++) {
-        const name = policy.slotName(slot);
-        if (name === undefined) continue;
-        const pf = t.prefillS(name);
-        const dc = t.decodeS(name);
-        for (const f of t.work(name).flights.values()) {
+      for (const c of fleet) {
+        const pf = t.prefillS(c);
+        const dc = t.decodeS(c);
+        for (const f of t.work(c).flights.values()) {
           const ideal = f.promptTokens * pf + Math.max(1, f.expectedOut) * dc;
-          s += (1 - t.producedBy(f, name, now) / Math.max(1, f.expectedOut)) / ideal;
+          s += (1 - t.producedBy(f, c, now) / Math.max(1, f.expectedOut)) / ideal;
         }
       }
       if (head) {
@@ -133,11 +195,10 @@ export async function train(o: TrainOptions): Promise<{ stats: EpisodeStats[]; f
       }
       return s;
     };
-    const close = (s2: Float64Array | undefined, now: number): void => {
+    const fleet = new Set<string>();
+    const close = (s2: Float64Array | undefined): void => {
       if (!prev) return;
-      const r =
-        (COMPLETION_REWARD * completed - ((now - prev.at) / 1000) * prev.owed) / REWARD_SCALE +
-        guidance * prev.h;
+      const r = (COMPLETION_REWARD * completed - STEP_S * prev.owed) / REWARD_SCALE + guidance * prev.h;
       completed = 0;
       totalReward += r;
       dqn.buffer.push({ s: prev.s, a: prev.a, r, s2, gamma: discount });
@@ -147,59 +208,68 @@ export async function train(o: TrainOptions): Promise<{ stats: EpisodeStats[]; f
     let reqNow: RequestInfo | undefined;
     let nowMs = 0;
     const policy: RlPolicy = rlPolicyFrom(meta, dqn.online, tracked, {
-      act(state, allowed) {
-        const s = Float64Array.from(state);
-        close(s, nowMs);
-        const a = dqn.act(s, epsilon, allowed);
-        let h = 0;
-        if (a < m && reqNow) {
-          const t = policy.tracker;
-          const p = t.predict(reqNow);
-          const r = (name: string): number =>
-            mixingTerms(p.promptTokens, p.expectedOut, t.contextTokens(name, nowMs), mix).r;
-          let best = -Infinity;
-          let worst = Infinity;
-          let chosen = 0;
-          for (const c of candidatesNow) {
-            if (c.index >= m) continue;
-            const v = r(c.name);
-            if (v > best) best = v;
-            if (v < worst) worst = v;
-            if (c.index === a) chosen = v;
-          }
-          // Scaled by the candidates' spread (as the mixing scorer scales), so h ∈ [−1, 0]: the
-          // raw Eq. 1–2 differences are hundredths, too small beside the other terms to guide.
-          h = best > worst ? (chosen - best) / (best - worst) : 0;
-        }
-        prev = { s, a, h, at: nowMs, owed: owed(nowMs, reqNow) };
+      act(rows, count, waitOk) {
         decisions++;
+        const a = dqn.act(rows.subarray(0, count * F), epsilon);
+        // Every pump re-asks each held request: repeated "wait"s at one instant are one decision
+        // for learning (else they flood the replay buffer and the gradient steps).
+        const wait = waitOk && a === count - 1;
+        if (wait && lastWaitAt === nowMs) return a;
+        if (wait) lastWaitAt = nowMs;
+        const s = rows.slice(0, count * F);
+        close(s);
+        prev = { s, a, h: guide(a, waitOk), owed: owed(nowMs, reqNow) };
+        recorded++;
         dqn.learn();
         return a;
       },
     });
-    const inner = policy;
-    const wrapped = {
-      ...inner,
+    // Eq. 4 over the options, scaled by the candidates' spread (as the mixing scorer scales), so
+    // h ∈ [−1, 0]: the raw Eq. 1–2 differences are hundredths, too small beside the other terms.
+    const guide = (a: number, waitOk: boolean): number => {
+      if (!reqNow) return 0;
+      const t = policy.tracker;
+      const p = t.predict(reqNow);
+      const need = p.promptTokens + p.expectedOut;
+      if (a >= candidatesNow.length) return 0; // "wait": offered only when nothing fits
+      if (!t.fits(candidatesNow[a]!.name, need, nowMs)) {
+        const other = waitOk || candidatesNow.some((c) => t.fits(c.name, need, nowMs));
+        return other ? -1 : 0;
+      }
+      let best = -Infinity;
+      let worst = Infinity;
+      let chosen = 0;
+      candidatesNow.forEach((c, i) => {
+        if (!t.fits(c.name, need, nowMs)) return;
+        const v = mixingTerms(p.promptTokens, p.expectedOut, t.contextTokens(c.name, nowMs), mix).r;
+        if (v > best) best = v;
+        if (v < worst) worst = v;
+        if (i === a) chosen = v;
+      });
+      return best > worst ? (chosen - best) / (best - worst) : 0;
+    };
+    const wrapped: Policy = {
+      ...policy,
       pick(req: RequestInfo, candidates: readonly BackendView[], now: number) {
         reqNow = req;
         candidatesNow = candidates;
         nowMs = now;
-        return inner.pick(req, candidates, now);
+        for (const c of candidates) fleet.add(c.name);
+        return policy.pick(req, candidates, now);
       },
       onComplete(req: RequestInfo, b: BackendView, rep: CompletionReport, now: number) {
         if (rep.ok) completed++;
-        inner.onComplete!(req, b, rep, now);
+        policy.onComplete!(req, b, rep, now);
       },
     };
-    const run = simulateWith(scenario, wrapped, 'rl', {
-      seed: seed + k,
-      probeEveryS: Infinity,
-      sampleEveryS: Infinity,
-    });
-    close(undefined, run.simulatedS * 1000);
-    const e2e = run.records
-      .filter((r) => r.ok === true && r.finishS !== undefined)
-      .map((r) => r.finishS! - r.arrivalS);
+    // Training workloads: seeds after the scenario's own (which `llmlb simulate` reports on).
+    const run = simulateWith(scenario, wrapped, 'rl', simOpts(seed + 1 + k));
+    close(undefined);
+    const e2e = e2eOf(run);
+    // Freeze and evaluate: greedy, no learning, on the held-out workload.
+    const frozen = MlpNet.fromJSON(dqn.toJSON());
+    const evalRun = simulateWith(scenario, rlPolicyFrom(meta, frozen, tracked), 'rl', simOpts(evalSeed));
+    const evalScore = score(evalRun, total);
     stats.push({
       episode: k + 1,
       epsilon,
@@ -208,12 +278,12 @@ export async function train(o: TrainOptions): Promise<{ stats: EpisodeStats[]; f
       meanE2eS: mean(e2e),
       completed: e2e.length,
       decisions,
+      recorded,
+      evalMeanE2eS: evalScore,
+      evalCompleted: e2eOf(evalRun).length,
     });
-    const greedy = epsilon <= 0.05;
-    const e2eMean = stats[stats.length - 1]!.meanE2eS;
-    if (!greedy) kept = { e2e: e2eMean, json: dqn.toJSON(), episode: -1 };
-    else if (!kept || kept.episode < 0 || e2eMean < kept.e2e)
-      kept = { e2e: e2eMean, json: dqn.toJSON(), episode: k + 1 };
+    o.onEpisode?.(stats[stats.length - 1]!);
+    if (!kept || evalScore < kept.score) kept = { score: evalScore, json: frozen.toJSON(), episode: k + 1 };
     bar?.update(k + 1, o.episodes);
   }
   bar?.stop();
@@ -226,21 +296,37 @@ export async function train(o: TrainOptions): Promise<{ stats: EpisodeStats[]; f
       scenario: scenario.name,
       episodes: o.episodes,
       seed,
+      trainSeeds: `${seed + 1}..${seed + o.episodes}`,
+      evalSeed,
       requestsPerEpisode: n ?? null,
-      keptEpisode: kept && kept.episode > 0 ? kept.episode : o.episodes,
+      keptEpisode: kept?.episode ?? o.episodes,
+      roundRobinEvalMeanE2eS: rrEval,
       curve: stats,
     },
   };
   writeFileSync(o.out, JSON.stringify(doc) + '\n');
   const svg = join(dirname(o.out), `${basename(o.out).replace(/\.json$/, '')}-curve.svg`);
-  writeFileSync(svg, await renderSvg(curveSpec(scenario.name, stats)));
-  return { stats, file: o.out, svg };
+  writeFileSync(svg, await renderSvg(curveSpec(scenario.name, stats, rrEval)));
+  return {
+    stats,
+    file: o.out,
+    svg,
+    keptEpisode: kept?.episode ?? o.episodes,
+    roundRobinEvalMeanE2eS: rrEval,
+  };
 }
 
-function curveSpec(name: string, stats: readonly EpisodeStats[]): vl.TopLevelSpec {
+function curveSpec(name: string, stats: readonly EpisodeStats[], rrEval: number): vl.TopLevelSpec {
   const data = stats.flatMap((s) => [
-    { episode: s.episode, value: s.meanE2eS, metric: 'mean E2E (s)' },
-    { episode: s.episode, value: s.totalReward / Math.max(1, s.decisions), metric: 'reward per decision' },
+    { episode: s.episode, value: s.meanE2eS, metric: 'mean E2E (s)', series: 'training episode' },
+    { episode: s.episode, value: s.evalMeanE2eS, metric: 'mean E2E (s)', series: 'frozen greedy (held-out)' },
+    { episode: s.episode, value: rrEval, metric: 'mean E2E (s)', series: 'round robin (held-out)' },
+    {
+      episode: s.episode,
+      value: s.totalReward / Math.max(1, s.recorded),
+      metric: 'reward per decision',
+      series: 'training episode',
+    },
   ]);
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
@@ -250,7 +336,7 @@ function curveSpec(name: string, stats: readonly EpisodeStats[]): vl.TopLevelSpe
     encoding: {
       x: { field: 'episode', type: 'quantitative', title: 'episode' },
       y: { field: 'value', type: 'quantitative', title: '' },
-      color: { field: 'metric', type: 'nominal' },
+      color: { field: 'series', type: 'nominal' },
       row: { field: 'metric', type: 'nominal' },
     },
     resolve: { scale: { y: 'independent' } },
@@ -259,10 +345,16 @@ function curveSpec(name: string, stats: readonly EpisodeStats[]): vl.TopLevelSpe
 
 /** CLI entry: prints one line per episode's summary at the end. */
 export async function runTrainCommand(o: TrainOptions): Promise<void> {
-  const { stats, file, svg } = await train({ ...o, progress: o.progress ?? process.stderr });
-  for (const s of stats)
-    process.stdout.write(
-      `episode ${s.episode}: mean E2E ${s.meanE2eS.toFixed(2)} s, reward ${s.totalReward.toFixed(1)}, ε ${s.epsilon.toFixed(2)}, completed ${s.completed}\n`,
-    );
-  process.stdout.write(`wrote ${file} and ${svg}\n`);
+  const line = (s: EpisodeStats): string =>
+    `episode ${s.episode}: training mean E2E ${s.meanE2eS.toFixed(2)} s (${s.completed} done, ε ${s.epsilon.toFixed(2)}, reward ${s.totalReward.toFixed(1)}); frozen greedy ${s.evalMeanE2eS.toFixed(2)} s (${s.evalCompleted} done)\n`;
+  const r = await train({
+    ...o,
+    progress: o.progress ?? process.stderr,
+    onEpisode: (s) => process.stderr.write(`\n${line(s)}`),
+  });
+  for (const s of r.stats) process.stdout.write(line(s));
+  process.stdout.write(
+    `round robin on the evaluation workload: ${r.roundRobinEvalMeanE2eS.toFixed(2)} s; kept episode ${r.keptEpisode}\n`,
+  );
+  process.stdout.write(`wrote ${r.file} and ${r.svg}\n`);
 }

@@ -16,20 +16,20 @@ export interface Transition {
   readonly gamma: number;
 }
 
-export class ReplayBuffer {
-  private readonly items: Transition[] = [];
+export class ReplayBuffer<T = Transition> {
+  private readonly items: T[] = [];
   private next = 0;
   constructor(readonly capacity: number) {}
   get size(): number {
     return this.items.length;
   }
-  push(t: Transition): void {
+  push(t: T): void {
     if (this.items.length < this.capacity) this.items.push(t);
     else this.items[this.next] = t;
     this.next = (this.next + 1) % this.capacity;
   }
-  sample(n: number, random: () => number): Transition[] {
-    const out: Transition[] = [];
+  sample(n: number, random: () => number): T[] {
+    const out: T[] = [];
     for (let i = 0; i < n; i++) out.push(this.items[Math.floor(random() * this.items.length)]!);
     return out;
   }
@@ -112,6 +112,105 @@ export class DoubleDqn {
       loss += Math.abs(err) <= 1 ? 0.5 * err * err : Math.abs(err) - 0.5;
       this.dOut.fill(0);
       this.dOut[t.a] = Math.max(-1, Math.min(1, err)); // Huber gradient
+      this.online.backward(this.dOut);
+    }
+    this.online.adam(this.lr, 1 / batch.length);
+    if (++this.steps % this.targetEvery === 0) this.target.copyFrom(this.online);
+    return loss / batch.length;
+  }
+
+  toJSON(): MlpJson {
+    return this.online.toJSON();
+  }
+}
+
+/**
+ * A transition of the shared-head DQN: the state is `n` option rows (one per action) of the
+ * network's input size, packed; the action is a row index.
+ */
+export interface RowTransition {
+  readonly s: Float64Array;
+  readonly a: number;
+  readonly r: number;
+  /** undefined: terminal. */
+  readonly s2: Float64Array | undefined;
+  readonly gamma: number;
+}
+
+/**
+ * Double DQN over a shared per-option head: Q(s, a) = net(row_a(s)), one network scoring every
+ * option from its own row (seed 004's router with permutation-equivariant backend scores). The
+ * options of a state are its rows; the rows count may differ between states (candidates come and
+ * go, "wait" is offered only sometimes). Same loss, target and replay as DoubleDqn.
+ */
+export class SharedHeadDqn {
+  readonly online: Mlp;
+  readonly target: Mlp;
+  readonly buffer: ReplayBuffer<RowTransition>;
+  private readonly lr: number;
+  private readonly batch: number;
+  private readonly targetEvery: number;
+  private steps = 0;
+  private readonly dOut = new Float64Array(1);
+  readonly width: number;
+
+  constructor(
+    opts: DqnOptions,
+    private readonly random: () => number,
+  ) {
+    if (opts.sizes[opts.sizes.length - 1] !== 1) throw new RangeError('shared head: output size must be 1');
+    this.online = new Mlp(opts.sizes, random);
+    this.target = new Mlp(opts.sizes, random);
+    this.target.copyFrom(this.online);
+    this.width = opts.sizes[0]!;
+    this.buffer = new ReplayBuffer<RowTransition>(opts.bufferSize ?? 50000);
+    this.lr = opts.lr ?? 1e-3;
+    this.batch = opts.batch ?? 512;
+    this.targetEvery = opts.targetEvery ?? 200;
+  }
+
+  /** argmax over the `rows.length / width` options of `net`'s score; ties: lowest. */
+  private argmax(net: Mlp, rows: Float64Array): number {
+    const n = rows.length / this.width;
+    let best = 0;
+    let v = -Infinity;
+    for (let i = 0; i < n; i++) {
+      const q = net.forwardAt(rows, i * this.width)[0]!;
+      if (q > v) {
+        v = q;
+        best = i;
+      }
+    }
+    return best;
+  }
+
+  greedy(rows: Float64Array): number {
+    return this.argmax(this.online, rows);
+  }
+
+  /** ε-greedy over the options with the seeded generator. */
+  act(rows: Float64Array, epsilon: number): number {
+    if (this.random() < epsilon) return Math.floor(this.random() * (rows.length / this.width));
+    return this.greedy(rows);
+  }
+
+  /** Double-DQN target: r + γ · Q_target(s2, argmax_a Q_online(s2, a)). */
+  targetOf(t: RowTransition): number {
+    if (t.s2 === undefined || t.s2.length === 0) return t.r;
+    const a2 = this.argmax(this.online, t.s2);
+    return t.r + t.gamma * this.target.forwardAt(t.s2, a2 * this.width)[0]!;
+  }
+
+  /** One minibatch gradient step (Huber loss); returns the mean loss, or NaN when the buffer is short. */
+  learn(): number {
+    if (this.buffer.size < Math.min(this.batch, 64)) return NaN;
+    const batch = this.buffer.sample(this.batch, this.random);
+    let loss = 0;
+    for (const t of batch) {
+      const y = this.targetOf(t);
+      const err = this.online.forwardAt(t.s, t.a * this.width)[0]! - y;
+      loss += Math.abs(err) <= 1 ? 0.5 * err * err : Math.abs(err) - 0.5;
+      this.dOut[0] = Math.max(-1, Math.min(1, err)); // Huber gradient
       this.online.backward(this.dOut);
     }
     this.online.adam(this.lr, 1 / batch.length);
