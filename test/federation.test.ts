@@ -5,6 +5,7 @@
  * replicas full" is one long request away.
  */
 import assert from 'node:assert/strict';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { performance } from 'node:perf_hooks';
@@ -251,6 +252,76 @@ describe('what a router lends its peers (federation.lendKvBelow)', () => {
       }
       assert.equal(rt.peerStatus().availableReplicas, expected, `lendKvBelow ${lend}`);
       await rt.close();
+    }
+  });
+});
+
+describe('a queued request taken by a peer that then fails before answering', () => {
+  it('runs here after all, once, and the peer is ejected', async () => {
+    // The peer says it has room only when told to, and answers every forward with a 503.
+    let room = 0;
+    let forwards = 0;
+    const peer = createHttpServer((req, res) => {
+      if (req.method === 'GET') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ region: 'bad', availableReplicas: room, queueLength: 0 }));
+        return;
+      }
+      forwards++;
+      req.resume();
+      res.writeHead(503).end();
+    });
+    await new Promise<void>((ok) => peer.listen(0, '127.0.0.1', ok));
+    const eng = await engine({ name: 'x-0', profile: fastProfile({ slots: 1, baseStepS: 0.002 }) });
+    const rt = new Router(
+      settings([backend('x-0', eng.url, { maxConcurrency: 1 })], {
+        region: 'x',
+        peers: [
+          {
+            name: 'bad',
+            url: `http://127.0.0.1:${(peer.address() as { port: number }).port}`,
+            region: 'bad',
+          },
+        ],
+        federation: {
+          probeIntervalMs: 20,
+          probeTimeoutMs: 1000,
+          tau: 2,
+          ejectMs: 60_000,
+          snapshotMaxEntries: 10,
+        },
+      }),
+      silentLogger(),
+    );
+    try {
+      const url = await rt.listen('127.0.0.1', 0);
+      const gen = (prompt: string, tokens: number) =>
+        post(
+          `${url}/api/generate`,
+          { model: 'm1', prompt, stream: false },
+          { 'x-llmlb-output-tokens': String(tokens) },
+        );
+      const long = gen('keep x busy', 400);
+      await waitFor(() => rt.scheduler.backend('x-0')!.inFlight === 1, 2000, 'x busy');
+      const queued = gen('queued, then taken', 4);
+      await waitFor(() => rt.queuedForwards!.size === 1, 2000, 'queued');
+      room = 1; // the next probe says the peer has room: the queue head goes there, and fails
+      const r = await queued;
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('x-llmlb-backend'), 'x-0');
+      await r.text();
+      assert.equal((await long).status, 200);
+      assert.equal(forwards, 1, 'offered to the peer once');
+      assert.equal(rt.queuedForwards!.forwarded, 1);
+      const [p] = rt.peers!.describe(Date.now());
+      assert.equal(p!.outstanding, 0);
+      assert.ok(p!.failures >= 1 && !p!.available, 'ejected');
+      await waitFor(() => rt.scheduler.queueLength === 0 && rt.scheduler.inFlightTotal === 0, 2000, 'idle');
+      assert.equal(rt.queuedForwards!.size, 0);
+    } finally {
+      await rt.close();
+      await eng.close();
+      await new Promise<void>((ok) => peer.close(() => ok()));
     }
   });
 });
