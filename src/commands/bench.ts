@@ -5,7 +5,8 @@ import { writeCharts } from '../report/charts.js';
 import { policyResult, resultsJson, type Results } from '../report/results.js';
 import { backendTable, comparisonTable, localityTable } from '../report/table.js';
 import { choosePolicies, loadScenarioOrUsage, UsageError } from './simulate.js';
-import { classTable } from '../sim/class-table.js';
+import { classTable, hasTaskClasses, speedClassifier } from '../sim/class-table.js';
+import type { RunResult } from '../sim/simulator.js';
 import { policyLabel } from '../sim/simulator.js';
 import { runLive, type LiveRun } from '../live-bench/live.js';
 
@@ -92,29 +93,30 @@ export async function runBenchCommand(opts: {
     '',
   ];
   // Seed 004's per-class view, as simulate prints it (router wait is not seen by the client: '-').
-  const classes = classTable(
-    runs.map((r) => ({
-      policy: r.policy,
-      records: r.records.map((x) => ({
-        id: x.id,
-        label: x.label,
-        arrivalS: x.arrivalS,
-        dispatchS: undefined,
-        firstTokenS: x.firstTokenS,
-        finishS: x.finishS,
-        backend: x.backend,
-        ok: x.finishS !== undefined ? true : undefined,
-        failure: undefined,
-        promptTokens: 0,
-        outputTokens: x.outputTokens,
-        cachedTokens: 0,
-      })),
-      samples: [],
-      routerSamples: [],
-      backends: [],
-      simulatedS: 0,
+  const classRuns: RunResult[] = runs.map((r) => ({
+    policy: r.policy,
+    records: r.records.map((x) => ({
+      id: x.id,
+      label: x.label,
+      arrivalS: x.arrivalS,
+      dispatchS: undefined,
+      firstTokenS: x.firstTokenS,
+      finishS: x.finishS,
+      backend: x.backend,
+      ok: x.finishS !== undefined ? true : undefined,
+      failure: undefined,
+      promptTokens: x.promptTokens,
+      outputTokens: x.outputTokens,
+      cachedTokens: 0,
     })),
-  );
+    samples: [],
+    routerSamples: [],
+    backends: [],
+    simulatedS: 0,
+  }));
+  const classes = hasTaskClasses(classRuns)
+    ? classTable(classRuns, speedClassifier(new Map(scenario.fleet.map((b) => [b.name, b.profile]))))
+    : '';
   if (classes) lines.push(classes, '');
   if (opts.charts !== false) {
     const files = await writeCharts(

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
+import { countTokens, flattenMessages } from '../engine/tokens.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 
 /** What the client saw of one request, in model seconds from the start of the run. */
@@ -13,6 +14,8 @@ export interface ClientRecord {
   readonly ok: boolean;
   readonly status: number;
   readonly outputTokens: number;
+  /** Prompt tokens as the simulator counts them (the request's own count, else its text's). */
+  readonly promptTokens: number;
   /** The client gave up after the request's timeoutS (counted failed, as the simulator does). */
   readonly timedOut: boolean;
   /** What the HTTP client threw (connection reset, …), when the request failed that way. */
@@ -199,6 +202,8 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
       ok,
       status,
       outputTokens: tokens,
+      promptTokens:
+        req.promptTokens ?? countTokens(req.messages ? flattenMessages(req.messages) : (req.prompt ?? '')),
       timedOut,
       error,
     });
@@ -247,6 +252,7 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
       ok: false,
       status: 0,
       outputTokens: 0,
+      promptTokens: 0,
       timedOut: false,
     });
     o.ac.abort();

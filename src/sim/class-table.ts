@@ -1,13 +1,53 @@
-import type { RunResult } from './simulator.js';
+import type { EngineProfile } from '../engine/types.js';
+import type { RequestRecord, RunResult } from './simulator.js';
 import { formatTable } from '../report/table.js';
 
+export type RequestClass = 'LL' | 'LH' | 'HL' | 'HH';
+
+/** Seed 004 §3's thresholds (the workload tracker's heavyPromptS / heavyDecodeS defaults). */
+export interface ClassThresholds {
+  /** A prompt is heavy when its prefill alone takes at least this long on its backend, s. */
+  readonly heavyPromptS: number;
+  /** An answer is heavy when decoding it alone takes at least this long on its backend, s. */
+  readonly heavyDecodeS: number;
+}
+export const DEFAULT_CLASS_THRESHOLDS: ClassThresholds = { heavyPromptS: 0.5, heavyDecodeS: 5 };
+
+type Speed = Pick<EngineProfile, 'speed' | 'baseStepS' | 'perSeqS' | 'perTokenS' | 'prefillPerTokenS'>;
+
 /**
- * Seed 004's per-class view: for each policy and request class (LL / LH / HL / HH, the suffix of
- * a task-mix label `task/CLASS`; "all" for every request), mean and p90 end-to-end latency, mean
- * TTFT, mean time between tokens, and mean router wait (arrival → dispatch), in seconds.
- * Empty when no request carries a class (other workloads).
+ * Classes a finished request by the speed of the backend it ran on (issue #17: "per backend from
+ * its own speed"): its prompt's prefill and its answer's decode, each as that backend would take
+ * them alone (a batch of one, context growing from the prompt). A request that ran on no backend
+ * (or one without a profile) has no class.
  */
-export function classTable(runs: readonly RunResult[]): string {
+export function speedClassifier(
+  profiles: ReadonlyMap<string, Speed>,
+  t: ClassThresholds = DEFAULT_CLASS_THRESHOLDS,
+): (rec: Pick<RequestRecord, 'backend' | 'promptTokens' | 'outputTokens'>) => RequestClass | undefined {
+  return (rec) => {
+    const p = rec.backend === undefined ? undefined : profiles.get(rec.backend);
+    if (p === undefined || !(p.speed > 0)) return undefined;
+    const prefillS = (p.baseStepS + p.perSeqS + p.prefillPerTokenS * rec.promptTokens) / p.speed;
+    // Σ over the answer's steps of base + one sequence + its context (prompt + tokens so far).
+    const n = rec.outputTokens;
+    const contextSum = n * rec.promptTokens + (n * (n - 1)) / 2;
+    const decodeS = (n * (p.baseStepS + p.perSeqS) + p.perTokenS * contextSum) / p.speed;
+    return `${prefillS >= t.heavyPromptS ? 'H' : 'L'}${decodeS >= t.heavyDecodeS ? 'H' : 'L'}` as RequestClass;
+  };
+}
+
+/**
+ * Seed 004's per-class view: for each policy and request class (LL / LH / HL / HH; "all" for
+ * every request), mean and p90 end-to-end latency, mean TTFT, mean time between tokens, and mean
+ * router wait (arrival → dispatch), in seconds. The class is the backend-speed one when a
+ * `classify` is given (the simulator knows each backend's profile), else the suffix of a task-mix
+ * label `task/CLASS`. Empty when no request has a class.
+ */
+export function classTable(
+  runs: readonly RunResult[],
+  classify?: (rec: RequestRecord) => RequestClass | undefined,
+): string {
   const rows: string[][] = [];
   const mean = (xs: number[]): number => (xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
   const p90 = (xs: number[]): number => {
@@ -22,11 +62,11 @@ export function classTable(runs: readonly RunResult[]): string {
     for (const rec of r.records) {
       if (rec.ok !== true) continue;
       groups.get('all')!.push(rec);
-      const m = rec.label === undefined ? null : /\/(LL|LH|HL|HH)$/.exec(rec.label);
-      if (!m) continue;
+      const cls = classify ? classify(rec) : labelClass(rec.label);
+      if (cls === undefined) continue;
       any = true;
-      let g = groups.get(m[1]!);
-      if (!g) groups.set(m[1]!, (g = []));
+      let g = groups.get(cls);
+      if (!g) groups.set(cls, (g = []));
       g.push(rec);
     }
     for (const cls of ['all', 'LL', 'LH', 'HL', 'HH']) {
@@ -55,4 +95,14 @@ export function classTable(runs: readonly RunResult[]): string {
     ['policy', 'class', 'done', 'e2e mean', 'e2e p90', 'ttft mean', 'tbt ms', 'router wait'],
     rows,
   );
+}
+
+/** Whether any request carries a task-mix class label (the workloads seed 004's classes are about). */
+export function hasTaskClasses(runs: readonly RunResult[]): boolean {
+  return runs.some((r) => r.records.some((x) => labelClass(x.label) !== undefined));
+}
+
+function labelClass(label: string | undefined): RequestClass | undefined {
+  const m = label === undefined ? null : /\/(LL|LH|HL|HH)$/.exec(label);
+  return m ? (m[1] as RequestClass) : undefined;
 }
