@@ -25,7 +25,13 @@ const minimal = 'backends:\n  - name: a\n    url: http://127.0.0.1:11434\n';
 
 test('a minimal file gets every default', () => {
   const c = parseConfig(minimal, opts);
-  assert.deepEqual(c.server, { host: '127.0.0.1', port: 8080, maxBodyBytes: 10485760, maxJsonDepth: 128 });
+  assert.deepEqual(c.server, {
+    host: '127.0.0.1',
+    port: 8080,
+    maxBodyBytes: 10485760,
+    maxJsonDepth: 128,
+    taskHintHeader: 'x-llmlb-task',
+  });
   assert.deepEqual(c.backends, [
     {
       name: 'a',
