@@ -32,8 +32,10 @@ for (const d of dirs) {
 function walk(root, dir = root, out = new Set()) {
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
-    if (e.isDirectory()) walk(root, p, out);
-    else if (e.isFile() && (all || e.name === 'results.json')) out.add(relative(root, p));
+    // Symbolic links are followed (an output tree may link in another run's scenario folders).
+    const st = e.isSymbolicLink() ? statSync(p, { throwIfNoEntry: false }) : e;
+    if (st?.isDirectory()) walk(root, p, out);
+    else if (st?.isFile() && (all || e.name === 'results.json')) out.add(relative(root, p));
   }
   return out;
 }
