@@ -153,6 +153,8 @@ export class OutputLengthModel {
   private readonly z: Float64Array;
   private readonly p: Float64Array;
   private observed = 0;
+  private lastModel = '';
+  private lastModelH = fnv('', 0x1234567);
 
   constructor(opts: OutputLengthModelOptions = {}) {
     const dim = opts.dim ?? 1 << 14;
@@ -202,7 +204,12 @@ export class OutputLengthModel {
     const acc = this.acc;
     f.n = 0;
     const pb = log2Bucket(q.promptTokens);
-    const modelH = fnv(q.model, 0x1234567);
+    // One application mostly sends one model: its hash is kept for the next call.
+    if (q.model !== this.lastModel) {
+      this.lastModel = q.model;
+      this.lastModelH = fnv(q.model, 0x1234567);
+    }
+    const modelH = this.lastModelH;
     this.add(0x9e3779b9, 1); // bias
     this.add(modelH, 1);
     this.add(mix(0x5000 + pb, 1), 1);
