@@ -240,8 +240,9 @@ function sharedPicker(
     scan.flights = new Float64Array(cap);
   };
   const s: ScanOut = { free: 0, earliest: 0, w: undefined };
-  const clipRow = (o: number): void => {
-    for (let i = 0; i < F; i++) {
+  /** Clip inputs [from, to) of the row at `o` to their training range. */
+  const clip = (o: number, from: number, to: number): void => {
+    for (let i = from; i < to; i++) {
       const v = rows[o + i]!;
       rows[o + i] = v < lo[i]! ? lo[i]! : v > hi[i]! ? hi[i]! : v;
     }
@@ -273,21 +274,22 @@ function sharedPicker(
       if (s.earliest < soonest) soonest = s.earliest;
       if (fl < fewest) fewest = fl;
     }
-    // Row 0's global part, copied into every row.
-    rows.fill(0, 0, G);
+    // Row 0's global part; training gets it copied into every row, the greedy pass reads it once.
+    for (let i = 0; i < G; i++) rows[i] = 0;
     rows[0] = (now - req.arrivedAt) / 10_000;
     rows[1] = p.promptTokens / 1000;
     rows[2] = need / kv;
     rows[3 + p.bucket] = 1;
+    clip(0, 0, G);
     const total = waitOk ? n + 1 : n;
     for (let i = 0; i < total; i++) {
       const o = i * F;
-      if (i > 0) rows.copyWithin(o, 0, G);
+      if (i > 0 && explore) for (let k = 0; k < G; k++) rows[o + k] = rows[k]!;
       const q = o + G;
-      rows.fill(0, q, o + F);
       if (i < n) {
         const w = scan.work[i]!;
         const fl = scan.flights[i]!;
+        rows[q] = 0;
         rows[q + 1] = scan.free[i]!;
         rows[q + 2] = fl === 0 || scan.free[i]! * kv >= need ? 1 : 0;
         rows[q + 3] = fl === 0 ? 1 : 0;
@@ -299,14 +301,19 @@ function sharedPicker(
       } else {
         rows[q] = 1;
         rows[q + 1] = bestFree;
+        rows[q + 2] = 0;
+        rows[q + 3] = 0;
         rows[q + 4] = soonest / 10;
         rows[q + 5] = fewest / 32;
-        for (let j = 0; j < n; j++) {
-          const w = scan.work[j]!;
-          for (let k = 0; k < nb; k++) rows[q + 8 + k] = rows[q + 8 + k]! + w.bucketCounts[k]! / 16 / n;
+        rows[q + 6] = 0;
+        rows[q + 7] = 0;
+        for (let k = 0; k < nb; k++) {
+          let sum = 0;
+          for (let j = 0; j < n; j++) sum += scan.work[j]!.bucketCounts[k]!;
+          rows[q + 8 + k] = sum / 16 / n;
         }
       }
-      clipRow(o);
+      clip(o, G, F);
     }
     let a: number;
     if (explore) a = explore.act(rows, total, waitOk);
