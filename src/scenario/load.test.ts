@@ -103,6 +103,7 @@ describe('shipped scenarios', () => {
         'min-min',
         'estimated-wait',
         'workload-aware',
+        'rl',
       ],
     );
     const rs = s.createDriver(s.seed).start();
