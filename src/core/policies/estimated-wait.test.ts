@@ -277,3 +277,38 @@ test('issue #20: late binding — the held request with the highest response rat
   // Then the long one is first in line again.
   assert.equal(p.pick(long, [engine('a', 0, 0)], 10_050)?.name, 'a');
 });
+
+test('issue #17: outputLength: learned predicts answer length from the prompt text, prior from its length alone', () => {
+  // Same prompt length, two tasks: the text says which answers are long.
+  const ask = (id: string, task: string): RequestInfo => ({
+    ...req(id),
+    promptText: `${'x'.repeat(380)} This is a ${task} task`,
+  });
+  const pending = (params: Record<string, unknown>): { short: number; long: number } => {
+    const p = estimatedWait({ random: () => 0, params });
+    const a = view('a', 0);
+    let now = 0;
+    for (let i = 0; i < 300; i++) {
+      const long = i % 2 === 1;
+      const r = ask(`t${i}`, long ? 'essay' : 'summary');
+      const out = long ? 900 : 20;
+      p.onDispatch?.(r, a, now);
+      const report = { ok: true, dispatchedAt: now, promptTokens: 100, completionTokens: out };
+      const end = now + 10 + out;
+      p.onComplete?.(r, a, { ...report, finishedAt: end, promptEvalMs: 10, evalMs: out }, end);
+      now = end + 1000;
+    }
+    const work = (task: string): number => {
+      const r = ask(`q-${task}`, task);
+      p.onDispatch?.(r, a, now);
+      const w = p.describe!('a').pendingWorkS!;
+      p.onComplete?.(r, a, { ok: false, dispatchedAt: now, finishedAt: now }, now);
+      return w;
+    };
+    return { short: work('summary'), long: work('essay') };
+  };
+  const learned = pending({ outputLength: 'learned' });
+  assert.ok(learned.long > 5 * learned.short, `learned: ${learned.long} vs ${learned.short}`);
+  const prior = pending({});
+  assert.equal(prior.long, prior.short);
+});

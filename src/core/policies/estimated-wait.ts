@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { Ema } from '../estimators/guard.js';
 import { LinearFit } from '../estimators/linear-fit.js';
 import { OutputLengthPredictor } from '../estimators/output-length.js';
+import { OutputLengthModel } from '../estimators/output-length-model.js';
 import type { BackendView, CompletionReport, Policy, PolicyContext, RequestInfo } from '../types.js';
 import { parseParams } from './params.js';
 
@@ -87,6 +88,12 @@ const Params = z.strictObject({
   lateBinding: z.boolean().default(true),
   /** Order of the requests held by late binding: response ratio (HRRN), or arrival (FIFO). */
   heldOrder: z.enum(['ratio', 'fifo']).default('ratio'),
+  /**
+   * Output-length prediction: `prior`, an EMA per model and prompt-length bucket (re-predicted
+   * as it learns); `learned`, the online softmax predictor over the prompt's text and task hint
+   * (OutputLengthModel, issue #17 item 3), asked once per request.
+   */
+  outputLength: z.enum(['prior', 'learned']).default('prior'),
 });
 
 interface Flight {
@@ -133,6 +140,15 @@ interface Held {
   /** Candidates it had when last asked (one with fewer may be held for want of its own). */
   candidates: number;
   askedAt: number;
+  /**
+   * What its size was computed from, as of `learned` (bumped whenever anything they depend on may
+   * change): a held request is asked at every pump, and re-predicting it each time cost more than
+   * the rest of the simulation (issue #18).
+   */
+  learned: number;
+  promptTokens: number;
+  predicted: number;
+  best: Cost | undefined;
 }
 
 /** Fitted cost of a backend: prefill seconds for a prompt, seconds per output token in a batch. */
@@ -152,6 +168,9 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   const backends = new Map<string, Backend>();
   const tokensPerChar = new Ema(0.1);
   const output = new OutputLengthPredictor(p.defaultOutputTokens);
+  const model = p.outputLength === 'learned' ? new OutputLengthModel() : undefined;
+  /** Learned predictions per request id, made once (bounded: requests that never finish). */
+  const learnedOut = new Map<string, number>();
   let cursor = 0;
   let lastNow = 0;
   let decisions = 0;
@@ -160,6 +179,12 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   let open = new Uint8Array(8);
   let lastCount = 0;
   const held = new Map<string, Held>();
+  /**
+   * Bumped whenever a request's prompt tokens, predicted output, best backend or HRRN size may
+   * change: at each learned completion (token ratio, predictor, calibration, fits) and when a
+   * backend leaves. A held request's memo is reused while it is unchanged (same values as asking).
+   */
+  let learned = 0;
   /**
    * Answer lengths against what was predicted for them: the response-ratio order trusts predicted
    * sizes only as far as they have told answers apart (a slope near 0 — lengths the router cannot
@@ -200,11 +225,29 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
    * before any answer was seen would otherwise keep the default (128 tokens) for their whole life.
    */
   const expectedOf = (f: Flight): number => {
-    if (f.ver !== output.version) {
+    if (model === undefined && f.ver !== output.version) {
       f.expectedOut = output.predict(f.model, f.promptTokens, f.maxTokens);
       f.ver = output.version;
     }
     return f.expectedOut;
+  };
+
+  /** Predicted output tokens of a request (the learned predictor: once per request). */
+  const predictOf = (req: RequestInfo, promptTokens: number): number => {
+    if (model === undefined) return output.predict(req.model, promptTokens, req.maxTokens);
+    let v = learnedOut.get(req.id);
+    if (v === undefined) {
+      v = model.predict({
+        model: req.model,
+        promptTokens,
+        maxTokens: req.maxTokens,
+        text: req.promptText,
+        hint: req.taskHint,
+      }).expectedTokens;
+      if (learnedOut.size >= 65536) learnedOut.clear();
+      learnedOut.set(req.id, v);
+    }
+    return v;
   };
 
   /** Bring the in-flight area up to `now` (call before flights change). */
@@ -377,10 +420,14 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         if (now - h.askedAt > HELD_STALE_MS) held.delete(k);
         else if (h.model === model) most = Math.max(most, h.candidates);
       }
-      const rs: number[] = [];
-      for (const h of held.values()) if (h.model === model && h.candidates === most) rs.push(ratioOf(h, now));
-      rs.sort((x, y) => y - x);
-      cached = { now, ratios: Float64Array.from(rs) };
+      let n = 0;
+      for (const h of held.values()) if (h.model === model && h.candidates === most) n++;
+      const rs = new Float64Array(n);
+      n = 0;
+      for (const h of held.values())
+        if (h.model === model && h.candidates === most) rs[n++] = ratioOf(h, now);
+      // Ascending, native (no comparator call per comparison): a count above a value is the same.
+      cached = { now, ratios: rs.sort() };
       ranks.set(model, cached);
     }
     // Binary search: the count of ratios strictly above `ratio` (a request does not outrank itself).
@@ -389,10 +436,10 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     let hi = rs.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (rs[mid]! > ratio) lo = mid + 1;
+      if (rs[mid]! <= ratio) lo = mid + 1;
       else hi = mid;
     }
-    return lo;
+    return rs.length - lo;
   };
 
   /**
@@ -406,9 +453,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     req: RequestInfo,
     candidates: readonly BackendView[],
     now: number,
-    promptTokens: number,
-    predicted: number,
-    best: Cost | undefined,
+    h: Held,
   ): boolean => {
     // Requests the candidates take now before one more would queue behind another inside.
     let room = 0;
@@ -418,16 +463,9 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       open[i] = r > 0 ? 1 : 0;
       room += r;
     }
-    const size = sizeOf(promptTokens, predicted, best);
-    let h = held.get(req.id);
-    if (h) {
-      h.size = size;
-      h.candidates = candidates.length;
-      h.askedAt = now;
-    } else {
-      h = { model: req.model, arrivedAt: req.arrivedAt, size, candidates: candidates.length, askedAt: now };
-      held.set(req.id, h);
-    }
+    h.candidates = candidates.length;
+    h.askedAt = now;
+    if (held.get(req.id) !== h) held.set(req.id, h);
     if (room === 0) return true;
     if (p.heldOrder === 'fifo') return false; // the router queue's own order
     // The room goes to the held requests with the highest response ratios.
@@ -449,12 +487,55 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
 
   const fill = (req: RequestInfo, candidates: readonly BackendView[], now: number, out: Float64Array) => {
     const promptTokens = promptTokensOf(req);
-    const predicted = output.predict(req.model, promptTokens, req.maxTokens);
-    const best = bestCost(promptTokens, predicted);
+    const predicted = predictOf(req, promptTokens);
+    fillWith(candidates, now, promptTokens, predicted, bestCost(promptTokens, predicted), out);
+  };
+
+  const fillWith = (
+    candidates: readonly BackendView[],
+    now: number,
+    promptTokens: number,
+    predicted: number,
+    best: Cost | undefined,
+    out: Float64Array,
+  ) => {
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
       out[i] = finishEstimate(state(c.name), c, now, promptTokens, predicted, best);
     }
+  };
+
+  /**
+   * The request's prompt tokens, prediction, best backend and HRRN size: a held request's memo
+   * while nothing they depend on has changed, else computed afresh (what asking anew would give).
+   */
+  const memoOf = (req: RequestInfo): Held => {
+    const h = held.get(req.id);
+    if (h !== undefined && h.learned === learned) return h;
+    const promptTokens = promptTokensOf(req);
+    const predicted = predictOf(req, promptTokens);
+    const best = bestCost(promptTokens, predicted);
+    const size = sizeOf(promptTokens, predicted, best);
+    if (h !== undefined) {
+      h.learned = learned;
+      h.promptTokens = promptTokens;
+      h.predicted = predicted;
+      h.best = best;
+      h.size = size;
+      return h;
+    }
+    // Registered among the held only if holdForLater holds it (or asks the ranks for it).
+    return {
+      model: req.model,
+      arrivedAt: req.arrivedAt,
+      size,
+      candidates: 0,
+      askedAt: 0,
+      learned,
+      promptTokens,
+      predicted,
+      best,
+    };
   };
 
   const tieBreak = (c: BackendView, chosen: BackendView): boolean => {
@@ -474,12 +555,12 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         scratch = new Float64Array(candidates.length * 2);
         open = new Uint8Array(candidates.length * 2);
       }
-      const promptTokens = promptTokensOf(req);
-      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
-      const best = bestCost(promptTokens, predicted);
+      const h = memoOf(req);
+      const { promptTokens, predicted, best } = h;
       if (!p.lateBinding) open.fill(1, 0, candidates.length);
-      else if (holdForLater(req, candidates, now, promptTokens, predicted, best)) return undefined;
-      fill(req, candidates, now, scratch);
+      else if (holdForLater(req, candidates, now, h)) return undefined;
+      // The same estimates fill() makes (nothing changed since memoOf), without predicting again.
+      fillWith(candidates, now, promptTokens, predicted, best, scratch);
       if (p.othersWeight > 0) {
         for (let i = 0; i < candidates.length; i++) {
           const c = candidates[i]!;
@@ -537,7 +618,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       lastNow = now;
       const b = state(backend.name);
       const promptTokens = promptTokensOf(req);
-      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+      const predicted = predictOf(req, promptTokens);
       advance(b, now);
       b.flights.set(req.id, {
         dispatchedAt: now,
@@ -558,11 +639,13 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       if (!f) return;
       advance(b, now);
       b.flights.delete(req.id);
+      learnedOut.delete(req.id);
       if (!report.ok) return;
       learn(b, backend, req, f, report, now);
     },
     onBackendRemoved(name) {
       backends.delete(name);
+      learned++;
     },
     describe(name) {
       const b = backends.get(name);
@@ -605,6 +688,17 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     // A capped answer is censored (its natural length is at least the cap): the predictor counts it apart.
     if (outTokens !== undefined && outTokens > 0) {
       output.observe(req.model, promptTokens ?? f.promptTokens, outTokens, req.maxTokens);
+      // Same prompt tokens as it was asked with (the router's estimate), so features match.
+      model?.observe(
+        {
+          model: req.model,
+          promptTokens: f.promptTokens,
+          maxTokens: req.maxTokens,
+          text: req.promptText,
+          hint: req.taskHint,
+        },
+        outTokens,
+      );
       calibration.update(f.predictedAtPush, outTokens);
     }
     const wallS = (r.finishedAt - r.dispatchedAt) / 1000;
@@ -644,6 +738,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
     b.lastSampleAt = now;
     b.lastSampleDecision = decisions;
+    learned++;
   }
 
   function slotsOfLearned(b: Backend): number {
