@@ -647,33 +647,7 @@ export class Flight {
           arrivedAt: this.info.arrivedAt,
         },
         now,
-        (end: ExchangeEnd) => {
-          this.exchange = undefined;
-          h.attempts.delete(backend, ex);
-          const t = now();
-          h.stalls.untrack(backend, ex, t, end.kind === 'done' || ex.firstByteAt !== undefined);
-          if (end.kind === 'done') {
-            this.status = ex.status;
-            if (end.ok) h.fleet.recordSuccess(backend);
-            settle(end.ok, end.usage, ex.firstByteAt);
-            return resolve(DONE);
-          }
-          settle(false, {}, ex.firstByteAt);
-          if (end.kind === 'over') {
-            if (this.clientGone) this.status = 499;
-            else {
-              this.status = 502;
-              h.fleet.recordFailure(backend, end.reason ?? 'failed');
-            }
-            return resolve(OVER);
-          }
-          if (this.clientGone) return resolve(OVER);
-          const saturated = end.status === 429;
-          // A 429 is the backend saying it is full, not that it is broken: it rests instead.
-          if (saturated) h.cooldowns.cool(backend, t, parseRetryAfter(end.retryAfter, Date.now()));
-          else h.fleet.recordFailure(backend, end.reason);
-          resolve({ kind: 'retry', error: `${backend}: ${end.reason}`, timeout: end.timeout, saturated });
-        },
+        (end: ExchangeEnd) => resolve(this.attemptEnded(backend, ex, end, settle)),
       );
       this.exchange = ex;
       h.attempts.add(backend, ex);
@@ -694,6 +668,41 @@ export class Flight {
         ex.onError(err as Error); // a pool closed under us: ends the exchange as retryable
       }
     });
+  }
+
+  /** An exchange ended: its slot is given back (settle) and the attempt's result told apart. */
+  private attemptEnded(
+    backend: string,
+    ex: UpstreamExchange,
+    end: ExchangeEnd,
+    settle: (ok: boolean, usage: Usage, firstByteAt: number | undefined) => void,
+  ): AttemptResult {
+    const h = this.host;
+    this.exchange = undefined;
+    h.attempts.delete(backend, ex);
+    const t = now();
+    h.stalls.untrack(backend, ex, t, end.kind === 'done' || ex.firstByteAt !== undefined);
+    if (end.kind === 'done') {
+      this.status = ex.status;
+      if (end.ok) h.fleet.recordSuccess(backend);
+      settle(end.ok, end.usage, ex.firstByteAt);
+      return DONE;
+    }
+    settle(false, {}, ex.firstByteAt);
+    if (end.kind === 'over') {
+      if (this.clientGone) this.status = 499;
+      else {
+        this.status = 502;
+        h.fleet.recordFailure(backend, end.reason ?? 'failed');
+      }
+      return OVER;
+    }
+    if (this.clientGone) return OVER;
+    const saturated = end.status === 429;
+    // A 429 is the backend saying it is full, not that it is broken: it rests instead.
+    if (saturated) h.cooldowns.cool(backend, t, parseRetryAfter(end.retryAfter, Date.now()));
+    else h.fleet.recordFailure(backend, end.reason);
+    return { kind: 'retry', error: `${backend}: ${end.reason}`, timeout: end.timeout, saturated };
   }
 
   private finishLog(backend: string, attempts: number): void {
