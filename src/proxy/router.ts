@@ -29,6 +29,8 @@ import { HttpFront } from './http-front.js';
 import { RouterAdmin } from './router-admin.js';
 import { StallWatch } from './stall-watch.js';
 import { TraceCapture } from '../trace/capture.js';
+// The `rl` policy's weights come from files: this host installs the reader (at policy creation, never per request).
+import '../rl/weights-file.js';
 
 export type { DecisionRecord } from './decision-log.js';
 

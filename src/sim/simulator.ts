@@ -28,6 +28,8 @@ import { engineBlockHashes } from '../workloads/trace-blocks.js';
 import type { EngineEvent } from '../engine/types.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 import { EventHeap } from './event-heap.js';
+// The `rl` policy's weights come from files: this host installs the reader (at policy creation, never per request).
+import '../rl/weights-file.js';
 
 /** Why a request failed: the router rejected it, or the client gave up (WorkloadRequest.timeoutS). */
 export type FailureReason = RejectReason | 'client-timeout';
