@@ -28,7 +28,9 @@ import { parseParams } from './params.js';
  *   charged a queue at all. When full, the in-flight requests are replayed FIFO over the slots.
  * - Output length is predicted per model and prompt-length bucket (online), capped by the
  *   client's max tokens; answers cut at that cap are censored observations (they weigh the cap in),
- *   and requests in flight are re-predicted as the predictor learns.
+ *   and requests in flight are re-predicted as the predictor learns. `outputLength: learned` asks the
+ *   text-aware OutputLengthModel instead, once per request (opt-in: mixed-4x −11 %, a few skylb
+ *   scenarios 1–3 % worse; docs/results.md).
  * - Late binding: engines admit FIFO, so a request pushed into an engine that already queues
  *   requests inside commits every later one there to wait behind it. A request that every engine
  *   would queue behind another waits in the router instead, and held requests take the room that
