@@ -1,24 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BackendView, EngineMetrics } from '../core/types.js';
+import { backendView } from '../core/testing.js';
 import { availableReplicas } from './availability.js';
 
-const view = (name: string, inFlight: number, metrics?: Partial<EngineMetrics>): BackendView => ({
-  name,
-  index: 0,
-  api: 'openai',
-  weight: 1,
-  maxConcurrency: Infinity,
-  region: undefined,
-  models: new Set(['m']),
-  healthy: true,
-  draining: false,
-  inFlight,
-  metrics: metrics ? { running: 0, waiting: 0, kvUsage: 0, at: 0, ...metrics } : undefined,
-  loadedModels: undefined,
-  dispatchedSinceMetrics: 0,
-  completedSinceMetrics: 0,
-});
+const view = (name: string, inFlight: number, metrics?: Partial<EngineMetrics>): BackendView =>
+  backendView(name, 0, {
+    inFlight,
+    metrics: metrics ? { running: 0, waiting: 0, kvUsage: 0, at: 0, ...metrics } : undefined,
+  });
 
 describe('availableReplicas (seed 003 Algorithm 1, lines 3–8)', () => {
   const views = [
