@@ -5,7 +5,7 @@ import { writeCharts } from '../report/charts.js';
 import { policyResult, resultsJson, type Results } from '../report/results.js';
 import { backendTable, comparisonTable, localityTable } from '../report/table.js';
 import { choosePolicies, loadScenarioOrUsage, UsageError } from './simulate.js';
-import { classTable, hasTaskClasses, speedClassifier } from '../sim/class-table.js';
+import { fleetClassTable } from '../sim/class-table.js';
 import type { RunResult } from '../sim/simulator.js';
 import { policyLabel } from '../sim/simulator.js';
 import { runLive, type LiveRun } from '../live-bench/live.js';
@@ -114,9 +114,7 @@ export async function runBenchCommand(opts: {
     backends: [],
     simulatedS: 0,
   }));
-  const classes = hasTaskClasses(classRuns)
-    ? classTable(classRuns, speedClassifier(new Map(scenario.fleet.map((b) => [b.name, b.profile]))))
-    : '';
+  const classes = fleetClassTable(classRuns, scenario.fleet);
   if (classes) lines.push(classes, '');
   if (opts.charts !== false) {
     const files = await writeCharts(

@@ -5,7 +5,7 @@ import { UsageError } from './usage-error.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import { writeCharts } from '../report/charts.js';
 import { oracleSummary, policyResult, resultsJson, type Results } from '../report/results.js';
-import { classTable, hasTaskClasses, speedClassifier } from '../sim/class-table.js';
+import { fleetClassTable } from '../sim/class-table.js';
 import { backendTable, comparisonTable, localityTable, oracleTable } from '../report/table.js';
 import { loadScenario } from '../scenario/load.js';
 import type { Scenario } from '../scenario/types.js';
@@ -158,9 +158,7 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
     '',
   ];
   // Seed 004's per-class view (task-mix workloads), each request classed by its backend's speed.
-  const classes = hasTaskClasses(runs)
-    ? classTable(runs, speedClassifier(new Map(scenario.fleet.map((b) => [b.name, b.profile]))))
-    : '';
+  const classes = fleetClassTable(runs, scenario.fleet);
   if (classes) lines.push(classes, '');
   if (results.oracle) lines.push(oracleTable(results), '');
   for (const r of runs) {

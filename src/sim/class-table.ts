@@ -97,6 +97,18 @@ export function classTable(
   );
 }
 
+/**
+ * The per-class table `simulate` and `llmlb bench` print: only for task-mix workloads (the ones
+ * seed 004's classes are about), each request classed by the speed of the fleet backend it ran on.
+ */
+export function fleetClassTable(
+  runs: readonly RunResult[],
+  fleet: readonly { readonly name: string; readonly profile: Speed }[],
+): string {
+  if (!hasTaskClasses(runs)) return '';
+  return classTable(runs, speedClassifier(new Map(fleet.map((b) => [b.name, b.profile]))));
+}
+
 /** Whether any request carries a task-mix class label (the workloads seed 004's classes are about). */
 export function hasTaskClasses(runs: readonly RunResult[]): boolean {
   return runs.some((r) => r.records.some((x) => labelClass(x.label) !== undefined));
