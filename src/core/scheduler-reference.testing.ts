@@ -39,6 +39,9 @@ interface Queued {
   req: RequestInfo;
   exclude: ReadonlySet<string> | undefined;
   enqueuedAt: number;
+  /** Response-ratio size as of `sizeEpoch` (sized again when the policy's epoch moves). */
+  size?: number;
+  sizeEpoch?: number;
 }
 
 interface Pushed {
@@ -84,6 +87,7 @@ export class ReferenceScheduler {
   /** Swap the policy at run time; in-flight accounting is untouched. */
   setPolicy(policy: Policy, now: number): Decision[] {
     this.policy = policy;
+    for (const q of this.queue) q.sizeEpoch = undefined;
     return this.pump(now);
   }
 
@@ -289,23 +293,48 @@ export class ReferenceScheduler {
     return out;
   }
 
-  /** Reconsider every waiting request in FIFO order (after a slot frees or state changes). */
+  /**
+   * Reconsider every waiting request (after a slot frees or state changes): in FIFO order, or by
+   * response ratio when the policy asks for it (ties in FIFO order).
+   */
   pump(now: number): Decision[] {
     const out: Decision[] = [];
     if (this.queue.length === 0) return out;
-    let kept = 0;
-    for (let i = 0; i < this.queue.length; i++) {
-      const q = this.queue[i]!;
+    const rr = this.policy.responseRatio;
+    let order = this.queue;
+    if (rr) {
+      const epoch = rr.epoch();
+      const ratio = new Map<Queued, number>();
+      for (const q of this.queue) {
+        if (q.sizeEpoch !== epoch) {
+          const s = rr.size(q.req);
+          q.size = Number.isFinite(s) && s > 0 ? s : 1;
+          q.sizeEpoch = epoch;
+        }
+        ratio.set(q, (Math.max(0, now - q.req.arrivedAt) / 1000 + q.size!) / q.size!);
+      }
+      // Array.prototype.sort is stable: equal ratios keep FIFO order.
+      order = [...this.queue].sort((a, b) => ratio.get(b)! - ratio.get(a)!);
+    }
+    const gone = new Set<Queued>();
+    for (const q of order) {
       const exclude = q.exclude ?? EMPTY;
       if (!this.hasEligible(q.req, exclude)) {
         out.push({ type: 'reject', request: q.req, reason: 'no-backend' as RejectReason });
+        gone.add(q);
         continue;
       }
       const d = this.anyCapacity() ? this.tryDispatch(q.req, exclude, now) : undefined;
-      if (d) out.push(d);
-      else this.queue[kept++] = q;
+      if (d) {
+        out.push(d);
+        gone.add(q);
+      }
     }
-    this.queue.length = kept;
+    if (gone.size > 0) {
+      const kept = this.queue.filter((q) => !gone.has(q));
+      this.queue.length = 0;
+      this.queue.push(...kept);
+    }
     return out;
   }
 

@@ -25,7 +25,33 @@ function moody(): Policy {
   };
 }
 
-const POLICIES: (PolicySpec | 'moody')[] = [
+/**
+ * A response-ratio policy (as estimated-wait's late binding): holds everything on load alone
+ * while every candidate has 2 or more in flight, sizes requests by id, and changes sizes with
+ * each completion (its epoch).
+ */
+function ratio(): Policy {
+  let epoch = 0;
+  const full = (c: readonly { inFlight: number }[]): boolean => c.every((b) => b.inFlight >= 2);
+  let held = false;
+  return {
+    name: 'ratio',
+    responseRatio: {
+      size: (r) => 0.5 + ((Number(r.id.slice(1)) * 7 + epoch) % 5),
+      epoch: () => epoch,
+      holdsAll: full,
+    },
+    heldByLoad: () => held,
+    pick(_r, c) {
+      held = full(c);
+      if (held) return undefined;
+      return c.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
+    },
+    onComplete: () => void epoch++,
+  };
+}
+
+const POLICIES: (PolicySpec | 'moody' | 'ratio')[] = [
   { name: 'least-connections' },
   { name: 'least-connections', params: { push: 'sp-p' } },
   { name: 'least-connections', params: { push: 'sp-o', maxOutstanding: 2 } },
@@ -34,11 +60,13 @@ const POLICIES: (PolicySpec | 'moody')[] = [
   { name: 'prefix-trie', params: { push: 'sp-o', maxOutstanding: 1, waitForMatchMs: 30 } },
   { name: 'random' },
   'moody',
+  'ratio',
+  { name: 'estimated-wait' },
 ];
 
 const build = (i: number): Policy => {
   const p = POLICIES[i]!;
-  return p === 'moody' ? moody() : createPolicy(p, createRng(7));
+  return p === 'moody' ? moody() : p === 'ratio' ? ratio() : createPolicy(p, createRng(7));
 };
 
 type Event =

@@ -7,6 +7,7 @@ import type {
   Policy,
   RejectReason,
   RequestInfo,
+  ResponseRatioOrder,
 } from './types.js';
 
 /** Mutable backend state; only the scheduler writes it, policies see it as BackendView. */
@@ -35,6 +36,9 @@ interface Queued {
   /** Arrival order in the router queue. */
   seq: number;
   group: Group;
+  /** Its size for the response-ratio order (Policy.responseRatio), as of `sizeEpoch` (NaN: none yet). */
+  size: number;
+  sizeEpoch: number;
 }
 
 /**
@@ -54,9 +58,82 @@ interface Group {
 interface Cursor {
   group: Group;
   at: Queued;
-  rest: Iterator<Queued>;
+  /** Offer order across groups: higher first, then earlier arrival (0 in FIFO order). */
+  key: number;
+  /** FIFO order: the members after `at`. */
+  rest: Iterator<Queued> | undefined;
+  /** Response-ratio order: the members not offered yet. */
+  order: RatioHeap | undefined;
   /** Some backend serving the model is up and untried (fixed during a pump). */
   eligible: boolean;
+  /** Its candidates below their cap, as of `dispatchesAt` pushes into the pump (only pushes change them). */
+  candidates: BackendState[];
+  dispatchesAt: number;
+}
+
+/**
+ * A group's members by response ratio at one instant, highest first (then earlier arrival): built
+ * in O(n), popped in O(log n), so a pump that stops after a few offers costs O(n), not a sort.
+ */
+class RatioHeap {
+  private readonly items: Queued[] = [];
+  private readonly keys: number[] = [];
+
+  constructor(members: Iterable<Queued>, rr: ResponseRatioOrder, epoch: number, now: number) {
+    for (const q of members) {
+      if (q.sizeEpoch !== epoch) {
+        const s = rr.size(q.req);
+        q.size = Number.isFinite(s) && s > 0 ? s : 1;
+        q.sizeEpoch = epoch;
+      }
+      this.items.push(q);
+      this.keys.push((Math.max(0, now - q.req.arrivedAt) / 1000 + q.size) / q.size);
+    }
+    for (let i = (this.items.length >> 1) - 1; i >= 0; i--) this.down(i);
+  }
+
+  /** The ratio of the member pop() returned last. */
+  poppedKey = 0;
+
+  /** The highest member, removed; undefined when none is left. */
+  pop(): Queued | undefined {
+    const n = this.items.length;
+    if (n === 0) return undefined;
+    const top = this.items[0]!;
+    this.poppedKey = this.keys[0]!;
+    const lastQ = this.items.pop()!;
+    const lastK = this.keys.pop()!;
+    if (n > 1) {
+      this.items[0] = lastQ;
+      this.keys[0] = lastK;
+      this.down(0);
+    }
+    return top;
+  }
+
+  private above(i: number, j: number): boolean {
+    const ki = this.keys[i]!;
+    const kj = this.keys[j]!;
+    return ki > kj || (ki === kj && this.items[i]!.seq < this.items[j]!.seq);
+  }
+
+  private down(i: number): void {
+    const n = this.items.length;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) return;
+      const r = l + 1;
+      const m = r < n && this.above(r, l) ? r : l;
+      if (!this.above(m, i)) return;
+      const q = this.items[i]!;
+      const k = this.keys[i]!;
+      this.items[i] = this.items[m]!;
+      this.keys[i] = this.keys[m]!;
+      this.items[m] = q;
+      this.keys[m] = k;
+      i = m;
+    }
+  }
 }
 
 /** What asking for one request gave: pushed, no backend below its cap, or the policy held it. */
@@ -83,12 +160,17 @@ function groupKey(model: string, exclude: ReadonlySet<string>): string {
   return JSON.stringify(exclude.size === 0 ? [model] : [model, ...[...exclude].sort()]);
 }
 
-/** A binary min-heap of cursors by their member's queue position: FIFO across groups. */
+/** Whether cursor a's member is offered before b's: higher key, then earlier in the queue. */
+function before(a: Cursor, b: Cursor): boolean {
+  return a.key > b.key || (a.key === b.key && a.at.seq < b.at.seq);
+}
+
+/** A binary heap of cursors in offer order across groups (FIFO, or response ratio). */
 function heapPush(h: Cursor[], c: Cursor): void {
   let i = h.push(c) - 1;
   while (i > 0) {
     const p = (i - 1) >> 1;
-    if (h[p]!.at.seq <= c.at.seq) break;
+    if (!before(c, h[p]!)) break;
     h[i] = h[p]!;
     i = p;
   }
@@ -104,14 +186,25 @@ function heapPop(h: Cursor[]): Cursor {
       const l = 2 * i + 1;
       if (l >= h.length) break;
       const r = l + 1;
-      const m = r < h.length && h[r]!.at.seq < h[l]!.at.seq ? r : l;
-      if (h[m]!.at.seq >= last.at.seq) break;
+      const m = r < h.length && before(h[r]!, h[l]!) ? r : l;
+      if (!before(h[m]!, last)) break;
       h[i] = h[m]!;
       i = m;
     }
     h[i] = last;
   }
   return top;
+}
+
+/** The group's next member in offer order (and its key in `c.key`); undefined when none is left. */
+function nextOf(c: Pick<Cursor, 'rest' | 'order' | 'key'>): Queued | undefined {
+  if (c.order) {
+    const q = c.order.pop();
+    c.key = c.order.poppedKey;
+    return q;
+  }
+  const next = c.rest!.next();
+  return next.done ? undefined : next.value;
 }
 
 /**
@@ -165,6 +258,8 @@ export class Scheduler {
   /** Swap the policy at run time; in-flight accounting is untouched. */
   setPolicy(policy: Policy, now: number): Decision[] {
     this.policy = policy;
+    // Sizes came from the old policy.
+    for (const q of this.queue.values()) q.sizeEpoch = NaN;
     for (const g of this.groups.values()) this.dirty.add(g);
     return this.pump(now);
   }
@@ -394,8 +489,11 @@ export class Scheduler {
     const out: Decision[] = [];
     if (this.queue.size === 0 || (this.dirty.size === 0 && this.volatile.size === 0)) return out;
     const heap: Cursor[] = [];
-    for (const g of this.dirty) this.startCursor(heap, g);
-    for (const g of this.volatile) if (!this.dirty.has(g)) this.startCursor(heap, g);
+    let pushes = 0;
+    const rr = this.policy.responseRatio;
+    const epoch = rr?.epoch() ?? 0;
+    for (const g of this.dirty) this.startCursor(heap, g, rr, epoch, now);
+    for (const g of this.volatile) if (!this.dirty.has(g)) this.startCursor(heap, g, rr, epoch, now);
     this.dirty.clear();
     this.volatile.clear();
     while (heap.length > 0) {
@@ -405,7 +503,13 @@ export class Scheduler {
         this.dequeue(q);
         out.push({ type: 'reject', request: q.req, reason: 'no-backend' as RejectReason });
       } else {
-        const d = this.tryDispatch(q.req, c.group.exclude, now);
+        // Within a pump only a push changes who is below its cap: the group's candidates are
+        // gathered again after one, not for every member offered.
+        if (c.dispatchesAt !== pushes) {
+          c.candidates = this.gather(c.group, []); // a new array: a policy may keep the last one
+          c.dispatchesAt = pushes;
+        }
+        const d = this.offer(q.req, c.candidates, now);
         // No backend below its cap: the same for every later member, until a slot frees.
         if (d === 'full') continue;
         if (d === 'held') {
@@ -414,23 +518,50 @@ export class Scheduler {
         } else {
           this.dequeue(q);
           out.push(d);
+          pushes++;
         }
       }
-      const next = c.rest.next();
-      if (!next.done) {
-        c.at = next.value;
+      const next = nextOf(c);
+      if (next) {
+        c.at = next;
         heapPush(heap, c);
       }
     }
     return out;
   }
 
-  private startCursor(heap: Cursor[], g: Group): void {
-    if (g.members.size === 0) return;
-    const rest = g.members.values();
-    const first = rest.next();
-    if (first.done) return;
-    heapPush(heap, { group: g, at: first.value, rest, eligible: this.hasEligible(g.model, g.exclude) });
+  private startCursor(
+    heap: Cursor[],
+    g: Group,
+    rr: ResponseRatioOrder | undefined,
+    epoch: number,
+    now: number,
+  ): void {
+    const eligible = this.hasEligible(g.model, g.exclude);
+    // Ordering costs a pass over the group: skip it when none of them could go now anyway.
+    if (rr && eligible && this.blocked(g, rr)) return;
+    const walk = {
+      key: 0,
+      rest: rr ? undefined : g.members.values(),
+      order: rr ? new RatioHeap(g.members.values(), rr, epoch, now) : undefined,
+    };
+    const first = nextOf(walk);
+    if (first) heapPush(heap, { group: g, at: first, ...walk, eligible, candidates: [], dispatchesAt: -1 });
+  }
+
+  /** No backend below its cap, or the policy holds every request on these candidates' load. */
+  private blocked(g: Group, rr: ResponseRatioOrder): boolean {
+    const candidates = this.gather(g, []);
+    return candidates.length === 0 || rr.holdsAll?.(candidates) === true;
+  }
+
+  /** Into `out`: the backends the group's members may be pushed to now (eligible, below their cap). */
+  private gather(g: Group, out: BackendState[]): BackendState[] {
+    out.length = 0;
+    for (const b of this.serving(g.model)) {
+      if (this.eligible(b, g.exclude) && b.inFlight < b.maxConcurrency) out.push(b);
+    }
+    return out;
   }
 
   private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Group {
@@ -443,7 +574,7 @@ export class Scheduler {
       if (!byModel) this.groupsByModel.set(req.model, (byModel = new Set()));
       byModel.add(g);
     }
-    const q: Queued = { req, enqueuedAt: now, seq: this.nextSeq++, group: g };
+    const q: Queued = { req, enqueuedAt: now, seq: this.nextSeq++, group: g, size: NaN, sizeEpoch: NaN };
     g.members.set(req.id, q);
     this.queue.set(req.id, q);
     if (now < this.lastEnqueuedAt) this.enqueuedInOrder = false;
@@ -501,6 +632,11 @@ export class Scheduler {
     for (const b of this.serving(req.model)) {
       if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) candidates.push(b);
     }
+    return this.offer(req, candidates, now);
+  }
+
+  /** Asks the policy for one request among `candidates` (none: 'full') and pushes it if it picks. */
+  private offer(req: RequestInfo, candidates: readonly BackendState[], now: number): Attempt {
     if (candidates.length === 0) return 'full';
     const chosen = this.policy.pick(req, candidates, now);
     if (!chosen) return 'held';

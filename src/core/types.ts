@@ -77,6 +77,17 @@ export interface RequestInfo {
 /** Seed 004's request classes: light/heavy prompt × light/heavy decode, on a given backend. */
 export type RequestClass = 'LL' | 'LH' | 'HL' | 'HH';
 
+/** See Policy.responseRatio. */
+export interface ResponseRatioOrder {
+  size(req: RequestInfo): number;
+  epoch(): number;
+  /**
+   * True when any request offered these candidates now would be held on load alone (as
+   * heldByLoad says after a pick): the scheduler then holds the whole group without ordering it.
+   */
+  holdsAll?(candidates: readonly BackendView[]): boolean;
+}
+
 /** How a pushed request ended, reported back to the core by the host. */
 export interface CompletionReport {
   /** true when the backend produced a full answer; false on error, timeout or client abort. */
@@ -120,6 +131,14 @@ export interface Policy {
    * Absent or false: the held request is asked again on every pump.
    */
   heldByLoad?(): boolean;
+  /**
+   * Offer waiting requests in highest-response-ratio order — (waited + size) / size, waited since
+   * `arrivedAt` — instead of arrival order (HRRN: short requests are not stuck behind long ones,
+   * and every request's ratio grows, so none starves). `size` is the request's predicted service
+   * seconds (> 0); the scheduler asks it once per waiting request and again whenever `epoch()`
+   * changes, so a policy bumps the epoch when what sizes depend on has changed enough.
+   */
+  readonly responseRatio?: ResponseRatioOrder | undefined;
   /** The request was pushed to `backend` (inFlight already counts it). */
   onDispatch?(req: RequestInfo, backend: BackendView, now: number): void;
   /** A pushed request ended (inFlight no longer counts it). */

@@ -133,26 +133,6 @@ interface Backend {
   readonly flights: Map<string, Flight>;
 }
 
-/** A request the policy held in the router (late binding), for the response-ratio order. */
-interface Held {
-  readonly model: string;
-  readonly arrivedAt: number;
-  /** Predicted service seconds on the best backend for it. */
-  size: number;
-  /** Candidates it had when last asked (one with fewer may be held for want of its own). */
-  candidates: number;
-  askedAt: number;
-  /**
-   * What its size was computed from, as of `learned` (bumped whenever anything they depend on may
-   * change): a held request is asked at every pump, and re-predicting it each time cost more than
-   * the rest of the simulation (issue #18).
-   */
-  learned: number;
-  promptTokens: number;
-  predicted: number;
-  best: Cost | undefined;
-}
-
 /** Fitted cost of a backend: prefill seconds for a prompt, seconds per output token in a batch. */
 interface Cost {
   readonly prefill: LinearFit;
@@ -180,24 +160,25 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   /** Per candidate of the current pick: 1 where it may be pushed now (late binding). */
   let open = new Uint8Array(8);
   let lastCount = 0;
-  const held = new Map<string, Held>();
-  /**
-   * Bumped whenever a request's prompt tokens, predicted output, best backend or HRRN size may
-   * change: at each learned completion (token ratio, predictor, calibration, fits) and when a
-   * backend leaves. A held request's memo is reused while it is unchanged (same values as asking).
-   */
+  /** Completions learned from (token ratio, predictor, calibration, fits). */
   let learned = 0;
+  /**
+   * Version of the HRRN sizes (Policy.responseRatio): bumped when the learning has grown by a
+   * sixteenth since the last bump (at least every 64 completions) and when a backend leaves.
+   * Sizing every waiting request again at each completion cost more than the rest of the
+   * simulation (issue #18); sizes from an untrained predictor are still replaced early (every
+   * completion up to 16). Refreshing every 4th-of-growth instead cost heimdall-burst 1–6 %.
+   */
+  let sizeEpoch = 0;
+  let resizeAt = 1;
+  /** Whether the last pick held its request because no candidate had room (Policy.heldByLoad). */
+  let heldOnLoad = false;
   /**
    * Answer lengths against what was predicted for them: the response-ratio order trusts predicted
    * sizes only as far as they have told answers apart (a slope near 0 — lengths the router cannot
    * foresee — orders held requests by arrival; seed 004's task mix from prompt length alone).
    */
   const calibration = new LinearFit({ alpha: 0.02, minSpread: 8 });
-  /**
-   * Per model, the held requests' response ratios at `now`, highest first (cached per instant,
-   * dropped when a held request is pushed).
-   */
-  const ranks = new Map<string, { now: number; ratios: Float64Array }>();
 
   const state = (name: string): Backend => {
     let b = backends.get(name);
@@ -406,58 +387,14 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     return Math.max(1e-3, t);
   };
 
-  const ratioOf = (h: Held, now: number): number => (Math.max(0, now - h.arrivedAt) / 1000 + h.size) / h.size;
-
-  /**
-   * Held requests of `model` with a higher response ratio than `ratio` at `now` (forgets stale
-   * ones). Only those with as many candidates as any count: one with fewer may be held for want of
-   * its own (a retry that already tried the open backend) and is not waited for.
-   */
-  const outranking = (model: string, now: number, ratio: number): number => {
-    let cached = ranks.get(model);
-    if (!cached || cached.now !== now) {
-      let most = 0;
-      for (const [k, h] of held) {
-        // Not asked for a while: cancelled or expired in the router queue (the policy is not told).
-        if (now - h.askedAt > HELD_STALE_MS) held.delete(k);
-        else if (h.model === model) most = Math.max(most, h.candidates);
-      }
-      let n = 0;
-      for (const h of held.values()) if (h.model === model && h.candidates === most) n++;
-      const rs = new Float64Array(n);
-      n = 0;
-      for (const h of held.values())
-        if (h.model === model && h.candidates === most) rs[n++] = ratioOf(h, now);
-      // Ascending, native (no comparator call per comparison): a count above a value is the same.
-      cached = { now, ratios: rs.sort() };
-      ranks.set(model, cached);
-    }
-    // Binary search: the count of ratios strictly above `ratio` (a request does not outrank itself).
-    const rs = cached.ratios;
-    let lo = 0;
-    let hi = rs.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (rs[mid]! <= ratio) lo = mid + 1;
-      else hi = mid;
-    }
-    return rs.length - lo;
-  };
-
   /**
    * Late binding: marks in `open` the candidates with room for the request (see roomInside), and
-   * says whether to hold it in the router instead (registering it among the held) — when none has
-   * room, or when at least as many held requests of its model as there is room have a higher
-   * response ratio (they take the room first). Sizes are refreshed at every ask: ranking on sizes
-   * predicted before the predictor learned cost heimdall-burst 4 points and mixed-4x 2.
+   * says whether to hold it in the router instead: when none has room. The room depends on the
+   * candidates' load alone, so the scheduler holds the model's other waiters without asking until a
+   * backend changes (heldByLoad), and offers them in response-ratio order (responseRatio) when
+   * one does: the room that frees goes to the highest ratio first.
    */
-  const holdForLater = (
-    req: RequestInfo,
-    candidates: readonly BackendView[],
-    now: number,
-    h: Held,
-  ): boolean => {
-    // Requests the candidates take now before one more would queue behind another inside.
+  const holdForLater = (candidates: readonly BackendView[]): boolean => {
     let room = 0;
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
@@ -465,13 +402,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       open[i] = r > 0 ? 1 : 0;
       room += r;
     }
-    h.candidates = candidates.length;
-    h.askedAt = now;
-    if (held.get(req.id) !== h) held.set(req.id, h);
-    if (room === 0) return true;
-    if (p.heldOrder === 'fifo') return false; // the router queue's own order
-    // The room goes to the held requests with the highest response ratios.
-    return outranking(req.model, now, ratioOf(h, now)) >= room;
+    return room === 0;
   };
 
   /** Standard error of a backend's service estimate for this request (its fits' uncertainty). */
@@ -507,39 +438,6 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
   };
 
-  /**
-   * The request's prompt tokens, prediction, best backend and HRRN size: a held request's memo
-   * while nothing they depend on has changed, else computed afresh (what asking anew would give).
-   */
-  const memoOf = (req: RequestInfo): Held => {
-    const h = held.get(req.id);
-    if (h !== undefined && h.learned === learned) return h;
-    const promptTokens = promptTokensOf(req);
-    const predicted = predictOf(req, promptTokens);
-    const best = bestCost(promptTokens, predicted);
-    const size = sizeOf(promptTokens, predicted, best);
-    if (h !== undefined) {
-      h.learned = learned;
-      h.promptTokens = promptTokens;
-      h.predicted = predicted;
-      h.best = best;
-      h.size = size;
-      return h;
-    }
-    // Registered among the held only if holdForLater holds it (or asks the ranks for it).
-    return {
-      model: req.model,
-      arrivedAt: req.arrivedAt,
-      size,
-      candidates: 0,
-      askedAt: 0,
-      learned,
-      promptTokens,
-      predicted,
-      best,
-    };
-  };
-
   const tieBreak = (c: BackendView, chosen: BackendView): boolean => {
     if (c.inFlight !== chosen.inFlight) return c.inFlight < chosen.inFlight;
     const cm = backends.get(c.name)?.lastSampleAt !== undefined;
@@ -550,6 +448,19 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
 
   return {
     name: 'estimated-wait',
+    heldByLoad: () => heldOnLoad,
+    responseRatio:
+      p.lateBinding && p.heldOrder === 'ratio'
+        ? {
+            size(req) {
+              const promptTokens = promptTokensOf(req);
+              const predicted = predictOf(req, promptTokens);
+              return sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
+            },
+            epoch: () => sizeEpoch,
+            holdsAll: (candidates) => holdForLater(candidates),
+          }
+        : undefined,
     pick(req, candidates, now) {
       lastNow = now;
       if (candidates.length === 0) return undefined;
@@ -557,11 +468,15 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         scratch = new Float64Array(candidates.length * 2);
         open = new Uint8Array(candidates.length * 2);
       }
-      const h = memoOf(req);
-      const { promptTokens, predicted, best } = h;
+      heldOnLoad = false;
       if (!p.lateBinding) open.fill(1, 0, candidates.length);
-      else if (holdForLater(req, candidates, now, h)) return undefined;
-      // The same estimates fill() makes (nothing changed since memoOf), without predicting again.
+      else if (holdForLater(candidates)) {
+        heldOnLoad = true;
+        return undefined;
+      }
+      const promptTokens = promptTokensOf(req);
+      const predicted = predictOf(req, promptTokens);
+      const best = bestCost(promptTokens, predicted);
       fillWith(candidates, now, promptTokens, predicted, best, scratch);
       if (p.othersWeight > 0) {
         for (let i = 0; i < candidates.length; i++) {
@@ -598,7 +513,6 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       }
       // Every estimate is finite and ≥ 0 (fits are clamped), so one is always within the limit.
       chosen ??= candidates[at]!;
-      if (held.delete(req.id)) ranks.delete(req.model);
       cursor = chosen.index + 1;
       decisions++;
       lastCount = candidates.length;
@@ -647,7 +561,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     },
     onBackendRemoved(name) {
       backends.delete(name);
-      learned++;
+      sizeEpoch++;
     },
     describe(name) {
       const b = backends.get(name);
@@ -740,16 +654,16 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
     b.lastSampleAt = now;
     b.lastSampleDecision = decisions;
-    learned++;
+    if (++learned >= resizeAt) {
+      sizeEpoch++;
+      resizeAt = learned + Math.min(64, Math.max(1, Math.ceil(learned / 16)));
+    }
   }
 
   function slotsOfLearned(b: Backend): number {
     return Number.isFinite(b.queuedAt) || b.slots < 2 ? Math.max(b.slots, p.defaultSlots) : Infinity;
   }
 }
-
-/** A held request not asked again for this long has left the router queue (cancelled, expired). */
-const HELD_STALE_MS = 2000;
 
 /** Whether index a comes before index b in round-robin order starting at `cursor`. */
 function rrBefore(a: number, b: number, cursor: number): boolean {

@@ -1,4 +1,11 @@
-import type { BackendView, CompletionReport, PolicyParams, RequestClass, RequestInfo } from '../types.js';
+import type {
+  BackendView,
+  CompletionReport,
+  PolicyParams,
+  RequestClass,
+  RequestInfo,
+  ResponseRatioOrder,
+} from '../types.js';
 
 /**
  * Scheduling plugins (seed 002, after llm-d's Endpoint Picker): a profile runs its filters in
@@ -68,6 +75,10 @@ export interface Picker extends PluginHooks {
   ): readonly BackendView[];
   /** A whole-decision policy's own numbers for the last pick (Policy.explainLast). */
   explainLast?(): { readonly name: string; readonly scores: readonly number[] } | undefined;
+  /** Its last hold came from the candidates' load alone (Policy.heldByLoad). */
+  heldByLoad?(): boolean;
+  /** The order it wants waiting requests offered in (Policy.responseRatio). */
+  readonly responseRatio?: ResponseRatioOrder | undefined;
 }
 
 export type Plugin = Filter | Scorer | Picker;

@@ -1,4 +1,11 @@
-import type { BackendView, CompletionReport, Policy, RequestClass, RequestInfo } from '../types.js';
+import type {
+  BackendView,
+  CompletionReport,
+  Policy,
+  RequestClass,
+  RequestInfo,
+  ResponseRatioOrder,
+} from '../types.js';
 import type { Filter, Picker, Plugin, ScoreExplanation, Scorer } from './plugin.js';
 
 /** A scorer with the weight its profile gives it. */
@@ -65,6 +72,8 @@ interface RuleState {
 export class ProfilePolicy implements Policy {
   readonly name: string;
   readonly metricsIntervalMs: number | undefined;
+  /** The picker's queue order (estimated-wait: response ratio), if it has one. */
+  readonly responseRatio: ResponseRatioOrder | undefined;
   /** Set by the host to receive each decision's scores (debug log, /admin/decisions). */
   explain: ((e: ScoreExplanation, req: RequestInfo) => void) | undefined;
   private readonly filters: readonly Filter[];
@@ -91,6 +100,7 @@ export class ProfilePolicy implements Policy {
     this.scorers = def.scorers;
     this.weights = Float64Array.from(def.scorers, (s) => s.weight);
     this.picker = def.picker;
+    this.responseRatio = def.picker.responseRatio;
     this.rules = (def.dynamicWeights ?? []).map((rule) => {
       const size = rule.signal === 'ttftSloMissRatio' ? (rule.window ?? 50) : 0;
       return {
@@ -191,7 +201,9 @@ export class ProfilePolicy implements Policy {
         req,
       );
     if (picked.length === 0) {
-      this.lastHoldByLoad = false; // a picker's hold may depend on the request or the time
+      // A picker's hold may depend on the request or the time, unless it says it does not; and
+      // only filters that hold on load alone may have narrowed what it saw.
+      this.lastHoldByLoad = this.byLoadUpTo === this.filters.length && this.picker.heldByLoad?.() === true;
       return undefined;
     }
     if (picked.length > 1) {

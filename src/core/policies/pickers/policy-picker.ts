@@ -21,5 +21,7 @@ export function policyPicker(policy: Policy): Picker {
     ...(policy.describe ? { describe: policy.describe.bind(policy) } : {}),
     ...(policy.requestClass ? { requestClass: policy.requestClass.bind(policy) } : {}),
     ...(policy.explainLast ? { explainLast: policy.explainLast.bind(policy) } : {}),
+    ...(policy.heldByLoad ? { heldByLoad: policy.heldByLoad.bind(policy) } : {}),
+    ...(policy.responseRatio ? { responseRatio: policy.responseRatio } : {}),
   };
 }
