@@ -11,7 +11,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync, write } from 'node:fs';
 import { dirname } from 'node:path';
-import { blockHashHex, promptBlockHashes } from '../engine/tokens.js';
+import { promptBlockHashes } from '../engine/tokens.js';
 
 export const BATCH_BYTES = 64 * 1024;
 export const FLUSH_MS = 200;
@@ -65,7 +65,69 @@ export function hashKey(key: string): string {
   return (h1 >>> 0).toString(16).padStart(8, '0') + (h2 >>> 0).toString(16).padStart(8, '0');
 }
 
-const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+/** A finite number as JSON writes it; NaN and ±Infinity as null (as JSON.stringify does). */
+const num = (x: number): string => (Number.isFinite(x) ? `${x}` : 'null');
+
+/** ".001" … ".999" with trailing zeros dropped, '' for 0: the fraction of a number rounded to 3 decimals. */
+const FRAC: readonly string[] = Array.from({ length: 1000 }, (_, f) =>
+  f === 0 ? '' : `.${String(f).padStart(3, '0').replace(/0+$/, '')}`,
+);
+
+/**
+ * `x` rounded to 3 decimals, as JSON.stringify writes that number (Math.round(x·1000)/1000), built
+ * from integers: formatting a fraction costs ~10× more. Below 10^12 the shortest decimal that reads
+ * back as k/1000 is k/1000 itself (any other with ≤ 3 decimals is ≥ 0.001 away, far more than the
+ * double's spacing), so the text is the same; larger and non-finite values take the general path.
+ */
+export function jsonSeconds3(x: number): string {
+  const k = Math.round(x * 1000);
+  if (!(k > -1e15 && k < 1e15)) return num(k / 1000);
+  const a = k < 0 ? -k : k;
+  const whole = Math.floor(a / 1000);
+  return (k < 0 ? '-' : '') + whole + FRAC[a - whole * 1000]!;
+}
+
+const HEX1: readonly string[] = Array.from({ length: 16 }, (_, i) => i.toString(16));
+const HEX2: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+/** 2^28: a block hash (< 2^53) is hi · 2^28 + lo, hi below 2^25 and lo below 2^28, 7 hex digits each. */
+const LO28 = 0x10000000;
+
+/** blockHashHex (14 hex digits) from lookup tables: Number#toString(16) of a double costs ~7× more. */
+export function blockHex(h: number): string {
+  const hi = Math.floor(h / LO28);
+  const lo = h - hi * LO28;
+  return (
+    HEX1[hi >>> 24]! +
+    HEX2[(hi >>> 16) & 255]! +
+    HEX2[(hi >>> 8) & 255]! +
+    HEX2[hi & 255]! +
+    HEX1[lo >>> 24]! +
+    HEX2[(lo >>> 16) & 255]! +
+    HEX2[(lo >>> 8) & 255]! +
+    HEX2[lo & 255]!
+  );
+}
+
+/**
+ * One trace line (no newline) for `e`, arrival measured from `originMs`: the JSON that
+ * JSON.stringify gives for the trace record (src/workloads/trace.ts), same keys in the same order,
+ * written by hand — only the strings go through JSON.stringify, for their escaping.
+ */
+export function captureLine(e: CaptureEntry, originMs: number, prompts: boolean): string {
+  const text = e.promptText;
+  let s = `{"at":${jsonSeconds3(Math.max(0, (e.arrivalMs - originMs) / 1000))},"model":${JSON.stringify(e.model)},"api":${JSON.stringify(e.api)}`;
+  if (prompts) s += `,"prompt":${JSON.stringify(text)}`;
+  s += `,"promptTokens":${num(e.promptTokens ?? Math.ceil(text.length / 4))},"outputTokens":${num(Math.max(1, e.outputTokens ?? 1))}`;
+  if (e.maxTokens !== undefined) s += `,"maxTokens":${num(e.maxTokens)}`;
+  if (e.sessionKey !== undefined && e.sessionKey !== '') s += `,"sessionKey":"${hashKey(e.sessionKey)}"`;
+  s += `,"blockTokens":${CAPTURE_BLOCK_TOKENS},"blocks":[`;
+  const hashes = promptBlockHashes(text, CAPTURE_BLOCK_TOKENS);
+  for (let i = 0; i < hashes.length; i++) s += `${i === 0 ? '"' : ',"'}${blockHex(hashes[i]!)}"`;
+  s += ']';
+  if (e.backend !== undefined) s += `,"backend":${JSON.stringify(e.backend)}`;
+  if (e.ttftMs !== undefined) s += `,"ttftS":${jsonSeconds3(e.ttftMs / 1000)}`;
+  return `${s},"e2eS":${jsonSeconds3(e.e2eMs / 1000)},"status":${num(e.status)}}`;
+}
 
 export class TraceCapture {
   private readonly originMs: number;
@@ -91,30 +153,12 @@ export class TraceCapture {
   /** Serialize one request; the write happens later, batched. */
   record(e: CaptureEntry): void {
     if (this.closed) return;
-    const text = e.promptText;
-    const blocks = promptBlockHashes(text, CAPTURE_BLOCK_TOKENS).map(blockHashHex);
-    const line: Record<string, unknown> = {
-      at: Math.max(0, r3((e.arrivalMs - this.originMs) / 1000)),
-      model: e.model,
-      api: e.api,
-      ...(this.opts.prompts ? { prompt: text } : {}),
-      promptTokens: e.promptTokens ?? Math.ceil(text.length / 4),
-      outputTokens: Math.max(1, e.outputTokens ?? 1),
-      ...(e.maxTokens !== undefined ? { maxTokens: e.maxTokens } : {}),
-      ...(e.sessionKey !== undefined && e.sessionKey !== '' ? { sessionKey: hashKey(e.sessionKey) } : {}),
-      blockTokens: CAPTURE_BLOCK_TOKENS,
-      blocks,
-      ...(e.backend !== undefined ? { backend: e.backend } : {}),
-      ...(e.ttftMs !== undefined ? { ttftS: r3(e.ttftMs / 1000) } : {}),
-      e2eS: r3(e.e2eMs / 1000),
-      status: e.status,
-    };
     // A disk that cannot keep up must not grow memory without bound: drop (counted) past 64 batches.
     if (this.bufBytes > 64 * BATCH_BYTES) {
       this.dropped++;
       return;
     }
-    const s = JSON.stringify(line) + '\n';
+    const s = captureLine(e, this.originMs, this.opts.prompts === true) + '\n';
     this.buf.push(s);
     this.bufBytes += s.length;
     this.recorded++;
@@ -142,8 +186,10 @@ export class TraceCapture {
     write(this.fd, data, 0, data.length, null, (err) => {
       this.writing = false;
       if (!err) this.size += data.length;
-      // More gathered meanwhile: write it now rather than wait for the timer.
-      if (this.bufBytes >= BATCH_BYTES || (this.closed && this.buf.length > 0)) this.flush();
+      // More gathered meanwhile: write it now rather than wait for the timer — also when drain()
+      // or close() waits (the timer is unref'd: nothing else may keep the process up for it).
+      if (this.bufBytes >= BATCH_BYTES || (this.buf.length > 0 && (this.closed || this.idle.length > 0)))
+        this.flush();
       else if (this.buf.length > 0 && !this.timer) {
         this.timer = setTimeout(() => this.flush(), FLUSH_MS);
         this.timer.unref();
