@@ -105,6 +105,24 @@ describe('trace capture', () => {
     assert.equal(readFileSync(file, 'utf8').trim().split('\n').length, n);
   });
 
+  it('writes every line whole and in order: long non-ASCII lines, lines over a write buffer', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'llmlb-cap-')), 'trace.jsonl');
+    const cap = new TraceCapture({ file, maxBytes: 1e9, keep: 0, prompts: true, originMs: 1_000_000 });
+    const want: string[] = [];
+    for (let i = 0; i < 300; i++) {
+      // Mostly short lines; every 37th a prompt of 3-byte characters larger than BATCH_BYTES.
+      const promptText =
+        i % 37 === 5 ? `${'漢字テキスト'.repeat(6000 + i)} ${i}` : `q${i} ü ${'x'.repeat(i * 7)}`;
+      const e = entry(i, { promptText, model: `m-"${i}"\\é` });
+      cap.record(e);
+      want.push(captureLine(e, 1_000_000, true));
+      if (i % 50 === 0) await cap.drain();
+    }
+    await cap.close();
+    assert.equal(readFileSync(file, 'utf8'), want.map((l) => `${l}\n`).join(''));
+    assert.equal(cap.recorded, 300);
+  });
+
   it('with prompts: true the text is kept and replayed as written', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'llmlb-cap-')), 'trace.jsonl');
     const cap = new TraceCapture({ file, maxBytes: 1e9, keep: 0, prompts: true, originMs: 0 });

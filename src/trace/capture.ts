@@ -4,12 +4,12 @@
  * prompt text: lengths, the prompt's block hash chain (prefix sharing) and a hash of the session
  * key — text only when `log.prompts` is on.
  *
- * Off the hot path: record() serializes one line into a buffer; the buffer goes to disk in one
+ * Off the hot path: record() encodes one line into a buffer; the buffer goes to disk in one
  * asynchronous write when it holds BATCH_BYTES or FLUSH_MS after its first line, one write in
  * flight at a time (as src/log.ts batches log lines). The file rotates by size: at maxBytes it
  * becomes FILE.1 (FILE.1 → FILE.2 …, keeping `keep` old files) and a new FILE starts.
  */
-import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync, write } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync, writev } from 'node:fs';
 import { dirname } from 'node:path';
 import { promptBlockHashes } from '../engine/tokens.js';
 
@@ -129,9 +129,19 @@ export function captureLine(e: CaptureEntry, originMs: number, prompts: boolean)
   return `${s},"e2eS":${jsonSeconds3(e.e2eMs / 1000)},"status":${num(e.status)}}`;
 }
 
+/** One write buffer: a batch and room for the line that completes it (a longer line gets its own). */
+const CHUNK_BYTES = BATCH_BYTES + 16 * 1024;
+
 export class TraceCapture {
   private readonly originMs: number;
-  private buf: string[] = [];
+  /**
+   * Lines are UTF-8-encoded into `chunk` as they are recorded (no string kept per line until the
+   * flush, no join, no second copy); full chunks wait in `sealed` while a write is in flight.
+   */
+  private chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+  private used = 0;
+  private sealed: Buffer[] = [];
+  /** Bytes waiting: the sealed chunks and `used`. */
   private bufBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private writing = false;
@@ -158,9 +168,14 @@ export class TraceCapture {
       this.dropped++;
       return;
     }
-    const s = captureLine(e, this.originMs, this.opts.prompts === true) + '\n';
-    this.buf.push(s);
-    this.bufBytes += s.length;
+    const s = captureLine(e, this.originMs, this.opts.prompts === true);
+    // UTF-8 takes at most 3 bytes per UTF-16 unit; and the newline.
+    const room = s.length * 3 + 1;
+    if (room > this.chunk.length - this.used) this.seal(room);
+    const n = this.chunk.write(s, this.used);
+    this.chunk[this.used + n] = 0x0a;
+    this.used += n + 1;
+    this.bufBytes += n + 1;
     this.recorded++;
     if (this.bufBytes >= BATCH_BYTES) this.flush();
     else if (!this.timer) {
@@ -169,28 +184,38 @@ export class TraceCapture {
     }
   }
 
+  /** The current chunk's bytes join the sealed ones; a fresh chunk with at least `room` bytes. */
+  private seal(room = 0): void {
+    if (this.used > 0) this.sealed.push(this.chunk.subarray(0, this.used));
+    if (this.used > 0 || room > this.chunk.length)
+      this.chunk = Buffer.allocUnsafeSlow(Math.max(CHUNK_BYTES, room));
+    this.used = 0;
+  }
+
   private flush(): void {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (this.writing || this.buf.length === 0) {
+    if (this.writing || this.bufBytes === 0) {
       if (!this.writing) this.settle();
       return;
     }
-    const data = Buffer.from(this.buf.join(''));
-    this.buf = [];
+    this.seal();
+    const data = this.sealed;
+    const bytes = this.bufBytes;
+    this.sealed = [];
     this.bufBytes = 0;
-    if (this.size > 0 && this.size + data.length > this.opts.maxBytes) this.rotate();
+    if (this.size > 0 && this.size + bytes > this.opts.maxBytes) this.rotate();
     this.writing = true;
-    write(this.fd, data, 0, data.length, null, (err) => {
+    writev(this.fd, data, (err) => {
       this.writing = false;
-      if (!err) this.size += data.length;
+      if (!err) this.size += bytes;
       // More gathered meanwhile: write it now rather than wait for the timer — also when drain()
       // or close() waits (the timer is unref'd: nothing else may keep the process up for it).
-      if (this.bufBytes >= BATCH_BYTES || (this.buf.length > 0 && (this.closed || this.idle.length > 0)))
+      if (this.bufBytes >= BATCH_BYTES || (this.bufBytes > 0 && (this.closed || this.idle.length > 0)))
         this.flush();
-      else if (this.buf.length > 0 && !this.timer) {
+      else if (this.bufBytes > 0 && !this.timer) {
         this.timer = setTimeout(() => this.flush(), FLUSH_MS);
         this.timer.unref();
       } else this.settle();
@@ -213,7 +238,7 @@ export class TraceCapture {
   }
 
   private settle(): void {
-    if (this.writing || this.buf.length > 0) return;
+    if (this.writing || this.bufBytes > 0) return;
     const waiters = this.idle;
     this.idle = [];
     for (const w of waiters) w();
@@ -221,7 +246,7 @@ export class TraceCapture {
 
   /** Write what is buffered and wait for it (tests, config reload). */
   async drain(): Promise<void> {
-    if (!this.writing && this.buf.length === 0) return;
+    if (!this.writing && this.bufBytes === 0) return;
     const done = new Promise<void>((resolve) => this.idle.push(resolve));
     if (!this.writing) this.flush();
     await done;
