@@ -5,8 +5,18 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseConfig } from '../config/load.js';
 import { policyNames } from '../core/policies/index.js';
+import { blockHashHex, promptBlockHashes } from '../engine/tokens.js';
 import { traceWorkload } from '../workloads/trace.js';
-import { hashKey, TraceCapture, type CaptureEntry } from './capture.js';
+import {
+  BATCH_BYTES,
+  blockHex,
+  CAPTURE_BLOCK_TOKENS,
+  captureLine,
+  hashKey,
+  jsonSeconds3,
+  TraceCapture,
+  type CaptureEntry,
+} from './capture.js';
 
 const system = 'You are a helpful assistant. '.repeat(40); // ~290 tokens shared by every request
 
@@ -79,6 +89,40 @@ describe('trace capture', () => {
     assert.equal(cap.recorded, 30);
   });
 
+  it('drain() while a batch is being written writes the rest without waiting on the flush timer', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'llmlb-cap-')), 'trace.jsonl');
+    const cap = new TraceCapture({ file, maxBytes: 1e9, keep: 0, originMs: 1_000_000 });
+    // A full batch starts a write; the lines after it wait in the buffer behind that write, with
+    // the (unref'd) flush timer armed. Nothing else keeps the event loop alive: a drain that
+    // waited for that timer would never settle and the test would end unfinished.
+    let n = 0;
+    for (let bytes = 0, after = 0; after < 3; n++) {
+      if (bytes >= BATCH_BYTES) after++;
+      bytes += captureLine(entry(n % 20), 1_000_000, false).length + 1;
+      cap.record(entry(n % 20));
+    }
+    await cap.close();
+    assert.equal(readFileSync(file, 'utf8').trim().split('\n').length, n);
+  });
+
+  it('writes every line whole and in order: long non-ASCII lines, lines over a write buffer', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'llmlb-cap-')), 'trace.jsonl');
+    const cap = new TraceCapture({ file, maxBytes: 1e9, keep: 0, prompts: true, originMs: 1_000_000 });
+    const want: string[] = [];
+    for (let i = 0; i < 300; i++) {
+      // Mostly short lines; every 37th a prompt of 3-byte characters larger than BATCH_BYTES.
+      const promptText =
+        i % 37 === 5 ? `${'漢字テキスト'.repeat(6000 + i)} ${i}` : `q${i} ü ${'x'.repeat(i * 7)}`;
+      const e = entry(i, { promptText, model: `m-"${i}"\\é` });
+      cap.record(e);
+      want.push(captureLine(e, 1_000_000, true));
+      if (i % 50 === 0) await cap.drain();
+    }
+    await cap.close();
+    assert.equal(readFileSync(file, 'utf8'), want.map((l) => `${l}\n`).join(''));
+    assert.equal(cap.recorded, 300);
+  });
+
   it('with prompts: true the text is kept and replayed as written', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'llmlb-cap-')), 'trace.jsonl');
     const cap = new TraceCapture({ file, maxBytes: 1e9, keep: 0, prompts: true, originMs: 0 });
@@ -86,6 +130,85 @@ describe('trace capture', () => {
     await cap.close();
     const [r] = traceWorkload({ path: file }, 1).start();
     assert.equal(r!.request.messages![0]!.content, entry(1).promptText);
+  });
+});
+
+/** The line as record() wrote it before it was built by hand: an object and JSON.stringify. */
+function referenceLine(e: CaptureEntry, originMs: number, prompts: boolean): string {
+  const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+  const text = e.promptText;
+  return JSON.stringify({
+    at: Math.max(0, r3((e.arrivalMs - originMs) / 1000)),
+    model: e.model,
+    api: e.api,
+    ...(prompts ? { prompt: text } : {}),
+    promptTokens: e.promptTokens ?? Math.ceil(text.length / 4),
+    outputTokens: Math.max(1, e.outputTokens ?? 1),
+    ...(e.maxTokens !== undefined ? { maxTokens: e.maxTokens } : {}),
+    ...(e.sessionKey !== undefined && e.sessionKey !== '' ? { sessionKey: hashKey(e.sessionKey) } : {}),
+    blockTokens: CAPTURE_BLOCK_TOKENS,
+    blocks: promptBlockHashes(text, CAPTURE_BLOCK_TOKENS).map(blockHashHex),
+    ...(e.backend !== undefined ? { backend: e.backend } : {}),
+    ...(e.ttftMs !== undefined ? { ttftS: r3(e.ttftMs / 1000) } : {}),
+    e2eS: r3(e.e2eMs / 1000),
+    status: e.status,
+  });
+}
+
+describe('captureLine (built by hand) writes what JSON.stringify wrote', () => {
+  it('byte for byte, for odd strings, odd numbers and absent fields', () => {
+    // prettier-ignore
+    const odd = ['"', '\\', '\n\t\r\b\f', '\u0000\u001f\u007f', 'é ü 漢字 🦙', '\ud800 lone', 'end \udfff', '</script>', ''];
+    // prettier-ignore
+    const nums = [0, -0, 1, 0.5, 0.0005, 0.0015, 1.0005, 2.675, 999.9995, 123456.789, -3.2, NaN, Infinity, -Infinity, 1e15, 4.5e15, 1e21, 2 ** 53];
+    const cases: CaptureEntry[] = [];
+    for (let i = 0; i < 400; i++) {
+      const n = (k: number): number => nums[(i * 7 + k * 3) % nums.length]!;
+      cases.push({
+        arrivalMs: 1_000_000 + n(0) * 1000 + (i % 5 === 0 ? -5000 : i * 0.0931),
+        model: odd[i % odd.length]! + (i % 3 ? 'llama' : ''),
+        api: (['ollama-generate', 'ollama-chat', 'openai-completions', 'openai-chat'] as const)[i % 4]!,
+        promptText: `${odd[(i + 3) % odd.length]!}${'shared system prompt '.repeat(i % 40)}q${i}`,
+        promptTokens: i % 6 === 0 ? undefined : n(1),
+        outputTokens: i % 7 === 0 ? undefined : n(2),
+        maxTokens: i % 4 === 0 ? undefined : n(3),
+        sessionKey: i % 5 === 0 ? undefined : i % 5 === 1 ? '' : `${odd[i % odd.length]!}u${i % 9}`,
+        backend: i % 6 === 0 ? undefined : odd[(i + 1) % odd.length]!,
+        ttftMs: i % 8 === 0 ? undefined : n(4) * 1000 + (i % 11) * 0.37,
+        e2eMs: n(5) * 1000 + (i % 13) * 1.0005,
+        status: i % 9 === 0 ? NaN : 200 + (i % 4) * 100,
+      });
+    }
+    for (const e of cases)
+      for (const prompts of [false, true])
+        assert.equal(captureLine(e, 1_000_000, prompts), referenceLine(e, 1_000_000, prompts));
+  });
+
+  it('jsonSeconds3 is JSON.stringify(Math.round(x · 1000) / 1000)', () => {
+    const ref = (x: number): string => JSON.stringify(Math.round(x * 1000) / 1000);
+    const xs = [
+      0,
+      -0,
+      0.0004,
+      -0.0004,
+      0.0005,
+      -0.0005,
+      0.0015,
+      1.0005,
+      1.1,
+      2.675,
+      1e9 + 0.1234,
+      999_999_999_999.999,
+    ];
+    xs.push(1e12, 1e12 + 0.5, 4e12 + 0.001, 1e15, 1e21, 1e300, NaN, Infinity, -Infinity, Number.MAX_VALUE);
+    for (let i = -20_000; i < 200_000; i += 3) xs.push(i * 0.000137, i * 0.0931, i * 13.7031);
+    for (const x of xs) assert.equal(jsonSeconds3(x), ref(x), `x = ${x}`);
+  });
+
+  it('blockHex is blockHashHex for every 53-bit hash', () => {
+    const hs = [0, 1, 15, 16, 0xfffffff, 0x10000000, 0x10000001, 2 ** 52, 2 ** 53 - 1, 2 ** 53 - 2 ** 28];
+    hs.push(...promptBlockHashes('the quick brown fox jumps over the lazy dog. '.repeat(400), 16));
+    for (const h of hs) assert.equal(blockHex(h), blockHashHex(h), `h = ${h}`);
   });
 });
 

@@ -4,14 +4,14 @@
  * prompt text: lengths, the prompt's block hash chain (prefix sharing) and a hash of the session
  * key — text only when `log.prompts` is on.
  *
- * Off the hot path: record() serializes one line into a buffer; the buffer goes to disk in one
+ * Off the hot path: record() encodes one line into a buffer; the buffer goes to disk in one
  * asynchronous write when it holds BATCH_BYTES or FLUSH_MS after its first line, one write in
  * flight at a time (as src/log.ts batches log lines). The file rotates by size: at maxBytes it
  * becomes FILE.1 (FILE.1 → FILE.2 …, keeping `keep` old files) and a new FILE starts.
  */
-import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync, write } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync, writev } from 'node:fs';
 import { dirname } from 'node:path';
-import { blockHashHex, promptBlockHashes } from '../engine/tokens.js';
+import { promptBlockHashes } from '../engine/tokens.js';
 
 export const BATCH_BYTES = 64 * 1024;
 export const FLUSH_MS = 200;
@@ -65,11 +65,83 @@ export function hashKey(key: string): string {
   return (h1 >>> 0).toString(16).padStart(8, '0') + (h2 >>> 0).toString(16).padStart(8, '0');
 }
 
-const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+/** A finite number as JSON writes it; NaN and ±Infinity as null (as JSON.stringify does). */
+const num = (x: number): string => (Number.isFinite(x) ? `${x}` : 'null');
+
+/** ".001" … ".999" with trailing zeros dropped, '' for 0: the fraction of a number rounded to 3 decimals. */
+const FRAC: readonly string[] = Array.from({ length: 1000 }, (_, f) =>
+  f === 0 ? '' : `.${String(f).padStart(3, '0').replace(/0+$/, '')}`,
+);
+
+/**
+ * `x` rounded to 3 decimals, as JSON.stringify writes that number (Math.round(x·1000)/1000), built
+ * from integers: formatting a fraction costs ~10× more. Below 10^12 the shortest decimal that reads
+ * back as k/1000 is k/1000 itself (any other with ≤ 3 decimals is ≥ 0.001 away, far more than the
+ * double's spacing), so the text is the same; larger and non-finite values take the general path.
+ */
+export function jsonSeconds3(x: number): string {
+  const k = Math.round(x * 1000);
+  if (!(k > -1e15 && k < 1e15)) return num(k / 1000);
+  const a = k < 0 ? -k : k;
+  const whole = Math.floor(a / 1000);
+  return (k < 0 ? '-' : '') + whole + FRAC[a - whole * 1000]!;
+}
+
+const HEX1: readonly string[] = Array.from({ length: 16 }, (_, i) => i.toString(16));
+const HEX2: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+/** 2^28: a block hash (< 2^53) is hi · 2^28 + lo, hi below 2^25 and lo below 2^28, 7 hex digits each. */
+const LO28 = 0x10000000;
+
+/** blockHashHex (14 hex digits) from lookup tables: Number#toString(16) of a double costs ~7× more. */
+export function blockHex(h: number): string {
+  const hi = Math.floor(h / LO28);
+  const lo = h - hi * LO28;
+  return (
+    HEX1[hi >>> 24]! +
+    HEX2[(hi >>> 16) & 255]! +
+    HEX2[(hi >>> 8) & 255]! +
+    HEX2[hi & 255]! +
+    HEX1[lo >>> 24]! +
+    HEX2[(lo >>> 16) & 255]! +
+    HEX2[(lo >>> 8) & 255]! +
+    HEX2[lo & 255]!
+  );
+}
+
+/**
+ * One trace line (no newline) for `e`, arrival measured from `originMs`: the JSON that
+ * JSON.stringify gives for the trace record (src/workloads/trace.ts), same keys in the same order,
+ * written by hand — only the strings go through JSON.stringify, for their escaping.
+ */
+export function captureLine(e: CaptureEntry, originMs: number, prompts: boolean): string {
+  const text = e.promptText;
+  let s = `{"at":${jsonSeconds3(Math.max(0, (e.arrivalMs - originMs) / 1000))},"model":${JSON.stringify(e.model)},"api":${JSON.stringify(e.api)}`;
+  if (prompts) s += `,"prompt":${JSON.stringify(text)}`;
+  s += `,"promptTokens":${num(e.promptTokens ?? Math.ceil(text.length / 4))},"outputTokens":${num(Math.max(1, e.outputTokens ?? 1))}`;
+  if (e.maxTokens !== undefined) s += `,"maxTokens":${num(e.maxTokens)}`;
+  if (e.sessionKey !== undefined && e.sessionKey !== '') s += `,"sessionKey":"${hashKey(e.sessionKey)}"`;
+  s += `,"blockTokens":${CAPTURE_BLOCK_TOKENS},"blocks":[`;
+  const hashes = promptBlockHashes(text, CAPTURE_BLOCK_TOKENS);
+  for (let i = 0; i < hashes.length; i++) s += `${i === 0 ? '"' : ',"'}${blockHex(hashes[i]!)}"`;
+  s += ']';
+  if (e.backend !== undefined) s += `,"backend":${JSON.stringify(e.backend)}`;
+  if (e.ttftMs !== undefined) s += `,"ttftS":${jsonSeconds3(e.ttftMs / 1000)}`;
+  return `${s},"e2eS":${jsonSeconds3(e.e2eMs / 1000)},"status":${num(e.status)}}`;
+}
+
+/** One write buffer: a batch and room for the line that completes it (a longer line gets its own). */
+const CHUNK_BYTES = BATCH_BYTES + 16 * 1024;
 
 export class TraceCapture {
   private readonly originMs: number;
-  private buf: string[] = [];
+  /**
+   * Lines are UTF-8-encoded into `chunk` as they are recorded (no string kept per line until the
+   * flush, no join, no second copy); full chunks wait in `sealed` while a write is in flight.
+   */
+  private chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+  private used = 0;
+  private sealed: Buffer[] = [];
+  /** Bytes waiting: the sealed chunks and `used`. */
   private bufBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private writing = false;
@@ -91,32 +163,19 @@ export class TraceCapture {
   /** Serialize one request; the write happens later, batched. */
   record(e: CaptureEntry): void {
     if (this.closed) return;
-    const text = e.promptText;
-    const blocks = promptBlockHashes(text, CAPTURE_BLOCK_TOKENS).map(blockHashHex);
-    const line: Record<string, unknown> = {
-      at: Math.max(0, r3((e.arrivalMs - this.originMs) / 1000)),
-      model: e.model,
-      api: e.api,
-      ...(this.opts.prompts ? { prompt: text } : {}),
-      promptTokens: e.promptTokens ?? Math.ceil(text.length / 4),
-      outputTokens: Math.max(1, e.outputTokens ?? 1),
-      ...(e.maxTokens !== undefined ? { maxTokens: e.maxTokens } : {}),
-      ...(e.sessionKey !== undefined && e.sessionKey !== '' ? { sessionKey: hashKey(e.sessionKey) } : {}),
-      blockTokens: CAPTURE_BLOCK_TOKENS,
-      blocks,
-      ...(e.backend !== undefined ? { backend: e.backend } : {}),
-      ...(e.ttftMs !== undefined ? { ttftS: r3(e.ttftMs / 1000) } : {}),
-      e2eS: r3(e.e2eMs / 1000),
-      status: e.status,
-    };
     // A disk that cannot keep up must not grow memory without bound: drop (counted) past 64 batches.
     if (this.bufBytes > 64 * BATCH_BYTES) {
       this.dropped++;
       return;
     }
-    const s = JSON.stringify(line) + '\n';
-    this.buf.push(s);
-    this.bufBytes += s.length;
+    const s = captureLine(e, this.originMs, this.opts.prompts === true);
+    // UTF-8 takes at most 3 bytes per UTF-16 unit; and the newline.
+    const room = s.length * 3 + 1;
+    if (room > this.chunk.length - this.used) this.seal(room);
+    const n = this.chunk.write(s, this.used);
+    this.chunk[this.used + n] = 0x0a;
+    this.used += n + 1;
+    this.bufBytes += n + 1;
     this.recorded++;
     if (this.bufBytes >= BATCH_BYTES) this.flush();
     else if (!this.timer) {
@@ -125,26 +184,38 @@ export class TraceCapture {
     }
   }
 
+  /** The current chunk's bytes join the sealed ones; a fresh chunk with at least `room` bytes. */
+  private seal(room = 0): void {
+    if (this.used > 0) this.sealed.push(this.chunk.subarray(0, this.used));
+    if (this.used > 0 || room > this.chunk.length)
+      this.chunk = Buffer.allocUnsafeSlow(Math.max(CHUNK_BYTES, room));
+    this.used = 0;
+  }
+
   private flush(): void {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (this.writing || this.buf.length === 0) {
+    if (this.writing || this.bufBytes === 0) {
       if (!this.writing) this.settle();
       return;
     }
-    const data = Buffer.from(this.buf.join(''));
-    this.buf = [];
+    this.seal();
+    const data = this.sealed;
+    const bytes = this.bufBytes;
+    this.sealed = [];
     this.bufBytes = 0;
-    if (this.size > 0 && this.size + data.length > this.opts.maxBytes) this.rotate();
+    if (this.size > 0 && this.size + bytes > this.opts.maxBytes) this.rotate();
     this.writing = true;
-    write(this.fd, data, 0, data.length, null, (err) => {
+    writev(this.fd, data, (err) => {
       this.writing = false;
-      if (!err) this.size += data.length;
-      // More gathered meanwhile: write it now rather than wait for the timer.
-      if (this.bufBytes >= BATCH_BYTES || (this.closed && this.buf.length > 0)) this.flush();
-      else if (this.buf.length > 0 && !this.timer) {
+      if (!err) this.size += bytes;
+      // More gathered meanwhile: write it now rather than wait for the timer — also when drain()
+      // or close() waits (the timer is unref'd: nothing else may keep the process up for it).
+      if (this.bufBytes >= BATCH_BYTES || (this.bufBytes > 0 && (this.closed || this.idle.length > 0)))
+        this.flush();
+      else if (this.bufBytes > 0 && !this.timer) {
         this.timer = setTimeout(() => this.flush(), FLUSH_MS);
         this.timer.unref();
       } else this.settle();
@@ -167,7 +238,7 @@ export class TraceCapture {
   }
 
   private settle(): void {
-    if (this.writing || this.buf.length > 0) return;
+    if (this.writing || this.bufBytes > 0) return;
     const waiters = this.idle;
     this.idle = [];
     for (const w of waiters) w();
@@ -175,7 +246,7 @@ export class TraceCapture {
 
   /** Write what is buffered and wait for it (tests, config reload). */
   async drain(): Promise<void> {
-    if (!this.writing && this.buf.length === 0) return;
+    if (!this.writing && this.bufBytes === 0) return;
     const done = new Promise<void>((resolve) => this.idle.push(resolve));
     if (!this.writing) this.flush();
     await done;

@@ -5,6 +5,7 @@ import { OutputLengthPredictor } from '../estimators/output-length.js';
 import { OutputLengthModel } from '../estimators/output-length-model.js';
 import type { BackendView, CompletionReport, Policy, PolicyContext, RequestInfo } from '../types.js';
 import { parseParams } from './params.js';
+import { PrefixCredit } from './prefix-credit.js';
 
 /**
  * Our estimated-wait router (the default). For each candidate it predicts when *this* request
@@ -80,6 +81,15 @@ const Params = z.strictObject({
    */
   othersWeight: z.number().nonnegative().default(1),
   /**
+   * Prefix credit (issue #20, skylb-multiturn-12): share of the prompt prefix a backend likely
+   * holds in its prefix cache (what this router sent it, prefix-credit.ts) that is not charged as
+   * prefill there — in its own finish and in the stall it adds to the others. 0: every backend
+   * is charged the whole prompt.
+   */
+  prefixCredit: z.number().min(0).max(1).default(0),
+  /** Prompt chunks (64 characters, one 16-token block) remembered per backend for the credit. */
+  prefixCacheChunks: z.number().int().positive().default(4096),
+  /**
    * Late binding (issue #20, heimdall-burst): a request is not pushed into an engine that would
    * queue it behind requests already waiting inside (engines admit FIFO): it waits in the router
    * until an engine has room, and the waiting request with the highest response ratio
@@ -101,6 +111,10 @@ const Params = z.strictObject({
 interface Flight {
   readonly dispatchedAt: number;
   readonly promptTokens: number;
+  /** Prompt tokens it was expected to prefill there (the rest credited as cached: prefixCredit). */
+  readonly prefillTokens: number;
+  /** Prompt tokens in the prefix the backend likely held cached when it was pushed (0: none, or no credit). */
+  readonly cachedTokens: number;
   readonly model: string;
   readonly maxTokens: number | undefined;
   /** Predicted output tokens, as of predictor version `ver` (re-predicted when it has learned). */
@@ -179,6 +193,16 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
    * foresee — orders held requests by arrival; seed 004's task mix from prompt length alone).
    */
   const calibration = new LinearFit({ alpha: 0.02, minSpread: 8 });
+  const credit =
+    p.prefixCredit > 0
+      ? new PrefixCredit({
+          chunkChars: 64,
+          capacityChunks: p.prefixCacheChunks,
+          maxPrefixChars: 32_768,
+        })
+      : undefined;
+  /** Per candidate of the last estimates: the prompt tokens to prefill there (prefix credit applied). */
+  let uncached = new Float64Array(8);
 
   const state = (name: string): Backend => {
     let b = backends.get(name);
@@ -232,6 +256,19 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
     return v;
   };
+
+  /** Prompt tokens of a request in the prefix `backend` likely holds cached (sent there before). */
+  const cachedOf = (req: RequestInfo, backend: string, promptTokens: number): number => {
+    if (credit === undefined || req.promptText.length === 0) return 0;
+    const chars = credit.cachedChars(backend, credit.keysOf(req.id, req.promptText));
+    return chars === 0 ? 0 : promptTokens * Math.min(1, chars / req.promptText.length);
+  };
+  /** Tokens to prefill when `cached` of `promptTokens` are likely cached: less the share credited. */
+  const creditedPrefill = (promptTokens: number, cached: number): number =>
+    cached === 0 ? promptTokens : Math.max(1, promptTokens - p.prefixCredit * cached);
+  /** Prompt tokens a request would prefill on `backend` (prefix credit applied). */
+  const uncachedOf = (req: RequestInfo, backend: string, promptTokens: number): number =>
+    creditedPrefill(promptTokens, cachedOf(req, backend, promptTokens));
 
   /** Bring the in-flight area up to `now` (call before flights change). */
   const advance = (b: Backend, now: number): void => {
@@ -303,7 +340,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       // while earlier prompts are still in prefill starts after them.
       let prefilling = 0;
       for (const f of b.flights.values()) {
-        const left = prefillS(c, f.promptTokens) - (now - f.dispatchedAt) / 1000;
+        const left = prefillS(c, f.prefillTokens) - (now - f.dispatchedAt) / 1000;
         if (left > prefilling) prefilling = left;
       }
       return prefilling + service;
@@ -313,7 +350,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     const free: number[] = [];
     let i = 0;
     for (const f of b.flights.values()) {
-      const work = prefillS(c, f.promptTokens) + expectedOf(f) * step;
+      const work = prefillS(c, f.prefillTokens) + expectedOf(f) * step;
       if (i < slots) {
         // Running: what is left of its expected work (at least a sliver: it has not finished yet).
         heapPush(free, Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
@@ -349,7 +386,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     for (const f of b.flights.values()) {
       // Queued case: the last k pushed are the ones still running when it is admitted.
       if (n - i++ > k) continue;
-      const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.promptTokens);
+      const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.prefillTokens);
       const rem = Math.max(1, expectedOf(f) - Math.max(0, elapsed) / step);
       overlap += Math.min(out, rem);
     }
@@ -421,10 +458,11 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   const fill = (req: RequestInfo, candidates: readonly BackendView[], now: number, out: Float64Array) => {
     const promptTokens = promptTokensOf(req);
     const predicted = predictOf(req, promptTokens);
-    fillWith(candidates, now, promptTokens, predicted, bestCost(promptTokens, predicted), out);
+    fillWith(req, candidates, now, promptTokens, predicted, bestCost(promptTokens, predicted), out);
   };
 
   const fillWith = (
+    req: RequestInfo,
     candidates: readonly BackendView[],
     now: number,
     promptTokens: number,
@@ -432,9 +470,12 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     best: Cost | undefined,
     out: Float64Array,
   ) => {
+    if (uncached.length < candidates.length) uncached = new Float64Array(candidates.length * 2);
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
-      out[i] = finishEstimate(state(c.name), c, now, promptTokens, predicted, best);
+      const u = uncachedOf(req, c.name, promptTokens);
+      uncached[i] = u;
+      out[i] = finishEstimate(state(c.name), c, now, u, predicted, best);
     }
   };
 
@@ -477,11 +518,11 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const promptTokens = promptTokensOf(req);
       const predicted = predictOf(req, promptTokens);
       const best = bestCost(promptTokens, predicted);
-      fillWith(candidates, now, promptTokens, predicted, best, scratch);
+      fillWith(req, candidates, now, promptTokens, predicted, best, scratch);
       if (p.othersWeight > 0) {
         for (let i = 0; i < candidates.length; i++) {
           const c = candidates[i]!;
-          scratch[i]! += p.othersWeight * delayToOthers(state(c.name), c, now, promptTokens, predicted, best);
+          scratch[i]! += p.othersWeight * delayToOthers(state(c.name), c, now, uncached[i]!, predicted, best);
         }
       }
       let min = Infinity;
@@ -535,10 +576,15 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const b = state(backend.name);
       const promptTokens = promptTokensOf(req);
       const predicted = predictOf(req, promptTokens);
+      const cachedTokens = cachedOf(req, backend.name, promptTokens);
+      const prefillTokens = creditedPrefill(promptTokens, cachedTokens);
+      credit?.record(req.id, backend.name, credit.keysOf(req.id, req.promptText));
       advance(b, now);
       b.flights.set(req.id, {
         dispatchedAt: now,
         promptTokens,
+        prefillTokens,
+        cachedTokens,
         model: req.model,
         maxTokens: req.maxTokens,
         expectedOut: predicted,
@@ -561,6 +607,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     },
     onBackendRemoved(name) {
       backends.delete(name);
+      credit?.removeBackend(name);
       sizeEpoch++;
     },
     describe(name) {
@@ -580,10 +627,13 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       for (const f of b.flights.values()) {
         pending += Math.max(
           0,
-          prefillS(b, f.promptTokens) + expectedOf(f) * decodeS(b, batch) - (lastNow - f.dispatchedAt) / 1000,
+          prefillS(b, f.prefillTokens) +
+            expectedOf(f) * decodeS(b, batch) -
+            (lastNow - f.dispatchedAt) / 1000,
         );
       }
       out.pendingWorkS = pending;
+      if (credit !== undefined) out.prefixChunks = credit.sizeOf(name);
       return out;
     },
   };
@@ -623,7 +673,12 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     const lifeMs = now - f.dispatchedAt;
     const slots = slotsOf(b, view);
     const batch = Math.min(slots, lifeMs > 0 ? (b.area - f.area0) / lifeMs : f.ahead + 1);
-    const tokens = promptTokens !== undefined && promptTokens > 0 ? promptTokens : f.promptTokens;
+    const reported = promptTokens !== undefined && promptTokens > 0 ? promptTokens : f.promptTokens;
+    // The engine prefilled only what it had not cached: fitted against the tokens the credit left.
+    const tokens =
+      f.cachedTokens === 0
+        ? reported
+        : creditedPrefill(reported, f.cachedTokens * (reported / f.promptTokens));
     if (r.promptEvalMs !== undefined && r.evalMs !== undefined) {
       // Engine-measured: exact rates, and whether the request queued inside the engine.
       b.prefill.update(tokens, r.promptEvalMs / 1000);

@@ -1,0 +1,127 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PrefixCredit } from './prefix-credit.js';
+import { estimatedWait } from './estimated-wait.js';
+import type { BackendView, CompletionReport, RequestInfo } from '../types.js';
+import { backendView } from '../testing.js';
+
+/** Distinct text of `chars` characters (no two 8-character windows alike, unlike 'x'.repeat). */
+const text = (seed: string, chars: number): string => {
+  let s = '';
+  for (let i = 0; s.length < chars; i++) s += `${seed}:${i};`;
+  return s.slice(0, chars);
+};
+
+test('prefix credit: the longest prefix sent to each backend, in whole chunks', () => {
+  const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 100, maxPrefixChars: 32_768 });
+  const turn1 = text('conv', 640); // 10 chunks
+  const turn2 = `${turn1}${text('more', 300)}`; // shares turn1's 10 chunks, then 4 more (and 44 chars)
+  c.record('t1', 'a', c.keysOf('t1', turn1));
+  const k2 = c.keysOf('t2', turn2);
+  assert.equal(k2.length, 14);
+  assert.equal(c.cachedChars('a', k2), 640);
+  assert.equal(c.cachedChars('b', k2), 0, 'never sent to b');
+  assert.equal(c.cachedChars('a', c.keysOf('o', text('other', 640))), 0, 'an unrelated prompt');
+  // A prompt that diverges inside chunk 3 shares chunks 0–2 only.
+  const forked = `${turn1.slice(0, 200)}#${turn1.slice(201)}`;
+  assert.equal(c.cachedChars('a', c.keysOf('f', forked)), 192);
+  c.record('t2', 'a', k2);
+  assert.equal(c.cachedChars('a', k2), 14 * 64);
+  c.removeBackend('a');
+  assert.equal(c.cachedChars('a', k2), 0);
+});
+
+test('prefix credit: hashed once per request until dispatched', () => {
+  const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 100, maxPrefixChars: 32_768 });
+  const t = text('q', 500);
+  const k = c.keysOf('r', t);
+  assert.equal(c.keysOf('r', t), k, 'the same keys object: not hashed again');
+  c.record('r', 'a', k);
+  assert.notEqual(c.keysOf('r', t), k, 'dispatched: the memo is dropped');
+});
+
+test('prefix credit: bounded per backend, least recently sent first, a chain from its tail', () => {
+  const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 12, maxPrefixChars: 32_768 });
+  const a = text('a', 640); // 10 chunks
+  const b = text('b', 384); // 6 chunks
+  c.record('1', 'x', c.keysOf('1', a));
+  c.record('2', 'x', c.keysOf('2', b));
+  assert.equal(c.sizeOf('x'), 12, 'never more than the capacity');
+  // a was sent first: its tail went (4 chunks), its head is still there; b is whole.
+  assert.equal(c.cachedChars('x', c.keysOf('3', a)), 6 * 64);
+  assert.equal(c.cachedChars('x', c.keysOf('4', b)), 6 * 64);
+  // A prompt longer than the capacity keeps its head, the part a follow-up shares.
+  const long = text('long', 64 * 30);
+  c.record('5', 'y', c.keysOf('5', long));
+  assert.equal(c.sizeOf('y'), 12);
+  assert.equal(c.cachedChars('y', c.keysOf('6', long)), 12 * 64);
+});
+
+const view = (name: string, index: number): BackendView => backendView(name, index, { inFlight: 0 });
+const req = (id: string, promptText: string): RequestInfo => ({
+  id,
+  model: 'm',
+  api: 'ollama',
+  arrivedAt: 0,
+  promptText,
+});
+/** An engine-measured answer: 1 ms per prefilled token, 10 ms per output token. */
+const report = (at: number, prompt: number, prefilled: number, out: number): CompletionReport => ({
+  ok: true,
+  dispatchedAt: at,
+  finishedAt: at + prefilled + 10 * out,
+  promptTokens: prompt,
+  completionTokens: out,
+  promptEvalMs: prefilled,
+  evalMs: 10 * out,
+});
+
+/**
+ * Two identical idle backends; `b` served the conversation's first turn. The second turn resends it
+ * (8,000 characters, ~2,000 tokens) plus 400 new characters: ~2 s of prefill anywhere else, ~0.1 s
+ * on b. Returns the pick for the second turn.
+ */
+function secondTurn(params: Record<string, unknown>): string | undefined {
+  const p = estimatedWait({ random: () => 0, params });
+  const a = view('a', 0);
+  const b = view('b', 1);
+  // Same rates on both (a few answers each, different prompts: nothing shared).
+  let t = 0;
+  for (let i = 0; i < 4; i++) {
+    for (const v of [a, b]) {
+      const r = req(`w${v.name}${i}`, text(`warm-${v.name}-${i}`, 400 * (i + 1)));
+      p.onDispatch?.(r, v, t);
+      const rep = report(t, 100 * (i + 1), 100 * (i + 1), 50);
+      p.onComplete?.(r, v, rep, rep.finishedAt);
+    }
+    t += 10_000;
+  }
+  const turn1 = req('turn1', text('conversation', 8000));
+  p.onDispatch?.(turn1, b, t);
+  const rep = report(t, 2000, 2000, 50);
+  p.onComplete?.(turn1, b, rep, rep.finishedAt);
+  t += 10_000;
+  return p.pick(req('turn2', `${turn1.promptText}\n${text('follow-up', 399)}`), [a, b], t)?.name;
+}
+
+test('estimated-wait with prefix credit: the backend holding the prefix wins over an equal idle one', () => {
+  // Without credit both are charged the whole prompt: a tie, which round-robin order gives to a.
+  assert.equal(secondTurn({}), 'a');
+  assert.equal(secondTurn({ prefixCredit: 0 }), 'a');
+  // With it, b is charged only the new part.
+  assert.equal(secondTurn({ prefixCredit: 1 }), 'b');
+  // Forgotten when the backend leaves: a tie again.
+  const p = estimatedWait({ random: () => 0, params: { prefixCredit: 1 } });
+  const b = view('b', 1);
+  const turn1 = req('turn1', text('conversation', 8000));
+  p.onDispatch?.(turn1, b, 0);
+  p.onBackendRemoved?.('b');
+  assert.equal(p.pick(req('turn2', `${turn1.promptText}!`), [view('a', 0), b], 1)?.name, 'a');
+});
+
+test('estimated-wait with prefix credit: a backend that remembers too little gets too little credit', () => {
+  // 2 chunks remembered per backend (128 characters of the 8,400): within the tie tolerance.
+  assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 2 }), 'a');
+  // 32 (2,048 characters): b's prefill is a quarter shorter, enough to win.
+  assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 32 }), 'b');
+});

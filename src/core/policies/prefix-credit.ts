@@ -1,0 +1,119 @@
+import { PrefixTrie } from '../prefix/prefix-trie.js';
+
+/**
+ * The prompt prefix each backend likely holds in its engine's prefix cache, as far as this router
+ * can tell (issue #20, skylb-multiturn-12): a router-side record of the prompt chunks it sent to
+ * each backend, kept per backend as an LRU of at most `capacityChunks` chunks, roughly how an
+ * engine's prefix cache keeps prompt blocks (vLLM / SGLang evict least recently used blocks, a
+ * chain's tail first). It is what the router sent, not what the engine kept: an engine that ran out
+ * of room evicted sooner, and the answers it cached are not seen here (the next turn's prompt
+ * resends them and is recorded then).
+ *
+ * Chunks are the prefix trie's chain hashes (`PrefixTrie.keys`: chunk i's key covers chunks 0..i),
+ * 64 characters by default, i.e. one 16-token KV block under the project's 4-characters-a-token
+ * convention. A request's keys are hashed once and kept from its first pick to its dispatch (held
+ * requests are picked again and again; each candidate's lookup is a binary search over them).
+ *
+ * Each backend's record is prefix-closed: a prompt's chunks are touched last to first, so its first
+ * chunk is the most recently used and eviction eats chains from their tails (as the engine's
+ * cache does). So "chunk i recorded" implies chunks 0..i are, and the longest recorded prefix is
+ * found by bisection: O(log chunks) lookups per candidate.
+ */
+export interface PrefixCreditOptions {
+  /** Characters per chunk (the router has no tokenizer). */
+  readonly chunkChars: number;
+  /** Chunks remembered per backend; the least recently sent go first beyond it. */
+  readonly capacityChunks: number;
+  /** Characters of a prompt indexed: bounds the per-request hashing. */
+  readonly maxPrefixChars: number;
+}
+
+/** Requests whose chunk keys are kept between their first pick and their dispatch. */
+const MAX_MEMO = 4096;
+const EMPTY = new Float64Array(0);
+
+export class PrefixCredit {
+  readonly chunkChars: number;
+  readonly capacityChunks: number;
+  /** Hashes prompts into chunk keys (its node arrays are never used: nothing is inserted). */
+  private readonly hasher: PrefixTrie;
+  /** Per backend, its chunk keys in LRU order (Map insertion order: least recently used first). */
+  private readonly sent = new Map<string, Map<number, true>>();
+  private readonly memo = new Map<string, Float64Array>();
+
+  constructor(opts: PrefixCreditOptions) {
+    if (!Number.isInteger(opts.capacityChunks) || opts.capacityChunks < 0)
+      throw new Error('prefix credit: capacityChunks must be a non-negative integer');
+    this.chunkChars = opts.chunkChars;
+    this.capacityChunks = opts.capacityChunks;
+    this.hasher = new PrefixTrie({
+      chunkChars: opts.chunkChars,
+      maxEntries: 1,
+      maxPrefixChars: opts.maxPrefixChars,
+    });
+  }
+
+  /** A request's chunk keys: hashed once per request id, then reused until it is dispatched. */
+  keysOf(id: string, text: string): Float64Array {
+    if (this.capacityChunks === 0) return EMPTY;
+    let k = this.memo.get(id);
+    if (k === undefined) {
+      k = this.hasher.keys(text);
+      if (this.memo.size >= MAX_MEMO) this.memo.delete(this.memo.keys().next().value!);
+      this.memo.set(id, k);
+    }
+    return k;
+  }
+
+  /** Characters of the longest prefix of `keys` this router sent `backend` and still remembers. */
+  cachedChars(backend: string, keys: Float64Array): number {
+    const s = this.sent.get(backend);
+    if (s === undefined || keys.length === 0 || !s.has(keys[0]!)) return 0;
+    // Prefix-closed: find the last recorded chunk by bisection (keys[lo] is recorded).
+    let lo = 0;
+    let hi = keys.length;
+    while (hi - lo > 1) {
+      const mid = (lo + hi) >> 1;
+      if (s.has(keys[mid]!)) lo = mid;
+      else hi = mid;
+    }
+    return (lo + 1) * this.chunkChars;
+  }
+
+  /** The request was pushed to `backend`: its chunks become that backend's most recently used. */
+  record(id: string, backend: string, keys: Float64Array): void {
+    this.memo.delete(id);
+    const cap = this.capacityChunks;
+    if (cap === 0 || keys.length === 0) return;
+    let s = this.sent.get(backend);
+    if (s === undefined) {
+      s = new Map();
+      this.sent.set(backend, s);
+    }
+    // Last to first, so the chain's head is the most recent; a chain longer than the capacity
+    // keeps its head (what a later prompt shares).
+    for (let i = Math.min(keys.length, cap) - 1; i >= 0; i--) {
+      const k = keys[i]!;
+      s.delete(k);
+      s.set(k, true);
+    }
+    if (s.size > cap) {
+      const it = s.keys();
+      for (let n = s.size - cap; n > 0; n--) s.delete(it.next().value!);
+    }
+  }
+
+  /** A request that will not be dispatched (or not again soon) need not keep its keys. */
+  forget(id: string): void {
+    this.memo.delete(id);
+  }
+
+  removeBackend(name: string): void {
+    this.sent.delete(name);
+  }
+
+  /** Chunks remembered for a backend (tests, describe). */
+  sizeOf(backend: string): number {
+    return this.sent.get(backend)?.size ?? 0;
+  }
+}
