@@ -13,7 +13,8 @@ const req = (id: string, chars = 400, maxTokens?: number): RequestInfo => ({
   model: 'm',
   api: 'ollama',
   arrivedAt: 0,
-  promptText: 'x'.repeat(chars),
+  // Distinct per request (its id first): equal prompts would share a cached prefix (prefixCredit).
+  promptText: `${id}:`.padEnd(chars, 'x').slice(0, chars),
   maxTokens,
 });
 
@@ -291,7 +292,8 @@ test('issue #17: outputLength: learned predicts answer length from the prompt te
     promptText: `${'x'.repeat(380)} This is a ${task} task`,
   });
   const pending = (params: Record<string, unknown>): { short: number; long: number } => {
-    const p = estimatedWait({ random: () => 0, params });
+    // The prompts share 380 characters: no prefix credit, so only the predicted answers differ.
+    const p = estimatedWait({ random: () => 0, params: { prefixCredit: 0, ...params } });
     const a = view('a', 0);
     let now = 0;
     for (let i = 0; i < 300; i++) {

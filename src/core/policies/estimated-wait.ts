@@ -42,6 +42,9 @@ import { PrefixCredit } from './prefix-credit.js';
  *   the requests it runs beside (its prefill stalls their batch, its sequence slows every decode
  *   step), also on a full engine, where it adds them once admitted. Without it each request picks
  *   the fast replica of an unequal fleet whose batch it then slows for everyone.
+ * - Prefix credit: a backend this router recently sent the same prompt prefix (a conversation's
+ *   earlier turns, a shared document) likely holds it in its prefix cache, and is charged prefill
+ *   only for the rest (prefix-credit.ts: per backend, an LRU of the prompt chunks sent there).
  * - Estimates within `tieTolerance` of the best are ties (their difference is below the noise of
  *   the fits): the one with fewer in flight wins, then an unmeasured one, then round-robin order.
  *   Identical replicas then split load evenly rather than by their fits' noise.
@@ -84,9 +87,10 @@ const Params = z.strictObject({
    * Prefix credit (issue #20, skylb-multiturn-12): share of the prompt prefix a backend likely
    * holds in its prefix cache (what this router sent it, prefix-credit.ts) that is not charged as
    * prefill there — in its own finish and in the stall it adds to the others. 0: every backend
-   * is charged the whole prompt.
+   * is charged the whole prompt. On (1) by default: it changed no result where prompts share no
+   * prefix, and helped every skylb scenario (docs/results.md).
    */
-  prefixCredit: z.number().min(0).max(1).default(0),
+  prefixCredit: z.number().min(0).max(1).default(1),
   /** Prompt chunks (64 characters, one 16-token block) remembered per backend for the credit. */
   prefixCacheChunks: z.number().int().positive().default(4096),
   /**

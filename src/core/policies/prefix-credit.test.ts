@@ -41,20 +41,29 @@ test('prefix credit: hashed once per request until dispatched', () => {
 });
 
 test('prefix credit: bounded per backend, least recently sent first, a chain from its tail', () => {
+  // Capacity 12: two generations of 6 chunks.
   const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 12, maxPrefixChars: 32_768 });
-  const a = text('a', 640); // 10 chunks
+  const a = text('a', 640); // 10 chunks: its first 6 (a generation) are kept
   const b = text('b', 384); // 6 chunks
+  const d = text('d', 384);
   c.record('1', 'x', c.keysOf('1', a));
-  c.record('2', 'x', c.keysOf('2', b));
+  assert.equal(
+    c.cachedChars('x', c.keysOf('2', a)),
+    6 * 64,
+    'a chain longer than a generation keeps its head',
+  );
+  c.record('3', 'x', c.keysOf('3', b));
   assert.equal(c.sizeOf('x'), 12, 'never more than the capacity');
-  // a was sent first: its tail went (4 chunks), its head is still there; b is whole.
-  assert.equal(c.cachedChars('x', c.keysOf('3', a)), 6 * 64);
-  assert.equal(c.cachedChars('x', c.keysOf('4', b)), 6 * 64);
-  // A prompt longer than the capacity keeps its head, the part a follow-up shares.
-  const long = text('long', 64 * 30);
-  c.record('5', 'y', c.keysOf('5', long));
-  assert.equal(c.sizeOf('y'), 12);
-  assert.equal(c.cachedChars('y', c.keysOf('6', long)), 12 * 64);
+  assert.equal(c.cachedChars('x', c.keysOf('4', a)), 6 * 64);
+  assert.equal(c.cachedChars('x', c.keysOf('5', b)), 6 * 64);
+  // A follow-up of a touches a's head again; then d fills a generation: b, sent before, goes.
+  c.record('6', 'x', c.keysOf('6', `${a.slice(0, 128)}!`)); // a's first 2 chunks
+  c.record('7', 'x', c.keysOf('7', d));
+  assert.equal(c.sizeOf('x') <= 12, true);
+  assert.equal(c.cachedChars('x', c.keysOf('8', b)), 0, 'least recently sent: forgotten');
+  assert.equal(c.cachedChars('x', c.keysOf('9', d)), 6 * 64);
+  // a's tail went with b's generation, its recently touched head stayed: still a prefix.
+  assert.equal(c.cachedChars('x', c.keysOf('10', a)), 2 * 64);
 });
 
 const view = (name: string, index: number): BackendView => backendView(name, index, { inFlight: 0 });
@@ -106,9 +115,9 @@ function secondTurn(params: Record<string, unknown>): string | undefined {
 
 test('estimated-wait with prefix credit: the backend holding the prefix wins over an equal idle one', () => {
   // Without credit both are charged the whole prompt: a tie, which round-robin order gives to a.
-  assert.equal(secondTurn({}), 'a');
   assert.equal(secondTurn({ prefixCredit: 0 }), 'a');
-  // With it, b is charged only the new part.
+  // With it (the default), b is charged only the new part.
+  assert.equal(secondTurn({}), 'b');
   assert.equal(secondTurn({ prefixCredit: 1 }), 'b');
   // Forgotten when the backend leaves: a tie again.
   const p = estimatedWait({ random: () => 0, params: { prefixCredit: 1 } });
@@ -122,6 +131,6 @@ test('estimated-wait with prefix credit: the backend holding the prefix wins ove
 test('estimated-wait with prefix credit: a backend that remembers too little gets too little credit', () => {
   // 2 chunks remembered per backend (128 characters of the 8,400): within the tie tolerance.
   assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 2 }), 'a');
-  // 32 (2,048 characters): b's prefill is a quarter shorter, enough to win.
+  // 32 (two generations of 16 chunks: 1,024 characters): b's prefill is an eighth shorter, enough to win.
   assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 32 }), 'b');
 });
