@@ -62,6 +62,9 @@ const POLICIES: (PolicySpec | 'moody' | 'ratio')[] = [
   'moody',
   'ratio',
   { name: 'estimated-wait' },
+  // Holds one by one until a backend changes (kv-fit-filter with backfill), blind to metrics.
+  { name: 'workload-aware', params: { kvCapacityTokens: 300 } },
+  { name: 'workload-aware', params: { kvCapacityTokens: 300, backfill: false } },
 ];
 
 const build = (i: number): Policy => {
@@ -157,8 +160,9 @@ function step(
           model: MODELS[e.model]!,
           api: 'openai',
           arrivedAt: now,
-          // Long shared prefixes, so the prefix trie matches and may wait for a busy holder.
-          promptText: `system prompt ${e.prompt}; `.repeat(20) + `question ${seq % 2}`,
+          // Long shared prefixes, so the prefix trie matches and may wait for a busy holder; three
+          // lengths, so a hold on the request's size (kv-fit-filter) lets a shorter one go.
+          promptText: `system prompt ${e.prompt}; `.repeat(20 + 15 * (e.prompt % 3)) + `question ${seq % 2}`,
         };
         const ex = new Set(NAMES.filter((_, i) => e.exclude & (1 << i) && e.exclude % 3 === 0));
         return show(s.submit(req, now, ex.size > 0 ? ex : undefined));

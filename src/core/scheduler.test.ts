@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { Scheduler } from './scheduler.js';
 import { createPolicy } from './policies/index.js';
 import { createRng } from './rng.js';
-import type { BackendSpec, Decision, RequestInfo } from './types.js';
+import type { BackendSpec, Decision, Policy, RequestInfo } from './types.js';
 
 function spec(name: string, over: Partial<BackendSpec> = {}): BackendSpec {
   return { name, api: 'ollama', models: ['m'], maxConcurrency: Infinity, weight: 1, ...over };
@@ -145,4 +145,35 @@ test('the fleet model union follows adds, updates and removals', () => {
   assert.deepEqual([...s.models()].sort(), ['y', 'z']);
   s.removeBackend('b', 0);
   assert.deepEqual([...s.models()], ['z']);
+});
+
+test('holds one by one until a backend changes: a smaller request that joins is asked alone, the held are not asked again', () => {
+  // Fits a backend that is idle, or whose in-flight count leaves room for the prompt's length.
+  const asked: string[] = [];
+  const policy: Policy = {
+    name: 'by-size',
+    holdsIgnoreMetrics: true,
+    heldByLoad: () => false,
+    heldUntilChange: () => true,
+    pick(r, c) {
+      asked.push(r.id);
+      return c.find((b) => b.inFlight === 0 || r.promptText.length <= 10 - 5 * b.inFlight);
+    },
+  };
+  const s = new Scheduler({ policy });
+  s.addBackend(spec('a'));
+  const sized = (id: string, len: number): RequestInfo => ({ ...req(id), promptText: 'x'.repeat(len) });
+  assert.deepEqual(dispatched(s.submit(sized('A', 3), 0)), ['A->a']);
+  assert.deepEqual(s.submit(sized('B', 8), 1), []); // needs more than a's room: held
+  assert.deepEqual(dispatched(s.submit(sized('C', 2), 2)), ['C->a']); // fits: goes past B
+  assert.deepEqual(s.submit(sized('D', 9), 3), []);
+  assert.deepEqual(asked, ['A', 'B', 'C', 'D']); // B was not asked again when C or D came
+  // Metrics the policy's holds do not read ask nobody again; a completion asks every held one.
+  s.setMetrics('a', { running: 2, waiting: 0, kvUsage: 0.5, at: 4 });
+  assert.deepEqual(s.pump(4), []);
+  assert.deepEqual(asked, ['A', 'B', 'C', 'D']);
+  assert.deepEqual(dispatched(s.complete('A', ok, 5)), []);
+  assert.deepEqual(asked, ['A', 'B', 'C', 'D', 'B', 'D']);
+  assert.deepEqual(dispatched(s.complete('C', ok, 6)), ['B->a']);
+  assert.equal(s.queueLength, 1);
 });

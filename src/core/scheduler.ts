@@ -52,6 +52,12 @@ interface Group {
   key: string;
   /** FIFO (a Map keeps insertion order and deletes anywhere in O(1)). */
   members: Map<string, Queued>;
+  /**
+   * The last pump stopped at a member held on load alone or with no backend below its cap: every
+   * member, and any that joins, is held until a backend serving the model changes. Otherwise its
+   * members are held one by one (Policy.heldUntilChange) and one that joins is asked.
+   */
+  allHeld: boolean;
 }
 
 /** A group's place in one pump: the member it is at. */
@@ -230,6 +236,8 @@ export class Scheduler {
   private readonly dirty = new Set<Group>();
   /** Groups with a member the policy held for another reason than load: asked on every pump. */
   private readonly volatile = new Set<Group>();
+  /** Requests that joined a group whose members are held one by one: asked alone at the next pump. */
+  private readonly fresh = new Set<Queued>();
   private readonly pushed = new Map<string, Pushed>();
   private nextIndex = 0;
   private nextSeq = 0;
@@ -361,7 +369,9 @@ export class Scheduler {
     const b = this.backends.get(name);
     if (!b || b.removed) return;
     b.metrics = metrics;
-    this.touch(b);
+    // A policy whose holds never read metrics has no held request to ask again for them (probes
+    // come every few tens of ms, and hundreds may wait).
+    if (this.policy.holdsIgnoreMetrics !== true) this.touch(b);
     // The scrape already counts what was pushed before it; only later changes are the router's to credit.
     b.dispatchedSinceMetrics = 0;
     b.completedSinceMetrics = 0;
@@ -428,13 +438,17 @@ export class Scheduler {
     if (this.queue.size === 0) {
       const d = this.tryDispatch(req, ex, now);
       if (typeof d !== 'string') return [d];
-      const g = this.enqueue(req, ex, now);
-      if (d === 'held' && this.policy.heldByLoad?.() !== true) this.volatile.add(g);
+      const g = this.enqueue(req, ex, now).group;
+      g.allHeld = d === 'full' || this.policy.heldByLoad?.() === true;
+      if (!g.allHeld && this.policy.heldUntilChange?.() !== true) this.volatile.add(g);
       return [];
     }
-    const g = this.enqueue(req, ex, now);
-    // Joining a group whose first member is held (and nothing changed since): held as well.
+    const q = this.enqueue(req, ex, now);
+    const g = q.group;
     if (g.members.size === 1) this.dirty.add(g);
+    // Joining a group that is all held (and nothing changed since): held as well. One whose
+    // members are held one by one: this one is asked, alone.
+    else if (!g.allHeld && !this.dirty.has(g) && !this.volatile.has(g)) this.fresh.add(q);
     return this.pump(now);
   }
 
@@ -487,15 +501,21 @@ export class Scheduler {
    */
   pump(now: number): Decision[] {
     const out: Decision[] = [];
-    if (this.queue.size === 0 || (this.dirty.size === 0 && this.volatile.size === 0)) return out;
+    if (this.queue.size === 0 || (this.dirty.size === 0 && this.volatile.size === 0 && this.fresh.size === 0))
+      return out;
     const heap: Cursor[] = [];
     let pushes = 0;
     const rr = this.policy.responseRatio;
     const epoch = rr?.epoch() ?? 0;
-    for (const g of this.dirty) this.startCursor(heap, g, rr, epoch, now);
-    for (const g of this.volatile) if (!this.dirty.has(g)) this.startCursor(heap, g, rr, epoch, now);
+    for (const g of this.dirty) this.startCursor(heap, g, g.members.values(), rr, epoch, now);
+    for (const g of this.volatile)
+      if (!this.dirty.has(g)) this.startCursor(heap, g, g.members.values(), rr, epoch, now);
+    for (const q of this.fresh)
+      if (!this.dirty.has(q.group) && !this.volatile.has(q.group))
+        this.startCursor(heap, q.group, [q].values(), rr, epoch, now);
     this.dirty.clear();
     this.volatile.clear();
+    this.fresh.clear();
     while (heap.length > 0) {
       const c = heapPop(heap);
       const q = c.at;
@@ -511,10 +531,12 @@ export class Scheduler {
         }
         const d = this.offer(q.req, c.candidates, now);
         // No backend below its cap: the same for every later member, until a slot frees.
-        if (d === 'full') continue;
+        if (d === 'full' || (d === 'held' && this.policy.heldByLoad?.() === true)) {
+          c.group.allHeld = true;
+          continue;
+        }
         if (d === 'held') {
-          if (this.policy.heldByLoad?.() === true) continue;
-          this.volatile.add(c.group);
+          if (this.policy.heldUntilChange?.() !== true) this.volatile.add(c.group);
         } else {
           this.dequeue(q);
           out.push(d);
@@ -525,7 +547,7 @@ export class Scheduler {
       if (next) {
         c.at = next;
         heapPush(heap, c);
-      }
+      } else c.group.allHeld = false; // every member asked, none stopped the group
     }
     return out;
   }
@@ -533,17 +555,21 @@ export class Scheduler {
   private startCursor(
     heap: Cursor[],
     g: Group,
+    members: Iterator<Queued> & Iterable<Queued>,
     rr: ResponseRatioOrder | undefined,
     epoch: number,
     now: number,
   ): void {
     const eligible = this.hasEligible(g.model, g.exclude);
     // Ordering costs a pass over the group: skip it when none of them could go now anyway.
-    if (rr && eligible && this.blocked(g, rr)) return;
+    if (rr && eligible && this.blocked(g, rr)) {
+      g.allHeld = true;
+      return;
+    }
     const walk = {
       key: 0,
-      rest: rr ? undefined : g.members.values(),
-      order: rr ? new RatioHeap(g.members.values(), rr, epoch, now) : undefined,
+      rest: rr ? undefined : members,
+      order: rr ? new RatioHeap(members, rr, epoch, now) : undefined,
     };
     const first = nextOf(walk);
     if (first) heapPush(heap, { group: g, at: first, ...walk, eligible, candidates: [], dispatchesAt: -1 });
@@ -564,11 +590,11 @@ export class Scheduler {
     return out;
   }
 
-  private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Group {
+  private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Queued {
     const key = groupKey(req.model, exclude);
     let g = this.groups.get(key);
     if (!g) {
-      g = { model: req.model, exclude, key, members: new Map() };
+      g = { model: req.model, exclude, key, members: new Map(), allHeld: false };
       this.groups.set(key, g);
       let byModel = this.groupsByModel.get(req.model);
       if (!byModel) this.groupsByModel.set(req.model, (byModel = new Set()));
@@ -579,11 +605,12 @@ export class Scheduler {
     this.queue.set(req.id, q);
     if (now < this.lastEnqueuedAt) this.enqueuedInOrder = false;
     this.lastEnqueuedAt = now;
-    return g;
+    return q;
   }
 
   private dequeue(q: Queued): void {
     this.queue.delete(q.req.id);
+    this.fresh.delete(q);
     const g = q.group;
     g.members.delete(q.req.id);
     if (g.members.size > 0) return;

@@ -132,6 +132,19 @@ export interface Policy {
    */
   heldByLoad?(): boolean;
   /**
+   * Asked right after `pick` held a request when heldByLoad did not say true: true when this
+   * request's hold stands until a backend serving its model changes — it depends on the request
+   * (its size) and the candidates' state, never on the time passing, and a dispatch only adds load
+   * (kv-fit-filter: fits in no backend's KV, which only fills as answers are generated). The
+   * scheduler then does not ask it again on every pump; the model's other waiters still are.
+   */
+  heldUntilChange?(): boolean;
+  /**
+   * No hold of this policy reads engine metrics (EngineMetrics and the counts since): a metrics
+   * update alone lifts none, so it asks no held request again.
+   */
+  readonly holdsIgnoreMetrics?: boolean | undefined;
+  /**
    * Offer waiting requests in highest-response-ratio order — (waited + size) / size, waited since
    * `arrivedAt` — instead of arrival order (HRRN: short requests are not stuck behind long ones,
    * and every request's ratio grows, so none starves). `size` is the request's predicted service

@@ -47,6 +47,10 @@ export interface Filter extends PluginHooks {
    * so the scheduler need not ask again for every waiting request (Policy.heldByLoad).
    */
   readonly byLoad?: boolean;
+  /** Its holds stand until a candidate changes, though they depend on the request (Policy.heldUntilChange). */
+  readonly untilChange?: boolean;
+  /** It reads no engine metrics (Policy.holdsIgnoreMetrics). */
+  readonly ignoresMetrics?: boolean;
   filter(req: RequestInfo, candidates: readonly BackendView[], now: number): readonly BackendView[];
 }
 
@@ -77,6 +81,8 @@ export interface Picker extends PluginHooks {
   explainLast?(): { readonly name: string; readonly scores: readonly number[] } | undefined;
   /** Its last hold came from the candidates' load alone (Policy.heldByLoad). */
   heldByLoad?(): boolean;
+  /** It never holds a request (returns at least one candidate whenever it is given one). */
+  readonly neverHolds?: boolean;
   /** The order it wants waiting requests offered in (Policy.responseRatio). */
   readonly responseRatio?: ResponseRatioOrder | undefined;
 }

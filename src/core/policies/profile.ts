@@ -72,6 +72,8 @@ interface RuleState {
 export class ProfilePolicy implements Policy {
   readonly name: string;
   readonly metricsIntervalMs: number | undefined;
+  /** Its filters read no engine metrics and its picker never holds (Policy.holdsIgnoreMetrics). */
+  readonly holdsIgnoreMetrics: boolean;
   /** The picker's queue order (estimated-wait: response ratio), if it has one. */
   readonly responseRatio: ResponseRatioOrder | undefined;
   /** Set by the host to receive each decision's scores (debug log, /admin/decisions). */
@@ -85,7 +87,10 @@ export class ProfilePolicy implements Policy {
   private readonly fallbacks = new Map<string, readonly string[]>();
   /** Filters before this position all hold on load alone (Filter.byLoad). */
   private readonly byLoadUpTo: number;
+  /** Filters before this position all hold on load or until a candidate changes (Filter.untilChange). */
+  private readonly untilChangeUpTo: number;
   private lastHoldByLoad = false;
+  private lastHoldUntilChange = false;
   /** Score buffers, and views of them sized to the last candidate count (subarray allocates). */
   private scratchBuffer = new Float64Array(16);
   private totalsBuffer = new Float64Array(16);
@@ -97,6 +102,10 @@ export class ProfilePolicy implements Policy {
     this.filters = def.filters;
     const i = def.filters.findIndex((f) => f.byLoad !== true);
     this.byLoadUpTo = i < 0 ? def.filters.length : i;
+    const j = def.filters.findIndex((f) => f.byLoad !== true && f.untilChange !== true);
+    this.untilChangeUpTo = j < 0 ? def.filters.length : j;
+    this.holdsIgnoreMetrics =
+      def.filters.every((f) => f.ignoresMetrics === true) && def.picker.neverHolds === true;
     this.scorers = def.scorers;
     this.weights = Float64Array.from(def.scorers, (s) => s.weight);
     this.picker = def.picker;
@@ -140,6 +149,7 @@ export class ProfilePolicy implements Policy {
       c = f.filter(req, c, now);
       if (c.length === 0) {
         this.lastHoldByLoad = i < this.byLoadUpTo;
+        this.lastHoldUntilChange = i < this.untilChangeUpTo;
         this.explain?.(
           { profile: this.name, backends: [], scorers: [], totals: [], picked: [], heldBy: f.name },
           req,
@@ -204,6 +214,7 @@ export class ProfilePolicy implements Policy {
       // A picker's hold may depend on the request or the time, unless it says it does not; and
       // only filters that hold on load alone may have narrowed what it saw.
       this.lastHoldByLoad = this.byLoadUpTo === this.filters.length && this.picker.heldByLoad?.() === true;
+      this.lastHoldUntilChange = false;
       return undefined;
     }
     if (picked.length > 1) {
@@ -219,6 +230,11 @@ export class ProfilePolicy implements Policy {
   /** Whether the last hold came from filters that hold on load alone (see Policy.heldByLoad). */
   heldByLoad(): boolean {
     return this.lastHoldByLoad;
+  }
+
+  /** Whether the last hold stands until a candidate changes (see Policy.heldUntilChange). */
+  heldUntilChange(): boolean {
+    return this.lastHoldUntilChange;
   }
 
   onDispatch(req: RequestInfo, backend: BackendView, now: number): void {

@@ -32,6 +32,9 @@ export function kvFitFilter(ctx: PluginContext, shared?: WorkloadTracker): Filte
     type: 'kv-fit-filter',
     name: ctx.name,
     byLoad: !p.backfill,
+    // Fits nowhere stands until a backend's flights change: KV only fills as answers are generated.
+    untilChange: true,
+    ignoresMetrics: true,
     filter(req, candidates, now) {
       const { promptTokens, expectedOut } = tracker.predict(req);
       const need = promptTokens + expectedOut;

@@ -19,6 +19,7 @@ export function maxScorePicker(ctx: PluginContext): Picker {
     kind: 'picker',
     type: 'max-score-picker',
     name: ctx.name,
+    neverHolds: true,
     pick(_req, candidates, scores) {
       const n = candidates.length;
       if (n === 0) return [];
