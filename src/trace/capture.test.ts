@@ -9,6 +9,7 @@ import { blockHashHex, promptBlockHashes } from '../engine/tokens.js';
 import { traceWorkload } from '../workloads/trace.js';
 import {
   BATCH_BYTES,
+  BATCH_ENTRIES,
   blockHex,
   CAPTURE_BLOCK_TOKENS,
   captureLine,
@@ -92,15 +93,16 @@ describe('trace capture', () => {
   it('drain() while a batch is being written writes the rest without waiting on the flush timer', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'llmlb-cap-')), 'trace.jsonl');
     const cap = new TraceCapture({ file, maxBytes: 1e9, keep: 0, originMs: 1_000_000 });
-    // A full batch starts a write; the lines after it wait in the buffer behind that write, with
-    // the (unref'd) flush timer armed. Nothing else keeps the event loop alive: a drain that
-    // waited for that timer would never settle and the test would end unfinished.
-    let n = 0;
-    for (let bytes = 0, after = 0; after < 3; n++) {
-      if (bytes >= BATCH_BYTES) after++;
-      bytes += captureLine(entry(n % 20), 1_000_000, false).length + 1;
-      cap.record(entry(n % 20));
-    }
+    // A serialization pass of BATCH_ENTRIES lines fills a batch and starts a write; the lines
+    // after it wait behind that write, with the (unref'd) flush timer armed. Nothing else keeps
+    // the event loop alive: a drain that waited for that timer would never settle and the test
+    // would end unfinished.
+    const first = Array.from({ length: BATCH_ENTRIES }, (_, i) =>
+      captureLine(entry(i % 20), 1_000_000, false),
+    );
+    assert.ok(first.join('\n').length >= BATCH_BYTES, 'the first pass fills a batch');
+    const n = BATCH_ENTRIES + 3;
+    for (let i = 0; i < n; i++) cap.record(entry(i % 20));
     await cap.close();
     assert.equal(readFileSync(file, 'utf8').trim().split('\n').length, n);
   });

@@ -131,13 +131,23 @@ export function captureLine(e: CaptureEntry, originMs: number, prompts: boolean)
 
 /** One write buffer: a batch and room for the line that completes it (a longer line gets its own). */
 const CHUNK_BYTES = BATCH_BYTES + 16 * 1024;
+/**
+ * Entries kept for one serialization pass, at most, and their prompt characters (the text is held
+ * until then). Serializing a batch in one loop costs a fraction of doing it once per request: on
+ * the request path the code and data are cold (measured: docs/results.md, trace capture cost).
+ */
+export const BATCH_ENTRIES = 256;
+const BATCH_CHARS = 1 << 20;
 
 export class TraceCapture {
   private readonly originMs: number;
   /**
-   * Lines are UTF-8-encoded into `chunk` as they are recorded (no string kept per line until the
-   * flush, no join, no second copy); full chunks wait in `sealed` while a write is in flight.
+   * Entries wait in `pending` until BATCH_ENTRIES of them (or the flush) are serialized together;
+   * their lines are UTF-8-encoded straight into `chunk` (no string kept per line, no join, no
+   * second copy); full chunks wait in `sealed` while a write is in flight.
    */
+  private pending: CaptureEntry[] = [];
+  private pendingChars = 0;
   private chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
   private used = 0;
   private sealed: Buffer[] = [];
@@ -160,7 +170,10 @@ export class TraceCapture {
     this.size = statSync(opts.file).size;
   }
 
-  /** Serialize one request; the write happens later, batched. */
+  /**
+   * Take one request: kept (not copied: `e` must not change afterwards) and serialized with the
+   * next batch; the write happens later, batched.
+   */
   record(e: CaptureEntry): void {
     if (this.closed) return;
     // A disk that cannot keep up must not grow memory without bound: drop (counted) past 64 batches.
@@ -168,20 +181,44 @@ export class TraceCapture {
       this.dropped++;
       return;
     }
-    const s = captureLine(e, this.originMs, this.opts.prompts === true);
-    // UTF-8 takes at most 3 bytes per UTF-16 unit; and the newline.
-    const room = s.length * 3 + 1;
-    if (room > this.chunk.length - this.used) this.seal(room);
-    const n = this.chunk.write(s, this.used);
-    this.chunk[this.used + n] = 0x0a;
-    this.used += n + 1;
-    this.bufBytes += n + 1;
+    this.pending.push(e);
+    this.pendingChars += e.promptText.length;
     this.recorded++;
-    if (this.bufBytes >= BATCH_BYTES) this.flush();
-    else if (!this.timer) {
+    if (this.pending.length >= BATCH_ENTRIES || this.pendingChars >= BATCH_CHARS) {
+      this.encode();
+      if (this.bufBytes >= BATCH_BYTES) {
+        this.flush();
+        return;
+      }
+    }
+    if (!this.timer) {
       this.timer = setTimeout(() => this.flush(), FLUSH_MS);
       this.timer.unref();
     }
+  }
+
+  /** The pending entries' lines, UTF-8, into the write buffers. */
+  private encode(): void {
+    const list = this.pending;
+    if (list.length === 0) return;
+    this.pending = [];
+    this.pendingChars = 0;
+    const prompts = this.opts.prompts === true;
+    for (const e of list) {
+      const s = captureLine(e, this.originMs, prompts);
+      // UTF-8 takes at most 3 bytes per UTF-16 unit; and the newline.
+      const room = s.length * 3 + 1;
+      if (room > this.chunk.length - this.used) this.seal(room);
+      const n = this.chunk.write(s, this.used);
+      this.chunk[this.used + n] = 0x0a;
+      this.used += n + 1;
+      this.bufBytes += n + 1;
+    }
+  }
+
+  /** Anything recorded and not yet handed to a write. */
+  private waiting(): boolean {
+    return this.bufBytes > 0 || this.pending.length > 0;
   }
 
   /** The current chunk's bytes join the sealed ones; a fresh chunk with at least `room` bytes. */
@@ -197,6 +234,7 @@ export class TraceCapture {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
+    this.encode();
     if (this.writing || this.bufBytes === 0) {
       if (!this.writing) this.settle();
       return;
@@ -213,9 +251,9 @@ export class TraceCapture {
       if (!err) this.size += bytes;
       // More gathered meanwhile: write it now rather than wait for the timer — also when drain()
       // or close() waits (the timer is unref'd: nothing else may keep the process up for it).
-      if (this.bufBytes >= BATCH_BYTES || (this.bufBytes > 0 && (this.closed || this.idle.length > 0)))
+      if (this.bufBytes >= BATCH_BYTES || (this.waiting() && (this.closed || this.idle.length > 0)))
         this.flush();
-      else if (this.bufBytes > 0 && !this.timer) {
+      else if (this.waiting() && !this.timer) {
         this.timer = setTimeout(() => this.flush(), FLUSH_MS);
         this.timer.unref();
       } else this.settle();
@@ -238,7 +276,7 @@ export class TraceCapture {
   }
 
   private settle(): void {
-    if (this.writing || this.bufBytes > 0) return;
+    if (this.writing || this.waiting()) return;
     const waiters = this.idle;
     this.idle = [];
     for (const w of waiters) w();
@@ -246,7 +284,7 @@ export class TraceCapture {
 
   /** Write what is buffered and wait for it (tests, config reload). */
   async drain(): Promise<void> {
-    if (!this.writing && this.bufBytes === 0) return;
+    if (!this.writing && !this.waiting()) return;
     const done = new Promise<void>((resolve) => this.idle.push(resolve));
     if (!this.writing) this.flush();
     await done;
