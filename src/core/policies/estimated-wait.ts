@@ -261,18 +261,23 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     return v;
   };
 
-  /** Prompt tokens of a request in the prefix `backend` likely holds cached (sent there before). */
-  const cachedOf = (req: RequestInfo, backend: string, promptTokens: number): number => {
-    if (credit === undefined || req.promptText.length === 0) return 0;
-    const chars = credit.cachedChars(backend, credit.keysOf(req.id, req.promptText));
+  /** A request's prompt chunk keys for the credit (none: no credit, or no backend holds any of it). */
+  const keysOf = (req: RequestInfo): Float64Array | undefined =>
+    credit === undefined || req.promptText.length === 0 ? undefined : credit.keysOf(req.id, req.promptText);
+  /** Prompt tokens of a request (its `keys`) in the prefix `backend` likely holds cached. */
+  const cachedOf = (
+    req: RequestInfo,
+    keys: Float64Array | undefined,
+    backend: string,
+    promptTokens: number,
+  ): number => {
+    if (keys === undefined || keys.length === 0) return 0;
+    const chars = credit!.cachedChars(backend, keys);
     return chars === 0 ? 0 : promptTokens * Math.min(1, chars / req.promptText.length);
   };
   /** Tokens to prefill when `cached` of `promptTokens` are likely cached: less the share credited. */
   const creditedPrefill = (promptTokens: number, cached: number): number =>
     cached === 0 ? promptTokens : Math.max(1, promptTokens - p.prefixCredit * cached);
-  /** Prompt tokens a request would prefill on `backend` (prefix credit applied). */
-  const uncachedOf = (req: RequestInfo, backend: string, promptTokens: number): number =>
-    creditedPrefill(promptTokens, cachedOf(req, backend, promptTokens));
 
   /** Bring the in-flight area up to `now` (call before flights change). */
   const advance = (b: Backend, now: number): void => {
@@ -475,9 +480,10 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     out: Float64Array,
   ) => {
     if (uncached.length < candidates.length) uncached = new Float64Array(candidates.length * 2);
+    const keys = keysOf(req);
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
-      const u = uncachedOf(req, c.name, promptTokens);
+      const u = creditedPrefill(promptTokens, cachedOf(req, keys, c.name, promptTokens));
       uncached[i] = u;
       out[i] = finishEstimate(state(c.name), c, now, u, predicted, best);
     }
@@ -580,9 +586,9 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const b = state(backend.name);
       const promptTokens = promptTokensOf(req);
       const predicted = predictOf(req, promptTokens);
-      const cachedTokens = cachedOf(req, backend.name, promptTokens);
+      const cachedTokens = cachedOf(req, keysOf(req), backend.name, promptTokens);
       const prefillTokens = creditedPrefill(promptTokens, cachedTokens);
-      credit?.record(req.id, backend.name, credit.keysOf(req.id, req.promptText));
+      credit?.record(req.id, backend.name, req.promptText);
       advance(b, now);
       b.flights.set(req.id, {
         dispatchedAt: now,

@@ -16,51 +16,64 @@ test('prefix credit: the longest prefix sent to each backend, in whole chunks', 
   const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 100, maxPrefixChars: 32_768 });
   const turn1 = text('conv', 640); // 10 chunks
   const turn2 = `${turn1}${text('more', 300)}`; // shares turn1's 10 chunks, then 4 more (and 44 chars)
-  c.record('t1', 'a', c.keysOf('t1', turn1));
+  c.record('t1', 'a', turn1);
   const k2 = c.keysOf('t2', turn2);
   assert.equal(k2.length, 14);
   assert.equal(c.cachedChars('a', k2), 640);
   assert.equal(c.cachedChars('b', k2), 0, 'never sent to b');
-  assert.equal(c.cachedChars('a', c.keysOf('o', text('other', 640))), 0, 'an unrelated prompt');
   // A prompt that diverges inside chunk 3 shares chunks 0–2 only.
   const forked = `${turn1.slice(0, 200)}#${turn1.slice(201)}`;
   assert.equal(c.cachedChars('a', c.keysOf('f', forked)), 192);
-  c.record('t2', 'a', k2);
+  c.record('t2', 'a', turn2);
   assert.equal(c.cachedChars('a', k2), 14 * 64);
   c.removeBackend('a');
   assert.equal(c.cachedChars('a', k2), 0);
 });
 
-test('prefix credit: hashed once per request until dispatched', () => {
+test('prefix credit: a prompt is hashed once, and past its first chunk only if another shares it', () => {
   const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 100, maxPrefixChars: 32_768 });
   const t = text('q', 500);
-  const k = c.keysOf('r', t);
-  assert.equal(c.keysOf('r', t), k, 'the same keys object: not hashed again');
-  c.record('r', 'a', k);
-  assert.notEqual(c.keysOf('r', t), k, 'dispatched: the memo is dropped');
+  assert.equal(c.keysOf('r0', t).length, 0, 'no prompt sent began like it: nothing to match');
+  c.record('r0', 'a', t); // kept unhashed until a later prompt shares its first chunk
+  assert.equal(c.sizeOf('a'), 0);
+  const k = c.keysOf('r1', t);
+  assert.equal(k.length, 7, 'a prompt with the same head: hashed, and the first one recorded');
+  assert.equal(c.sizeOf('a'), 7);
+  assert.equal(c.keysOf('r1', t), k, 'the same keys object: not hashed again');
+  c.record('r1', 'b', t);
+  assert.notEqual(c.keysOf('r1', t), k, 'dispatched: the memo is dropped');
+  assert.equal(c.cachedChars('b', k), 7 * 64);
+  assert.equal(c.keysOf('o', text('other', 640)).length, 0, 'an unrelated prompt');
+  // A kept prompt leaves with its backend.
+  c.record('u', 'x', text('u', 640));
+  c.removeBackend('x');
+  assert.equal(c.keysOf('u2', text('u', 640)).length, 0);
 });
 
 test('prefix credit: bounded per backend, least recently sent first, a chain from its tail', () => {
-  // Capacity 12: two generations of 6 chunks.
+  // Capacity 12: two generations of 6 chunks. Every prompt here begins with the same chunk (a
+  // system prompt), so each is recorded when it is sent.
   const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 12, maxPrefixChars: 32_768 });
-  const a = text('a', 640); // 10 chunks: its first 6 (a generation) are kept
-  const b = text('b', 384); // 6 chunks
-  const d = text('d', 384);
-  c.record('1', 'x', c.keysOf('1', a));
+  const sys = text('system', 64);
+  c.record('0', 'y', sys);
+  const a = sys + text('a', 576); // 10 chunks: its first 6 (a generation) are kept
+  const b = sys + text('b', 320); // 6 chunks
+  const d = sys + text('d', 320);
+  c.record('1', 'x', a);
   assert.equal(
     c.cachedChars('x', c.keysOf('2', a)),
     6 * 64,
     'a chain longer than a generation keeps its head',
   );
-  c.record('3', 'x', c.keysOf('3', b));
-  assert.equal(c.sizeOf('x'), 12, 'never more than the capacity');
+  c.record('3', 'x', b);
+  assert.equal(c.sizeOf('x') <= 12, true, 'never more than the capacity');
   assert.equal(c.cachedChars('x', c.keysOf('4', a)), 6 * 64);
   assert.equal(c.cachedChars('x', c.keysOf('5', b)), 6 * 64);
   // A follow-up of a touches a's head again; then d fills a generation: b, sent before, goes.
-  c.record('6', 'x', c.keysOf('6', `${a.slice(0, 128)}!`)); // a's first 2 chunks
-  c.record('7', 'x', c.keysOf('7', d));
+  c.record('6', 'x', `${a.slice(0, 128)}!`); // a's first 2 chunks
+  c.record('7', 'x', d);
   assert.equal(c.sizeOf('x') <= 12, true);
-  assert.equal(c.cachedChars('x', c.keysOf('8', b)), 0, 'least recently sent: forgotten');
+  assert.equal(c.cachedChars('x', c.keysOf('8', b)), 64, 'least recently sent: only the shared head is left');
   assert.equal(c.cachedChars('x', c.keysOf('9', d)), 6 * 64);
   // a's tail went with b's generation, its recently touched head stayed: still a prefix.
   assert.equal(c.cachedChars('x', c.keysOf('10', a)), 2 * 64);

@@ -3,8 +3,8 @@ import { PrefixTrie } from '../prefix/prefix-trie.js';
 /**
  * The prompt prefix each backend likely holds in its engine's prefix cache, as far as this router
  * can tell (issue #20, skylb-multiturn-12): a router-side record of the prompt chunks it sent to
- * each backend, kept per backend as an (approximate) LRU of at most `capacityChunks` chunks, roughly how an
- * engine's prefix cache keeps prompt blocks (vLLM / SGLang evict least recently used blocks, a
+ * each backend, kept per backend as an (approximate) LRU of at most `capacityChunks` chunks,
+ * roughly how an engine's prefix cache keeps prompt blocks (vLLM / SGLang evict least recently used blocks, a
  * chain's tail first). It is what the router sent, not what the engine kept: an engine that ran out
  * of room evicted sooner, and the answers it cached are not seen here (the next turn's prompt
  * resends them and is recorded then).
@@ -12,12 +12,15 @@ import { PrefixTrie } from '../prefix/prefix-trie.js';
  * Chunks are the prefix trie's chain hashes (`PrefixTrie.keys`: chunk i's key covers chunks 0..i),
  * 64 characters by default, i.e. one 16-token KV block under the project's 4-characters-a-token
  * convention. A request's keys are hashed once and kept from its first pick to its dispatch (held
- * requests are picked again and again; each candidate's lookup is a binary search over them).
+ * requests are picked again and again; each candidate's lookup is a binary search over them). A
+ * prompt is hashed past its first chunk only when some prompt sent before shares that chunk (see
+ * record): traffic that shares no prefix pays one chunk's hash per request.
  *
  * Each backend's record is prefix-closed: a prompt's chunks are touched last to first, so its first
  * chunk is the most recently used and eviction eats chains from their tails (as the engine's
- * cache does; here in two generations of capacityChunks / 2, see Generations). So "chunk i recorded" implies chunks 0..i are, and the longest recorded prefix is
- * found by bisection: O(log chunks) lookups per candidate.
+ * cache does; here in two generations of capacityChunks / 2, see Generations). So "chunk i
+ * recorded" implies chunks 0..i are, and the longest recorded prefix is found by bisection:
+ * O(log chunks) lookups per candidate.
  */
 export interface PrefixCreditOptions {
   /** Characters per chunk (the router has no tokenizer). */
@@ -31,6 +34,10 @@ export interface PrefixCreditOptions {
 /** Requests whose chunk keys are kept between their first pick and their dispatch. */
 const MAX_MEMO = 4096;
 const EMPTY = new Float64Array(0);
+/** First chunks remembered (a prompt whose head was forgotten is kept pending again). */
+const MAX_HEADS = 65_536;
+/** Characters of unhashed prompts kept (UTF-16: 8 MB); the oldest go first beyond it. */
+const MAX_PENDING_CHARS = 1 << 22;
 
 export class PrefixCredit {
   readonly chunkChars: number;
@@ -39,7 +46,13 @@ export class PrefixCredit {
   private readonly hasher: PrefixTrie;
   /** Per backend, the chunk keys sent there (two generations: an approximate LRU). */
   private readonly sent = new Map<string, Generations>();
-  private readonly memo = new Map<string, Float64Array>();
+  /** Per request until it is dispatched: its keys, or its first chunk's key while not hashed. */
+  private readonly memo = new Map<string, Float64Array | number>();
+  /** First-chunk keys of the prompts recorded (hashed in full), on any backend. */
+  private readonly heads = new Generations(MAX_HEADS / 2);
+  /** The one prompt sent with each first chunk no other had yet: its backend and text, unhashed. */
+  private readonly pending = new Map<number, { backend: string; text: string }>();
+  private pendingChars = 0;
 
   constructor(opts: PrefixCreditOptions) {
     if (!Number.isInteger(opts.capacityChunks) || opts.capacityChunks < 0)
@@ -53,15 +66,22 @@ export class PrefixCredit {
     });
   }
 
-  /** A request's chunk keys: hashed once per request id, then reused until it is dispatched. */
+  /**
+   * A request's chunk keys, hashed once per request id and kept until it is dispatched — or none
+   * (nothing hashed past its first chunk) when no prompt sent before began with the same chunk: then
+   * no backend holds any prefix of it.
+   */
   keysOf(id: string, text: string): Float64Array {
     if (this.capacityChunks === 0) return EMPTY;
-    let k = this.memo.get(id);
-    if (k === undefined) {
-      k = this.hasher.keys(text);
-      if (this.memo.size >= MAX_MEMO) this.memo.delete(this.memo.keys().next().value!);
-      this.memo.set(id, k);
-    }
+    const m = this.memo.get(id);
+    if (typeof m === 'object') return m;
+    // Its first chunk's key (memoised: a held request is asked again and again).
+    const head = m ?? this.headOf(text);
+    if (head === undefined) return EMPTY;
+    let k: Float64Array = EMPTY;
+    if (this.heads.has(head) || this.resolve(head)) k = this.hasher.keys(text);
+    if (m === undefined && this.memo.size >= MAX_MEMO) this.memo.delete(this.memo.keys().next().value!);
+    this.memo.set(id, k.length > 0 ? k : head);
     return k;
   }
 
@@ -80,16 +100,32 @@ export class PrefixCredit {
     return (lo + 1) * this.chunkChars;
   }
 
-  /** The request was pushed to `backend`: its chunks become that backend's most recently used. */
-  record(id: string, backend: string, keys: Float64Array): void {
+  /**
+   * The request was pushed to `backend`: its chunks become that backend's most recently used. The
+   * first prompt to begin with its first chunk is only kept (unhashed) until a later one shares that
+   * chunk, and recorded then: traffic whose prompts share nothing costs one chunk's hash each.
+   */
+  record(id: string, backend: string, text: string): void {
+    if (this.capacityChunks === 0) return;
+    const m = this.memo.get(id);
     this.memo.delete(id);
-    if (this.capacityChunks === 0 || keys.length === 0) return;
-    let g = this.sent.get(backend);
-    if (g === undefined) {
-      g = new Generations(Math.max(1, Math.floor(this.capacityChunks / 2)));
-      this.sent.set(backend, g);
+    let k = typeof m === 'object' ? m : undefined;
+    if (k === undefined) {
+      const head = typeof m === 'number' ? m : this.headOf(text);
+      if (head === undefined) return;
+      if (!this.heads.has(head) && !this.resolve(head)) {
+        this.pending.set(head, { backend, text });
+        this.pendingChars += text.length;
+        while (this.pendingChars > MAX_PENDING_CHARS) {
+          const [h, p] = this.pending.entries().next().value!;
+          this.pending.delete(h);
+          this.pendingChars -= p.text.length;
+        }
+        return;
+      }
+      k = this.hasher.keys(text);
     }
-    g.touchChain(keys);
+    this.touch(backend, k);
   }
 
   /** A request that will not be dispatched (or not again soon) need not keep its keys. */
@@ -99,6 +135,39 @@ export class PrefixCredit {
 
   removeBackend(name: string): void {
     this.sent.delete(name);
+    for (const [h, p] of this.pending)
+      if (p.backend === name) {
+        this.pending.delete(h);
+        this.pendingChars -= p.text.length;
+      }
+  }
+
+  /** The key of a text's first chunk (undefined: shorter than a chunk, never matched). */
+  private headOf(text: string): number | undefined {
+    const c = this.chunkChars;
+    if (text.length < c) return undefined;
+    return this.hasher.keys(text.length === c ? text : text.slice(0, c))[0];
+  }
+
+  /** A prompt kept unhashed with this first chunk is recorded now (a later one shares it). */
+  private resolve(head: number): boolean {
+    const p = this.pending.get(head);
+    if (p === undefined) return false;
+    this.pending.delete(head);
+    this.pendingChars -= p.text.length;
+    this.touch(p.backend, this.hasher.keys(p.text));
+    return true;
+  }
+
+  private touch(backend: string, keys: Float64Array): void {
+    if (keys.length === 0) return;
+    let g = this.sent.get(backend);
+    if (g === undefined) {
+      g = new Generations(Math.max(1, Math.floor(this.capacityChunks / 2)));
+      this.sent.set(backend, g);
+    }
+    g.touchChain(keys);
+    this.heads.touch(keys[0]!);
   }
 
   /** Chunks remembered for a backend (tests, describe). */
@@ -110,9 +179,9 @@ export class PrefixCredit {
 /**
  * An approximate LRU set in two generations of at most `gen` keys each: keys go into the current
  * one; when it is full it becomes the previous one and the previous one is dropped whole. It
- * remembers the last `gen` to `2·gen` distinct keys touched, at one Set operation per touch (an
- * exact LRU — delete and re-insert per touch, evict one by one — cost a Map three or four, for
- * every chunk of every dispatched prompt: +39 % of a simulated run's CPU on trace-conversation-4x-high).
+ * remembers the last `gen` to `2·gen` distinct keys touched, at one or two Set operations per
+ * touch (an exact LRU in a Map — delete and re-insert per touch, evict one by one — needs three or
+ * four, for every chunk of every dispatched prompt).
  */
 class Generations {
   private cur = new Set<number>();
@@ -128,20 +197,21 @@ class Generations {
     return this.cur.has(k) || this.prev.has(k);
   }
 
+  touch(k: number): void {
+    if (this.cur.has(k)) return;
+    if (this.cur.size >= this.gen) {
+      this.prev = this.cur;
+      this.cur = new Set();
+    }
+    this.cur.add(k);
+  }
+
   /**
    * Touch a prompt's chain, last chunk to first, so its head is never older than its tail and the
    * set stays prefix-closed; a chain longer than a generation keeps its head (what a later prompt
    * shares).
    */
   touchChain(keys: Float64Array): void {
-    for (let i = Math.min(keys.length, this.gen) - 1; i >= 0; i--) {
-      const k = keys[i]!;
-      if (this.cur.has(k)) continue;
-      if (this.cur.size >= this.gen) {
-        this.prev = this.cur;
-        this.cur = new Set();
-      }
-      this.cur.add(k);
-    }
+    for (let i = Math.min(keys.length, this.gen) - 1; i >= 0; i--) this.touch(keys[i]!);
   }
 }
