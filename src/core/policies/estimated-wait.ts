@@ -117,7 +117,7 @@ interface Flight {
   readonly promptTokens: number;
   /** Prompt tokens it was expected to prefill there (the rest credited as cached: prefixCredit). */
   readonly prefillTokens: number;
-  /** Prompt tokens in the prefix the backend likely held cached when it was pushed (0: none, or no credit). */
+  /** Prompt tokens in the prefix the backend likely held cached when it was pushed (0: none). */
   readonly cachedTokens: number;
   readonly model: string;
   readonly maxTokens: number | undefined;
