@@ -10,6 +10,10 @@
  * - line: serializing alone, the pre-2026-11-25 way (an object with spreads + JSON.stringify, hex
  *   per block via Number#toString) against captureLine; every line is checked to be identical.
  *
+ * A tight loop keeps the capture's code and data in cache; on the request path they are cold, and
+ * cost several times more per request (docs/results.md, "Trace capture cost"): this bench ranks
+ * changes, bench:proxy's in-situ figures size them.
+ *
  * BENCH_BASE=REV adds `record() @ REV`: git revision REV's src/trace/capture.ts (imported from a
  * temp dir, the rest of src/ as it is now), measured in the same rounds, order alternating.
  * Knobs: BENCH_REQS (100000 records per round), BENCH_ROUNDS (5).
