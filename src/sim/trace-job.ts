@@ -25,6 +25,8 @@ export interface TraceJob {
   /** Sends stop here (past the trace's last request); the run then drains for graceS. */
   readonly durationS: number;
   readonly graceS: number;
+  /** The parent's check pass found the trace in time order (TraceStats.inOrder): no reorder window. */
+  readonly inOrder?: boolean | undefined;
 }
 
 export interface TraceJobResult {
@@ -63,7 +65,7 @@ export function traceJobScenario(job: TraceJob): Scenario {
     scheduling: job.scheduling,
     timeScale: 1,
     // The check pass already ran in the parent: a worker's replay trusts the file.
-    createDriver: (seed) => traceWorkload(trace, seed, { check: false }),
+    createDriver: (seed) => traceWorkload(trace, seed, { check: false, inOrder: job.inOrder }),
   };
 }
 

@@ -51,18 +51,33 @@ export function uniqueState(requestId: string, seed: number): number {
 }
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
+const ALPHABET_CODES = Uint8Array.from(ALPHABET, (c) => c.charCodeAt(0));
 
-function standInChars(state: number, chars: number): string {
-  // 10 base-32 characters from the state, repeated: all a block's characters depend on its hash.
-  let word = '';
+/**
+ * The stand-in texts are written as bytes into one growing scratch buffer and read out as one
+ * latin1 string per request (the characters are ASCII): no string per block, no joins.
+ */
+let scratch = Buffer.allocUnsafe(4096);
+
+/**
+ * Write `chars` characters for `state` at `at`: 10 base-32 characters from the state, repeated,
+ * so all of a block's characters depend on its hash. Returns the end offset.
+ */
+function writeStandIn(state: number, chars: number, at: number): number {
+  if (at + chars > scratch.length) {
+    const bigger = Buffer.allocUnsafe(Math.max(scratch.length * 2, at + chars));
+    scratch.copy(bigger, 0, 0, at);
+    scratch = bigger;
+  }
+  const buf = scratch;
   let v = state;
-  for (let i = 0; i < 10; i++) {
-    word += ALPHABET[v % 32];
+  const word = Math.min(10, chars);
+  for (let i = 0; i < word; i++) {
+    buf[at + i] = ALPHABET_CODES[v % 32]!;
     v = Math.floor(v / 32);
   }
-  return chars <= word.length
-    ? word.slice(0, chars)
-    : word.repeat(Math.ceil(chars / word.length)).slice(0, chars);
+  for (let i = word; i < chars; i++) buf[at + i] = buf[at + i - 10]!;
+  return at + chars;
 }
 
 /**
@@ -72,16 +87,16 @@ function standInChars(state: number, chars: number): string {
  */
 export function standInText(blocks: PrefixBlocks, promptTokens: number, tail: number): string {
   const { blockTokens, chain } = blocks;
-  const parts: string[] = [];
   let covered = 0;
+  let at = 0;
   for (let i = 0; i < chain.length && covered < promptTokens; i++) {
     const tokens = Math.min(blockTokens, promptTokens - covered);
-    parts.push(standInChars(chain[i]!, Math.ceil(tokens / STAND_IN_TOKENS_PER_CHAR)));
+    at = writeStandIn(chain[i]!, Math.ceil(tokens / STAND_IN_TOKENS_PER_CHAR), at);
     covered += tokens;
   }
   if (covered < promptTokens)
-    parts.push(standInChars(tail, Math.ceil((promptTokens - covered) / STAND_IN_TOKENS_PER_CHAR)));
-  return parts.join('');
+    at = writeStandIn(tail, Math.ceil((promptTokens - covered) / STAND_IN_TOKENS_PER_CHAR), at);
+  return scratch.toString('latin1', 0, at);
 }
 
 /**
@@ -102,49 +117,30 @@ export function engineBlockHashes(
   const n = Math.floor(promptTokens / size);
   const out = new Array<BlockHash>(n);
   const { blockTokens, chain } = blocks;
-  // Only when engine blocks tile a trace block are its sub-hashes cached; otherwise a straddling
-  // block ends at offsets that are not multiples of size, computed directly.
-  const subs = blockTokens % size === 0 ? subCache(blockTokens, size) : undefined;
   let e = 0;
-  // Whole runs of engine blocks inside one trace block come from the cache (turns of a
-  // conversation resend the same trace blocks: the same hashes serve every turn).
   for (let k = 0; e < n; k++) {
     const lastEnd = Math.min((k + 1) * blockTokens, n * size);
-    const inTrace = k < chain.length;
-    const within = subs && inTrace ? subHashes(subs, chain[k]!, blockTokens, size) : undefined;
+    const state = k < chain.length ? chain[k]! : mix(tail, k);
+    // mix(state, off) for the offsets of the engine blocks ending in trace block k, with the
+    // state's half of mix worked out once (off < 2^32: its high word is 0).
+    const lo = state >>> 0;
+    const h2 = 0x41c6ce57 ^ (Math.floor(state / 0x100000000) >>> 0);
+    const h1State = 0xdeadbeef ^ lo;
+    const h2For1 = Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+    const h2Self = Math.imul(h2 ^ (h2 >>> 16), 2246822507);
+    const base = k * blockTokens;
     for (; e < n && (e + 1) * size <= lastEnd; e++) {
-      const off = (e + 1) * size - k * blockTokens;
-      out[e] = within ? within[off / size - 1]! : mix(inTrace ? chain[k]! : mix(tail, k), off);
+      const off = (e + 1) * size - base;
+      if (off >= 0x100000000) {
+        out[e] = mix(state, off);
+        continue;
+      }
+      let h1 = h1State ^ off;
+      h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ h2For1;
+      const h = h2Self ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+      out[e] = (h >>> 0) * 0x200000 + ((h1 >>> 0) & 0x1fffff);
     }
     // An engine block that straddles trace blocks k and k+1 ends in k+1: handled next round.
   }
   return out;
-}
-
-/** Engine sub-block hashes of trace blocks, per (blockTokens, blockSize), each map bounded. */
-const subCaches = new Map<number, Map<number, BlockHash[]>>();
-const SUB_CACHE_MAX = 100_000;
-
-function subCache(blockTokens: number, size: number): Map<number, BlockHash[]> {
-  // Both are integers far below 2^26: one number keys the pair.
-  const key = blockTokens * 0x4000000 + size;
-  let m = subCaches.get(key);
-  if (!m) subCaches.set(key, (m = new Map()));
-  return m;
-}
-
-function subHashes(
-  m: Map<number, BlockHash[]>,
-  state: number,
-  blockTokens: number,
-  size: number,
-): BlockHash[] {
-  let subs = m.get(state);
-  if (!subs) {
-    if (m.size >= SUB_CACHE_MAX) m.clear();
-    subs = new Array<BlockHash>(blockTokens / size);
-    for (let j = 0; j < subs.length; j++) subs[j] = mix(state, (j + 1) * size);
-    m.set(state, subs);
-  }
-  return subs;
 }

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { countTokens } from '../engine/tokens.js';
 import { parseTrace, guessTraceFormat, TraceError, traceWorkload } from './trace.js';
 import { azureTime } from './trace-azure.js';
-import { chainBlockIds, engineBlockHashes } from './trace-blocks.js';
+import { chainBlockIds, engineBlockHashes, standInText, uniqueState } from './trace-blocks.js';
 
 function file(text: string): string {
   const p = join(mkdtempSync(join(tmpdir(), 'llmlb-trace-')), 'trace.jsonl');
@@ -238,6 +238,44 @@ describe('trace importers', () => {
     assert.match(replay.stats.firstBad!, /:4: not JSON/);
   });
 
+  it('the check pass counts what a full pass builds; in-order traces replay alike without the window', () => {
+    const cap = [
+      '{"at": 0.5, "model": "m", "promptTokens": 200, "outputTokens": 5, "blocks": ["aa", "bb", "cc"]}',
+      '{"at": 0.6, "promptTokens": 70, "outputTokens": 2}',
+      '{"at": 0.7, "model": "m2", "api": "openai-chat", "promptTokens": 130, "outputTokens": 9, "blocks": ["aa"]}',
+      '{"at": 0.9, "prompt": "hello there", "outputTokens": 4}',
+    ].join('\n');
+    const shuffled = [MOONCAKE.split('\n')[1], MOONCAKE.split('\n')[0], MOONCAKE.split('\n')[2]].join('\n');
+    const cases: [string, string, boolean][] = [
+      ['m.jsonl', MOONCAKE, true],
+      ['cap.jsonl', cap, true],
+      ['t.jsonl', TRACE, false],
+      ['s.jsonl', shuffled, false],
+      ['a.csv', AZURE, true],
+    ];
+    for (const [name, text, inOrder] of cases) {
+      const path = fileNamed(name, text);
+      for (const params of [{ path }, { path, sample: 0.5 }, { path, limit: 2, rateScale: 3 }]) {
+        const checked = traceWorkload(params, 4);
+        const counted = { ...checked.stats };
+        const full = checked.start();
+        // start() builds every request; its stats are the counting pass's, field for field.
+        assert.deepEqual(checked.stats, counted, name);
+        // (Sampling may drop the line out of order.)
+        if (!('sample' in params)) assert.equal(counted.inOrder, inOrder, name);
+        assert.ok(counted.promptTokens > 0 && counted.requests === full.length, name);
+        if (counted.inOrder) {
+          const direct = traceWorkload(params, 4, { check: false, inOrder: true });
+          assert.deepEqual(direct.start(), full, name);
+          const it = direct.stream();
+          const streamed = [];
+          for (let r = it.next(); !r.done; r = it.next()) streamed.push(r.value);
+          assert.deepEqual(streamed, full, name);
+        }
+      }
+    }
+  });
+
   it('time window, sampling and limit; streamed like start()', () => {
     const lines = Array.from(
       { length: 200 },
@@ -284,5 +322,73 @@ describe('engine block hashes of trace blocks', () => {
       for (let e = shared; e < a.length; e++) assert.notEqual(a[e], b[e], `size ${size} block ${e}`);
       assert.deepEqual(engineBlockHashes(blocks, 1500, 11, size), a);
     }
+  });
+
+  it('equal the reference: a plain mix per block, a word string per block joined', () => {
+    // The first implementation (one mix() call per engine block, strings per block), kept here as
+    // the definition the fast paths (state's half of mix hoisted, one byte buffer) must match.
+    const mix = (state: number, value: number): number => {
+      const lo = state >>> 0;
+      const hi = Math.floor(state / 0x100000000) >>> 0;
+      let h1 = 0xdeadbeef ^ lo ^ value;
+      let h2 = 0x41c6ce57 ^ hi ^ Math.floor(value / 0x100000000);
+      h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+      h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+      return (h2 >>> 0) * 0x200000 + ((h1 >>> 0) & 0x1fffff);
+    };
+    const refHashes = (chain: number[], blockTokens: number, prompt: number, tail: number, size: number) => {
+      const n = Math.floor(prompt / size);
+      const out: number[] = [];
+      for (let e = 0; e < n; e++) {
+        const k = Math.floor(((e + 1) * size - 1) / blockTokens);
+        const off = (e + 1) * size - k * blockTokens;
+        out.push(mix(k < chain.length ? chain[k]! : mix(tail, k), off));
+      }
+      return out;
+    };
+    const A = 'abcdefghijklmnopqrstuvwxyz234567';
+    const chars = (state: number, n: number): string => {
+      let word = '';
+      let v = state;
+      for (let i = 0; i < 10; i++) {
+        word += A[v % 32];
+        v = Math.floor(v / 32);
+      }
+      return n <= 10 ? word.slice(0, n) : word.repeat(Math.ceil(n / 10)).slice(0, n);
+    };
+    const refText = (chain: number[], blockTokens: number, prompt: number, tail: number): string => {
+      let text = '';
+      let covered = 0;
+      for (let i = 0; i < chain.length && covered < prompt; i++) {
+        const tokens = Math.min(blockTokens, prompt - covered);
+        text += chars(chain[i]!, Math.ceil(tokens / 8));
+        covered += tokens;
+      }
+      if (covered < prompt) text += chars(tail, Math.ceil((prompt - covered) / 8));
+      return text;
+    };
+    let x = 12345;
+    const rnd = (n: number): number => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      return x % n;
+    };
+    for (let trial = 0; trial < 300; trial++) {
+      const blockTokens = [16, 64, 512, 100, 7][trial % 5]!;
+      const ids = Array.from({ length: rnd(12) }, () => (rnd(4) === 0 ? 2 ** 40 + rnd(1000) : rnd(50)));
+      const chain = chainBlockIds(ids);
+      const prompt = rnd(blockTokens * 14 + 3);
+      const tail = uniqueState(`r${trial}`, trial);
+      const blocks = { blockTokens, chain };
+      assert.equal(standInText(blocks, prompt, tail), refText(chain, blockTokens, prompt, tail));
+      for (const size of [1, 16, 24, 100, 512, 700])
+        assert.deepEqual(
+          engineBlockHashes(blocks, prompt, tail, size),
+          refHashes(chain, blockTokens, prompt, tail, size),
+          `trial ${trial} size ${size}`,
+        );
+    }
+    // A prompt far longer than any before: the scratch buffer grows and keeps what it holds.
+    const long = { blockTokens: 512, chain: chainBlockIds([1, 2, 3]) };
+    assert.equal(standInText(long, 200_000, 9), refText(long.chain, 512, 200_000, 9));
   });
 });

@@ -216,6 +216,19 @@ export interface TraceStats {
   lastAtS: number;
   /** Models the replayed requests name (a trace names few). */
   models: string[];
+  /**
+   * Every line kept (after the window and sampling) came at or after the one before: a replay
+   * with these parameters needs no reorder window (TraceReplayOptions.inOrder).
+   */
+  inOrder: boolean;
+}
+
+export interface TraceReplayOptions {
+  /**
+   * The caller knows (from a check pass's stats.inOrder, same file and parameters) that the kept
+   * lines are in time order: each is sent as soon as it is read, not held in the reorder window.
+   */
+  readonly inOrder?: boolean | undefined;
 }
 
 /** Lines a capture may be out of time order by: the reorder buffer's size. */
@@ -281,45 +294,71 @@ export class TraceReplay implements ClientDriver {
   /** Of the latest completed pass. */
   stats: TraceStats = emptyStats();
 
+  /** Lines held to sort out of order ones (0: each line is sent as soon as it is read). */
+  private readonly window: number;
+
   constructor(
     private readonly p: Params,
     private readonly seed: number,
+    opts: TraceReplayOptions = {},
   ) {
     this.format = p.format !== undefined ? traceFormat(p.format) : guessTraceFormat(p.path);
+    this.window = opts.inOrder === true ? 0 : REORDER_WINDOW;
   }
 
   start(): ScheduledRequest[] {
-    return [...this.requests()];
+    return [...this.pass()];
   }
 
   stream(): Iterator<ScheduledRequest> {
-    return this.requests();
+    return this.pass();
+  }
+
+  /** A full pass: every request built (only check's counting pass yields null). */
+  private pass(): Generator<ScheduledRequest> {
+    return this.requests(true) as Generator<ScheduledRequest>;
   }
 
   onFinish(): ScheduledRequest[] {
     return [];
   }
 
-  /** One full pass (validation at load; whatif's counts). */
+  /**
+   * One full pass (validation at load; whatif's counts). Requests known by their lengths and
+   * blocks are counted, not built: their stand-in texts and chains are the costly part of a
+   * pass, and the counts need only the line.
+   */
   check(): TraceStats {
-    for (const _ of this.requests()) void _;
+    for (const _ of this.requests(false)) void _;
     return this.stats;
   }
 
-  private *requests(): Generator<ScheduledRequest> {
+  /** Whether the line's request carries text (as written or synthesized), else a stand-in. */
+  private textBearing(e: Pending['entry']): boolean {
+    return (
+      e.prompt !== undefined ||
+      e.messages !== undefined ||
+      (e.blocks === undefined && this.format === llmlbFormat)
+    );
+  }
+
+  /** `build` false: stand-in requests are counted and yielded as null, not built. */
+  private *requests(build: boolean): Generator<ScheduledRequest | null> {
     const p = this.p;
     const path = p.path;
     const stats = emptyStats();
     const read = this.format.reader();
     const sampleRng = createRng(deriveSeed(this.seed, 'trace-sample'));
-    const build = this.builder();
+    const make = this.builder();
+    const window = this.window;
     const heap = new PendingHeap();
     let origin: number | undefined = this.format.absoluteTime ? undefined : 0;
     let order = 0;
     let lastT = -Infinity;
+    let lastPushedT = -Infinity;
     let done = false;
 
-    const emit = (q: Pending): ScheduledRequest | undefined => {
+    const emit = (q: Pending): ScheduledRequest | null | undefined => {
       lastT = q.t;
       const at = (q.t - p.startS) / p.rateScale;
       if (
@@ -329,7 +368,18 @@ export class TraceReplay implements ClientDriver {
         done = true;
         return undefined;
       }
-      const s = build(q, at);
+      if (!build && !this.textBearing(q.entry)) {
+        // What the built request would count (the builder's stand-in branch).
+        const e = q.entry;
+        const model = e.model ?? p.model;
+        stats.requests++;
+        stats.promptTokens += e.promptTokens ?? 0;
+        stats.outputTokens += e.outputTokens;
+        stats.lastAtS = at;
+        if (!stats.models.includes(model)) stats.models.push(model);
+        return null;
+      }
+      const s = make(q, at);
       stats.requests++;
       stats.promptTokens +=
         s.request.promptTokens ?? countTokens(s.request.prompt ?? flattenMessages(s.request.messages ?? []));
@@ -358,6 +408,8 @@ export class TraceReplay implements ClientDriver {
       const t = entry.at - origin;
       if (t < p.startS || (p.endS !== undefined && t >= p.endS)) continue;
       if (p.sample < 1 && sampleRng() >= p.sample) continue;
+      if (t < lastPushedT) stats.inOrder = false;
+      lastPushedT = t;
       if (t < lastT) {
         throw new TraceError(
           path,
@@ -367,15 +419,15 @@ export class TraceReplay implements ClientDriver {
         );
       }
       heap.push({ t, order: order++, line: n, entry: entry as Pending['entry'] });
-      if (heap.size > REORDER_WINDOW) {
+      if (heap.size > window) {
         const s = emit(heap.pop()!);
         if (done) break;
-        if (s) yield s;
+        if (s !== undefined) yield s;
       }
     }
     while (!done && heap.size > 0) {
       const s = emit(heap.pop()!);
-      if (s) yield s;
+      if (s !== undefined) yield s;
     }
     this.stats = stats;
   }
@@ -384,7 +436,9 @@ export class TraceReplay implements ClientDriver {
   private builder(): (q: Pending, at: number) => ScheduledRequest {
     const p = this.p;
     const seed = this.seed;
-    const text = new TextSource(seed);
+    // Built on first use: only llmlb lines with a length and no text draw filler (its word pool
+    // costs ~30 ms to build, for nothing on block traces).
+    let text: TextSource | undefined;
     const rng = createRng(deriveSeed(seed, 'trace-text'));
     const chat = p.api === 'ollama-chat' || p.api === 'openai-chat';
     return (q, at) => {
@@ -392,13 +446,12 @@ export class TraceReplay implements ClientDriver {
       const id = e.id ?? `l${q.line}`;
       const api = e.api ?? p.api;
       const model = e.model ?? p.model;
-      if (
-        e.prompt !== undefined ||
-        e.messages !== undefined ||
-        (e.blocks === undefined && this.format === llmlbFormat)
-      ) {
+      if (this.textBearing(e)) {
         const messages: ChatMessage[] = e.messages ?? [
-          { role: 'user', content: e.prompt ?? text.fill(rng, e.promptTokens ?? 0, `[${id}] `) },
+          {
+            role: 'user',
+            content: e.prompt ?? (text ??= new TextSource(seed)).fill(rng, e.promptTokens ?? 0, `[${id}] `),
+          },
         ];
         const request = requestFromMessages(
           {
@@ -454,16 +507,17 @@ function emptyStats(): TraceStats {
     outputTokens: 0,
     lastAtS: 0,
     models: [],
+    inOrder: true,
   };
 }
 
 export function traceWorkload(
   params: TraceParams,
   seed: number,
-  opts: { check?: boolean } = {},
+  opts: { check?: boolean } & TraceReplayOptions = {},
 ): TraceReplay {
   const p = parseParams(traceParamsSchema, params);
-  const replay = new TraceReplay(p, seed);
+  const replay = new TraceReplay(p, seed, { inOrder: opts.inOrder });
   // A whole pass now, so a scenario with a bad trace fails at load, not mid-run (callers that
   // checked the file already skip it).
   if (opts.check !== false) replay.check();
