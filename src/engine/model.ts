@@ -63,7 +63,11 @@ interface Seq {
   readonly id: string;
   readonly promptTokens: number;
   readonly outputTokens: number;
-  readonly blockHashes: readonly BlockHash[];
+  /**
+   * Without pagedKv only admission reads them: dropped then (NO_HASHES), so a long prompt's
+   * hashes die young instead of living as long as the sequence runs.
+   */
+  blockHashes: readonly BlockHash[];
   /** Prompt + answer blocks to cache at the finish (EngineSequence.contextBlockHashes). */
   readonly contextHashes: readonly BlockHash[] | undefined;
   readonly submitT: number;
@@ -99,6 +103,8 @@ export function validateProfile(p: EngineProfile): void {
   if (budget !== undefined && !(Number.isInteger(budget) && budget > 0))
     throw new RangeError('engine profile: maxBatchedTokens must be an integer > 0');
 }
+
+const NO_HASHES: readonly BlockHash[] = Object.freeze([]);
 
 /** advance()'s answer when nothing happened: one shared, frozen empty array (no allocation). */
 const NO_EVENTS = Object.freeze([]) as unknown as EngineEvent[];
@@ -587,6 +593,7 @@ export class EngineModel {
       cached = Math.min(matched * this.p.blockSize, Math.max(0, s.promptTokens - 1));
       this.cache.insert(hashes);
     }
+    if (!this.sharing) s.blockHashes = NO_HASHES;
     s.state = RUNNING;
     s.admitT = t;
     s.cachedTokens = cached;
