@@ -9,18 +9,42 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ConfigError, loadConfigFile } from '../config/load.js';
-import { createPolicy, policyNames, type PolicySpec } from '../core/policies/index.js';
+import {
+  createPolicy,
+  policyNames,
+  type EndpointPickerConfig,
+  type PolicySpec,
+} from '../core/policies/index.js';
 import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 import { resultsJson, type PolicyResult, type Results } from '../report/results.js';
+import { preloadCharts } from '../report/charts.js';
 import { formatTable } from '../report/table.js';
 import { writeWhatifCharts } from '../report/whatif-charts.js';
 import { loadProfileFile } from '../scenario/profile-file.js';
-import { defaultThreads, runTraceJobs } from '../sim/pool.js';
+import { defaultThreads, startTracePool } from '../sim/pool.js';
 import type { TraceJob, TraceJobResult } from '../sim/trace-job.js';
-import { TraceError, traceWorkload, type TraceFormatName, type TraceParams } from '../workloads/trace.js';
-import { policyValidation } from './serve.js';
+import {
+  TraceError,
+  traceWorkload,
+  type TraceFormatName,
+  type TraceParams,
+  type TraceReplay,
+} from '../workloads/trace.js';
 import { UsageError } from './usage-error.js';
+
+/**
+ * The config's policy checked as `serve` checks it (serve.ts's policyCheck), without importing
+ * serve.ts: that pulls in the proxy (undici, ioredis, OpenTelemetry, prom-client, pino), about
+ * 0.7 s of CPU at start that `whatif` never uses.
+ */
+const policyCheck = {
+  knownPolicies: policyNames(),
+  validatePolicy: (
+    spec: { name: string; params: Record<string, unknown> },
+    scheduling: EndpointPickerConfig | undefined,
+  ): void => void createPolicy(spec, Math.random, scheduling),
+};
 
 /** Policies compared when --policies is not given: the built-ins that need no parameters. */
 export const WHATIF_POLICIES = [
@@ -121,7 +145,7 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
   const slo = opts.slo !== undefined ? parseSlo(opts.slo) : [];
   let config;
   try {
-    config = loadConfigFile(opts.configPath, policyValidation());
+    config = loadConfigFile(opts.configPath, policyCheck);
   } catch (e) {
     if (e instanceof ConfigError) throw new UsageError(e.message);
     throw e;
@@ -153,55 +177,79 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
     }
   }
 
-  // One pass to validate the trace and learn its span and models (streamed: memory stays flat).
-  const firstModel = base.find((b) => b.models && b.models.length > 0)?.models?.[0];
-  const trace: TraceParams = {
-    path: opts.tracePath,
-    ...(opts.format !== undefined ? { format: opts.format } : {}),
-    ...(opts.rateScale !== undefined ? { rateScale: opts.rateScale } : {}),
-    ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
-    ...(opts.skipBad ? { skipBad: true } : {}),
-    ...(firstModel !== undefined ? { model: firstModel } : {}),
+  /** The check pass over the trace, then one job per replica count × policy. */
+  const traceJobs = (): { replay: TraceReplay; jobs: TraceJob[] } => {
+    // One pass to validate the trace and learn its span and models (streamed: memory stays flat).
+    const firstModel = base.find((b) => b.models && b.models.length > 0)?.models?.[0];
+    const trace: TraceParams = {
+      path: opts.tracePath,
+      ...(opts.format !== undefined ? { format: opts.format } : {}),
+      ...(opts.rateScale !== undefined ? { rateScale: opts.rateScale } : {}),
+      ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
+      ...(opts.skipBad ? { skipBad: true } : {}),
+      ...(firstModel !== undefined ? { model: firstModel } : {}),
+    };
+    let replay: TraceReplay;
+    try {
+      replay = traceWorkload(trace, seed);
+    } catch (e) {
+      if (e instanceof TraceError || (e as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new UsageError((e as Error).message);
+      throw e;
+    }
+    const stats = replay.stats;
+    if (stats.requests === 0) throw new UsageError(`${opts.tracePath}: no requests to replay`);
+
+    const jobs: TraceJob[] = [];
+    for (const r of replicas) {
+      // The config's backends repeated: `gpu-a-0, gpu-b-0, gpu-a-1, …` (its own names at its own size).
+      const fleet = Array.from({ length: r }, (_, i) => {
+        const b = base[i % base.length]!;
+        return {
+          name: r === base.length ? b.name : `${b.name}-${Math.floor(i / base.length)}`,
+          profile,
+          models: b.models ? [...b.models] : stats.models,
+          maxConcurrency: b.maxConcurrency,
+          weight: b.weight,
+        };
+      });
+      for (const policy of specs)
+        jobs.push({
+          trace: { ...trace, skipBad: true },
+          fleet,
+          policy,
+          scheduling: config.scheduling,
+          seed,
+          durationS: stats.lastAtS + 1,
+          graceS: 3600,
+          inOrder: stats.inOrder,
+        });
+    }
+    return { replay, jobs };
   };
-  let replay;
+  const threads = opts.threads ?? defaultThreads();
+  // The workers start now and load the simulator while this thread reads the trace.
+  const pool = startTracePool(Math.min(threads, specs.length * replicas.length));
+  let replay: TraceReplay;
+  let runs: TraceJobResult[];
+  let simWallS: number;
   try {
-    replay = traceWorkload(trace, seed);
-  } catch (e) {
-    if (e instanceof TraceError || (e as NodeJS.ErrnoException).code === 'ENOENT')
-      throw new UsageError((e as Error).message);
-    throw e;
+    let jobs: TraceJob[];
+    ({ replay, jobs } = traceJobs());
+    const tSim = performance.now();
+    // The chart code (vega, ~0.5 s of CPU to load) loads once every job has been handed out: from
+    // then on a core idles whenever a worker finishes, and the main thread would only wait.
+    const preload = opts.charts !== false ? Math.max(0, jobs.length - Math.min(threads, jobs.length)) : -1;
+    if (preload === 0) preloadCharts();
+    let finished = 0;
+    runs = await pool.run(jobs, () => {
+      if (++finished === preload) preloadCharts();
+    });
+    simWallS = (performance.now() - tSim) / 1000;
+  } finally {
+    await pool.close();
   }
   const stats = replay.stats;
-  if (stats.requests === 0) throw new UsageError(`${opts.tracePath}: no requests to replay`);
-
-  const jobs: TraceJob[] = [];
-  for (const r of replicas) {
-    // The config's backends repeated: `gpu-a-0, gpu-b-0, gpu-a-1, …` (its own names at its own size).
-    const fleet = Array.from({ length: r }, (_, i) => {
-      const b = base[i % base.length]!;
-      return {
-        name: r === base.length ? b.name : `${b.name}-${Math.floor(i / base.length)}`,
-        profile,
-        models: b.models ? [...b.models] : stats.models,
-        maxConcurrency: b.maxConcurrency,
-        weight: b.weight,
-      };
-    });
-    for (const policy of specs)
-      jobs.push({
-        trace: { ...trace, skipBad: true },
-        fleet,
-        policy,
-        scheduling: config.scheduling,
-        seed,
-        durationS: stats.lastAtS + 1,
-        graceS: 3600,
-      });
-  }
-  const threads = opts.threads ?? defaultThreads();
-  const tSim = performance.now();
-  const runs = await runTraceJobs(jobs, threads);
-  const simWallS = (performance.now() - tSim) / 1000;
 
   const results: WhatifResults = {
     scenario: `whatif ${basename(opts.tracePath)}`,

@@ -133,13 +133,28 @@ function lineSpec(
   } as vl.TopLevelSpec;
 }
 
-export async function renderSvg(spec: vl.TopLevelSpec): Promise<string> {
-  // Loaded on first use: `serve` never draws, and vega is optional (a few MB `serve` users skip).
-  const [vega, vegaLite] = await Promise.all([import('vega'), import('vega-lite')]).catch((err: unknown) => {
+let chartModules: Promise<[typeof import('vega'), typeof import('vega-lite')]> | undefined;
+
+/** vega and vega-lite, imported once on first use: `serve` never draws, and vega is optional. */
+function loadChartModules(): Promise<[typeof import('vega'), typeof import('vega-lite')]> {
+  chartModules ??= Promise.all([import('vega'), import('vega-lite')]).catch((err: unknown) => {
     throw new Error(
       `charts need the optional packages vega and vega-lite (npm install vega vega-lite): ${String(err)}`,
     );
   });
+  return chartModules;
+}
+
+/**
+ * Start importing vega now (about 0.5 s of CPU), e.g. while a core would otherwise idle; a
+ * failure is reported by the first renderSvg.
+ */
+export function preloadCharts(): void {
+  loadChartModules().catch(() => undefined);
+}
+
+export async function renderSvg(spec: vl.TopLevelSpec): Promise<string> {
+  const [vega, vegaLite] = await loadChartModules();
   const compiled = vegaLite.compile(spec).spec;
   const view = new vega.View(vega.parse(compiled), { renderer: 'none' });
   try {
