@@ -1,18 +1,10 @@
 import { watch } from 'node:fs';
 import type { Logger } from 'pino';
 import { applyOverrides, loadConfigFile, parseBackendEntry } from '../config/load.js';
-import { createPolicy, policyNames, type EndpointPickerConfig } from '../core/policies/index.js';
 import { createLogger } from '../log.js';
 import { Router, type RouterSettings } from '../proxy/router.js';
+import { policyCheck } from './policy-check.js';
 import { portError } from './port-error.js';
-
-const policyCheck = {
-  knownPolicies: policyNames(),
-  validatePolicy: (
-    spec: { name: string; params: Record<string, unknown> },
-    scheduling: EndpointPickerConfig | undefined,
-  ): void => void createPolicy(spec, Math.random, scheduling),
-};
 
 /** Load, validate (once) and apply overrides; throws ConfigError naming the field. */
 export function loadRouterConfig(path: string, cli: { host?: string; port?: number }): RouterSettings {

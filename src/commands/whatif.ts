@@ -9,12 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ConfigError, loadConfigFile } from '../config/load.js';
-import {
-  createPolicy,
-  policyNames,
-  type EndpointPickerConfig,
-  type PolicySpec,
-} from '../core/policies/index.js';
+import { createPolicy, policyNames, type PolicySpec } from '../core/policies/index.js';
 import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 import { resultsJson, type PolicyResult, type Results } from '../report/results.js';
@@ -31,20 +26,8 @@ import {
   type TraceParams,
   type TraceReplay,
 } from '../workloads/trace.js';
+import { policyCheck } from './policy-check.js';
 import { UsageError } from './usage-error.js';
-
-/**
- * The config's policy checked as `serve` checks it (serve.ts's policyCheck), without importing
- * serve.ts: that pulls in the proxy (undici, ioredis, OpenTelemetry, prom-client, pino), about
- * 0.7 s of CPU at start that `whatif` never uses.
- */
-const policyCheck = {
-  knownPolicies: policyNames(),
-  validatePolicy: (
-    spec: { name: string; params: Record<string, unknown> },
-    scheduling: EndpointPickerConfig | undefined,
-  ): void => void createPolicy(spec, Math.random, scheduling),
-};
 
 /** Policies compared when --policies is not given: the built-ins that need no parameters. */
 export const WHATIF_POLICIES = [
