@@ -526,7 +526,7 @@ export class Scheduler {
         // Within a pump only a push changes who is below its cap: the group's candidates are
         // gathered again after one, not for every member offered.
         if (c.dispatchesAt !== pushes) {
-          c.candidates = this.gather(c.group, []); // a new array: a policy may keep the last one
+          c.candidates = this.candidatesFor(c.group.model, c.group.exclude); // a new array: a policy may keep the last one
           c.dispatchesAt = pushes;
         }
         const d = this.offer(q.req, c.candidates, now);
@@ -577,15 +577,15 @@ export class Scheduler {
 
   /** No backend below its cap, or the policy holds every request on these candidates' load. */
   private blocked(g: Group, rr: ResponseRatioOrder): boolean {
-    const candidates = this.gather(g, []);
+    const candidates = this.candidatesFor(g.model, g.exclude);
     return candidates.length === 0 || rr.holdsAll?.(candidates) === true;
   }
 
-  /** Into `out`: the backends the group's members may be pushed to now (eligible, below their cap). */
-  private gather(g: Group, out: BackendState[]): BackendState[] {
-    out.length = 0;
-    for (const b of this.serving(g.model)) {
-      if (this.eligible(b, g.exclude) && b.inFlight < b.maxConcurrency) out.push(b);
+  /** The backends a request of `model` that tried `exclude` may be pushed to now (eligible, below their cap). */
+  private candidatesFor(model: string, exclude: ReadonlySet<string>): BackendState[] {
+    const out: BackendState[] = [];
+    for (const b of this.serving(model)) {
+      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) out.push(b);
     }
     return out;
   }
@@ -655,11 +655,7 @@ export class Scheduler {
   }
 
   private tryDispatch(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Attempt {
-    const candidates: BackendState[] = [];
-    for (const b of this.serving(req.model)) {
-      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) candidates.push(b);
-    }
-    return this.offer(req, candidates, now);
+    return this.offer(req, this.candidatesFor(req.model, exclude), now);
   }
 
   /** Asks the policy for one request among `candidates` (none: 'full') and pushes it if it picks. */
