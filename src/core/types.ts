@@ -137,6 +137,7 @@ export interface Policy {
    * (its size) and the candidates' state, never on the time passing, and a dispatch only adds load
    * (kv-fit-filter: fits in no backend's KV, which only fills as answers are generated). The
    * scheduler then does not ask it again on every pump; the model's other waiters still are.
+   * A policy may also choose to decide held requests only at such changes (rl's `redecide`).
    */
   heldUntilChange?(): boolean;
   /**

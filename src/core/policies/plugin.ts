@@ -83,6 +83,10 @@ export interface Picker extends PluginHooks {
   heldByLoad?(): boolean;
   /** It never holds a request (returns at least one candidate whenever it is given one). */
   readonly neverHolds?: boolean;
+  /** Its last hold stands until a candidate changes (Policy.heldUntilChange). */
+  heldUntilChange?(): boolean;
+  /** None of its holds reads engine metrics (Policy.holdsIgnoreMetrics). */
+  readonly holdsIgnoreMetrics?: boolean | undefined;
   /** The order it wants waiting requests offered in (Policy.responseRatio). */
   readonly responseRatio?: ResponseRatioOrder | undefined;
 }

@@ -105,7 +105,8 @@ export class ProfilePolicy implements Policy {
     const j = def.filters.findIndex((f) => f.byLoad !== true && f.untilChange !== true);
     this.untilChangeUpTo = j < 0 ? def.filters.length : j;
     this.holdsIgnoreMetrics =
-      def.filters.every((f) => f.ignoresMetrics === true) && def.picker.neverHolds === true;
+      def.filters.every((f) => f.ignoresMetrics === true) &&
+      (def.picker.neverHolds === true || def.picker.holdsIgnoreMetrics === true);
     this.scorers = def.scorers;
     this.weights = Float64Array.from(def.scorers, (s) => s.weight);
     this.picker = def.picker;
@@ -214,7 +215,8 @@ export class ProfilePolicy implements Policy {
       // A picker's hold may depend on the request or the time, unless it says it does not; and
       // only filters that hold on load alone may have narrowed what it saw.
       this.lastHoldByLoad = this.byLoadUpTo === this.filters.length && this.picker.heldByLoad?.() === true;
-      this.lastHoldUntilChange = false;
+      this.lastHoldUntilChange =
+        this.untilChangeUpTo === this.filters.length && this.picker.heldUntilChange?.() === true;
       return undefined;
     }
     if (picked.length > 1) {

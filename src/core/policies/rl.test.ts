@@ -4,6 +4,7 @@ import { MlpNet } from '../estimators/mlp.js';
 import { createRng } from '../rng.js';
 import { backendView, requestInfo } from '../testing.js';
 import type { BackendView, Policy } from '../types.js';
+import { Scheduler } from '../scheduler.js';
 import { createPolicy } from './index.js';
 import {
   featureClip,
@@ -161,6 +162,31 @@ test('shared head: "wait" is scored only while the request fits nowhere and all 
   assert.equal(p.pick(req, [a, backendView('b', 1)], 0)?.name, 'b'); // b idle
   p.onDispatch!(requestInfo('big-b', 'x'.repeat(4 * 2300)), b, 0);
   assert.equal(p.pick(req, [a, b], 0), undefined);
+});
+
+test('a held request is decided again when a backend changes (redecide: on-change), or at every event', () => {
+  const asks = (params: Record<string, unknown>): number => {
+    const p = createPolicy(
+      { name: 'rl', params: { weights: shared({ [WAIT]: 5, [FREE]: 1 }), ...params } },
+      Math.random,
+    );
+    let n = 0;
+    const pick = p.pick.bind(p);
+    p.pick = (r, c, now) => (r.id.startsWith('r') && n++, pick(r, c, now));
+    const s = new Scheduler({ policy: p });
+    for (const name of ['a', 'b'])
+      s.addBackend({ name, api: 'ollama', models: ['m'], maxConcurrency: Infinity, weight: 1 });
+    // Both backends' KV taken: the next request fits nowhere, and the network says wait.
+    s.submit(requestInfo('big-a', 'x'.repeat(4 * 2300)), 0);
+    s.submit(requestInfo('big-b', 'x'.repeat(4 * 2300)), 0);
+    assert.deepEqual(s.submit(requestInfo('r1', 'x'.repeat(400)), 0), []);
+    s.setMetrics('a', { running: 1, waiting: 0, kvUsage: 0.9, at: 1 });
+    s.pump(1);
+    assert.deepEqual(s.submit(requestInfo('r2', 'x'.repeat(400)), 2), []);
+    return n;
+  };
+  assert.equal(asks({}), 2); // r1 once, r2 once: r1 waits for a backend to change
+  assert.equal(asks({ redecide: 'every-event' }), 4); // r1 again at the probe's pump and at r2's
 });
 
 test('shared head: option rows are clipped to the training range', () => {

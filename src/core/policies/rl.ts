@@ -94,6 +94,14 @@ const Params = WorkloadParams.omit({ bucketEdges: true, kvCapacityTokens: true }
   file: z.string().min(1).optional(),
   /** Weights document itself (embedders); wins over `file`. */
   weights: z.unknown().optional(),
+  /**
+   * When a held request is decided again. `on-change` (default): when a backend serving its model
+   * changes (a completion frees KV and slots, settings, health) — the events that can make
+   * dispatching it right; not at every arrival and engine probe. `every-event`: at every pump, as
+   * the network was first trained (mixed-4x 0.6–1 % better mean E2E, 4–5× slower to simulate and
+   * 7× slower to train: docs/results.md).
+   */
+  redecide: z.enum(['on-change', 'every-event']).default('on-change'),
 });
 
 /** Validate a weights document; throws an Error saying what is wrong with it. */
@@ -160,20 +168,25 @@ const MAX_OPTIONS = 4096;
 export function rlPolicyFrom(
   meta: RlWeights,
   net: MlpNet,
-  params: Omit<z.output<typeof Params>, 'file' | 'weights'>,
+  params: Omit<z.output<typeof Params>, 'file' | 'weights' | 'redecide'> & {
+    redecide?: z.output<typeof Params>['redecide'];
+  },
   explore?: RlExplore,
 ): RlPolicy {
+  const { redecide = 'on-change', ...tracked } = params;
   const tracker = new WorkloadTracker({
-    ...params,
+    ...tracked,
     bucketEdges: [...meta.bucketEdges],
     kvCapacityTokens: meta.kvCapacityTokens,
   });
+  // Its features read the tracker and in-flight counts, never engine metrics.
+  const cadence = redecide === 'on-change' ? { heldUntilChange: () => true, holdsIgnoreMetrics: true } : {};
   const hooks = trackedHooks(tracker);
   if (meta.arch !== 'shared-head') {
     if (explore) throw new Error('rl: training needs the shared-head layout');
-    return { name: 'rl', tracker, pick: flatPicker(meta, net, tracker), ...hooks };
+    return { name: 'rl', tracker, pick: flatPicker(meta, net, tracker), ...cadence, ...hooks };
   }
-  return { name: 'rl', tracker, pick: sharedPicker(meta, net, tracker, explore), ...hooks };
+  return { name: 'rl', tracker, pick: sharedPicker(meta, net, tracker, explore), ...cadence, ...hooks };
 }
 
 /** Per-candidate numbers one decision needs, in preallocated typed arrays. */

@@ -22,6 +22,8 @@ export function policyPicker(policy: Policy): Picker {
     ...(policy.requestClass ? { requestClass: policy.requestClass.bind(policy) } : {}),
     ...(policy.explainLast ? { explainLast: policy.explainLast.bind(policy) } : {}),
     ...(policy.heldByLoad ? { heldByLoad: policy.heldByLoad.bind(policy) } : {}),
+    ...(policy.heldUntilChange ? { heldUntilChange: policy.heldUntilChange.bind(policy) } : {}),
+    ...(policy.holdsIgnoreMetrics ? { holdsIgnoreMetrics: true } : {}),
     ...(policy.responseRatio ? { responseRatio: policy.responseRatio } : {}),
   };
 }
