@@ -6,7 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { createServer as createHttpServer } from 'node:http';
-import { createServer as createTcpServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { performance } from 'node:perf_hooks';
 import type { EngineServer } from '../src/engine/server.js';
@@ -19,39 +18,29 @@ import { backend, engine, fastProfile, post, settings, waitFor } from './helpers
 const ONE_WAY_MS = 50;
 const REGIONS = ['us', 'eu', 'asia'] as const;
 
-/** Reserve a port: routers must know their peers' (hop) addresses before they listen. */
-async function freePort(): Promise<number> {
-  const s = createTcpServer();
-  await new Promise<void>((ok) => s.listen(0, '127.0.0.1', ok));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((ok) => s.close(() => ok()));
-  return port;
-}
-
 describe('three regions, a router each, 50 ms one way between them', () => {
   const engines = new Map<string, EngineServer>();
   const routers = new Map<string, { router: Router; url: string }>();
   const hops: DelayingHop[] = [];
 
   before(async () => {
-    const ports = new Map<string, number>();
-    const hopPorts = new Map<string, number>();
+    // Routers must know their peers' (hop) addresses before they listen: the hops listen first and
+    // learn their router's port once it has one (a port reserved and released beforehand could be
+    // taken meanwhile by another test's connection).
+    const hopOf = new Map<string, DelayingHop>();
     for (const r of REGIONS) {
       // ~2 ms per token: 400 tokens keep a replica busy for ~1 s.
       engines.set(r, await engine({ name: `${r}-0`, profile: fastProfile({ slots: 1, baseStepS: 0.002 }) }));
-      ports.set(r, await freePort());
-    }
-    for (const r of REGIONS) {
-      const hop = await startDelayingHop(ports.get(r)!, ONE_WAY_MS);
+      const hop = await startDelayingHop(0, ONE_WAY_MS);
       hops.push(hop);
-      hopPorts.set(r, hop.port);
+      hopOf.set(r, hop);
     }
     for (const r of REGIONS) {
       const s = settings([backend(`${r}-0`, engines.get(r)!.url, { maxConcurrency: 1 })], {
         region: r,
         peers: REGIONS.filter((p) => p !== r).map((p) => ({
           name: p,
-          url: `http://127.0.0.1:${hopPorts.get(p)}`,
+          url: hopOf.get(p)!.url,
           region: p,
         })),
         federation: {
@@ -61,10 +50,12 @@ describe('three regions, a router each, 50 ms one way between them', () => {
           ejectMs: 60_000,
           snapshotMaxEntries: 1000,
         },
-        server: { host: '127.0.0.1', port: ports.get(r)!, maxBodyBytes: 1 << 20 },
+        server: { host: '127.0.0.1', port: 0, maxBodyBytes: 1 << 20 },
       });
       const rt = new Router(s, silentLogger());
-      routers.set(r, { router: rt, url: await rt.listen('127.0.0.1', ports.get(r)!) });
+      const url = await rt.listen('127.0.0.1', 0);
+      hopOf.get(r)!.target = Number(new URL(url).port);
+      routers.set(r, { router: rt, url });
     }
     // Every router has heard from its peers.
     for (const r of REGIONS)

@@ -10,7 +10,10 @@ export interface DelayingHop {
   /** The port the hop listens on (127.0.0.1). */
   readonly port: number;
   readonly url: string;
-  /** Where new connections go; settable so a hop can exist before what it fronts listens. */
+  /**
+   * Where new connections go; settable so a hop can exist before what it fronts listens. While it
+   * is 0, connections wait (paused) and go there once it is set.
+   */
   target: number;
   /** Drop every connection through the hop and stop listening. */
   close(): Promise<void>;
@@ -19,23 +22,44 @@ export interface DelayingHop {
 /** Start a hop on 127.0.0.1 (ephemeral port) to 127.0.0.1:`target` delaying each way by `oneWayMs`. */
 export async function startDelayingHop(target: number, oneWayMs: number): Promise<DelayingHop> {
   const sockets = new Set<Socket>();
-  const hop = { port: 0, url: '', target, close: async (): Promise<void> => undefined };
-  const server: Server = createServer((client) => {
-    const upstream = connect(hop.target, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-    }
-    const pipe = (from: Socket, to: Socket): void => {
+  const waiting: Socket[] = [];
+  let to = target;
+  const hop = {
+    port: 0,
+    url: '',
+    get target(): number {
+      return to;
+    },
+    set target(port: number) {
+      to = port;
+      if (port !== 0) for (const c of waiting.splice(0)) if (!c.destroyed) join(c);
+    },
+    close: async (): Promise<void> => undefined,
+  };
+  const join = (client: Socket): void => {
+    const upstream = connect(to, '127.0.0.1');
+    sockets.add(upstream);
+    upstream.on('close', () => sockets.delete(upstream));
+    const pipe = (from: Socket, dst: Socket): void => {
       from.on('data', (c: Buffer) => {
-        setTimeout(() => to.destroyed || to.write(c), oneWayMs);
+        setTimeout(() => dst.destroyed || dst.write(c), oneWayMs);
       });
-      from.on('close', () => setTimeout(() => to.destroy(), oneWayMs));
+      from.on('close', () => setTimeout(() => dst.destroy(), oneWayMs));
       // A reset or refused upstream ends both sides (the close above follows).
-      from.on('error', () => to.destroy());
+      from.on('error', () => dst.destroy());
     };
     pipe(client, upstream);
     pipe(upstream, client);
+    client.resume();
+  };
+  const server: Server = createServer((client) => {
+    sockets.add(client);
+    client.on('close', () => sockets.delete(client));
+    client.on('error', () => client.destroy());
+    // Held until the hop knows where to go; its bytes wait in the socket meanwhile.
+    client.pause();
+    if (to === 0) waiting.push(client);
+    else join(client);
   });
   await new Promise<void>((ok, fail) => {
     server.once('error', fail);
