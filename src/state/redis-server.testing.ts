@@ -4,15 +4,37 @@
  * fresh replica. Without the binary on PATH the tests fail loudly; they are never skipped.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 
+/**
+ * A port below the kernel's ephemeral range, free now. The server binds it after this returns and
+ * again after every restart: an ephemeral port (listen on 0) could meanwhile become the local end of
+ * some other test's outgoing connection (EADDRINUSE); ports below the range are never handed out so.
+ */
 async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((res) => srv.listen(0, '127.0.0.1', res));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((res) => srv.close(() => res()));
-  return port;
+  let low = 32768;
+  try {
+    low =
+      Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || low;
+  } catch {
+    // not Linux: the common default
+  }
+  const from = Math.max(1024, low - 12_000);
+  for (let tries = 0; tries < 200; tries++) {
+    const port = from + Math.floor(Math.random() * (low - from));
+    const srv = createServer();
+    const ok = await new Promise<boolean>((res) => {
+      srv.once('error', () => res(false));
+      srv.listen(port, '127.0.0.1', () => res(true));
+    });
+    if (ok) {
+      await new Promise<void>((res) => srv.close(() => res()));
+      return port;
+    }
+  }
+  throw new Error(`no free port in ${from}-${low - 1}`);
 }
 
 export class RedisServer {
