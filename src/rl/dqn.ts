@@ -44,30 +44,69 @@ export interface DqnOptions {
   readonly targetEvery?: number;
 }
 
-export class DoubleDqn {
+/**
+ * What both layouts share: the online and target networks, the replay buffer, and the minibatch
+ * step (Huber loss on Q(s, a) against its Double-DQN target, one Adam step, a target sync every
+ * `targetEvery` steps). A layout says how Q(s, a) and the target are computed.
+ */
+abstract class DqnCore<T> {
   readonly online: Mlp;
   readonly target: Mlp;
-  readonly buffer: ReplayBuffer;
+  readonly buffer: ReplayBuffer<T>;
+  /** Gradient of the loss on the network's outputs (one Q per action, or the one score). */
+  protected readonly dOut: Float64Array;
   private readonly lr: number;
   private readonly batch: number;
   private readonly targetEvery: number;
   private steps = 0;
-  private readonly dOut: Float64Array;
 
   constructor(
     opts: DqnOptions,
-    private readonly random: () => number,
+    protected readonly random: () => number,
   ) {
     this.online = new Mlp(opts.sizes, random);
     this.target = new Mlp(opts.sizes, random);
     this.target.copyFrom(this.online);
-    this.buffer = new ReplayBuffer(opts.bufferSize ?? 50000);
+    this.buffer = new ReplayBuffer<T>(opts.bufferSize ?? 50000);
     this.lr = opts.lr ?? 1e-3;
     this.batch = opts.batch ?? 512;
     this.targetEvery = opts.targetEvery ?? 200;
     this.dOut = new Float64Array(opts.sizes[opts.sizes.length - 1]!);
   }
 
+  /** Double-DQN target of one transition. */
+  abstract targetOf(t: T): number;
+
+  /** Q_online(s, a) of the transition (the forward pass the backward pass then follows). */
+  protected abstract qOf(t: T): number;
+
+  /** The network output that Q(s, a) is. */
+  protected abstract outputOf(t: T): number;
+
+  /** One minibatch gradient step (Huber loss); returns the mean loss, or NaN when the buffer is short. */
+  learn(): number {
+    if (this.buffer.size < Math.min(this.batch, 64)) return NaN;
+    const batch = this.buffer.sample(this.batch, this.random);
+    let loss = 0;
+    for (const t of batch) {
+      const y = this.targetOf(t);
+      const err = this.qOf(t) - y;
+      loss += Math.abs(err) <= 1 ? 0.5 * err * err : Math.abs(err) - 0.5;
+      this.dOut.fill(0);
+      this.dOut[this.outputOf(t)] = Math.max(-1, Math.min(1, err)); // Huber gradient
+      this.online.backward(this.dOut);
+    }
+    this.online.adam(this.lr, 1 / batch.length);
+    if (++this.steps % this.targetEvery === 0) this.target.copyFrom(this.online);
+    return loss / batch.length;
+  }
+
+  toJSON(): MlpJson {
+    return this.online.toJSON();
+  }
+}
+
+export class DoubleDqn extends DqnCore<Transition> {
   get actions(): number {
     return this.dOut.length;
   }
@@ -100,27 +139,12 @@ export class DoubleDqn {
     return t.r + t.gamma * this.target.forward(t.s2)[a2]!;
   }
 
-  /** One minibatch gradient step (Huber loss); returns the mean loss, or NaN when the buffer is short. */
-  learn(): number {
-    if (this.buffer.size < Math.min(this.batch, 64)) return NaN;
-    const batch = this.buffer.sample(this.batch, this.random);
-    let loss = 0;
-    for (const t of batch) {
-      const y = this.targetOf(t);
-      const q = this.online.forward(t.s);
-      const err = q[t.a]! - y;
-      loss += Math.abs(err) <= 1 ? 0.5 * err * err : Math.abs(err) - 0.5;
-      this.dOut.fill(0);
-      this.dOut[t.a] = Math.max(-1, Math.min(1, err)); // Huber gradient
-      this.online.backward(this.dOut);
-    }
-    this.online.adam(this.lr, 1 / batch.length);
-    if (++this.steps % this.targetEvery === 0) this.target.copyFrom(this.online);
-    return loss / batch.length;
+  protected qOf(t: Transition): number {
+    return this.online.forward(t.s)[t.a]!;
   }
 
-  toJSON(): MlpJson {
-    return this.online.toJSON();
+  protected outputOf(t: Transition): number {
+    return t.a;
   }
 }
 
@@ -143,30 +167,13 @@ export interface RowTransition {
  * options of a state are its rows; the rows count may differ between states (candidates come and
  * go, "wait" is offered only sometimes). Same loss, target and replay as DoubleDqn.
  */
-export class SharedHeadDqn {
-  readonly online: Mlp;
-  readonly target: Mlp;
-  readonly buffer: ReplayBuffer<RowTransition>;
-  private readonly lr: number;
-  private readonly batch: number;
-  private readonly targetEvery: number;
-  private steps = 0;
-  private readonly dOut = new Float64Array(1);
+export class SharedHeadDqn extends DqnCore<RowTransition> {
   readonly width: number;
 
-  constructor(
-    opts: DqnOptions,
-    private readonly random: () => number,
-  ) {
+  constructor(opts: DqnOptions, random: () => number) {
     if (opts.sizes[opts.sizes.length - 1] !== 1) throw new RangeError('shared head: output size must be 1');
-    this.online = new Mlp(opts.sizes, random);
-    this.target = new Mlp(opts.sizes, random);
-    this.target.copyFrom(this.online);
+    super(opts, random);
     this.width = opts.sizes[0]!;
-    this.buffer = new ReplayBuffer<RowTransition>(opts.bufferSize ?? 50000);
-    this.lr = opts.lr ?? 1e-3;
-    this.batch = opts.batch ?? 512;
-    this.targetEvery = opts.targetEvery ?? 200;
   }
 
   /** argmax over the `rows.length / width` options of `net`'s score; ties: lowest. */
@@ -201,24 +208,11 @@ export class SharedHeadDqn {
     return t.r + t.gamma * this.target.forwardAt(t.s2, a2 * this.width)[0]!;
   }
 
-  /** One minibatch gradient step (Huber loss); returns the mean loss, or NaN when the buffer is short. */
-  learn(): number {
-    if (this.buffer.size < Math.min(this.batch, 64)) return NaN;
-    const batch = this.buffer.sample(this.batch, this.random);
-    let loss = 0;
-    for (const t of batch) {
-      const y = this.targetOf(t);
-      const err = this.online.forwardAt(t.s, t.a * this.width)[0]! - y;
-      loss += Math.abs(err) <= 1 ? 0.5 * err * err : Math.abs(err) - 0.5;
-      this.dOut[0] = Math.max(-1, Math.min(1, err)); // Huber gradient
-      this.online.backward(this.dOut);
-    }
-    this.online.adam(this.lr, 1 / batch.length);
-    if (++this.steps % this.targetEvery === 0) this.target.copyFrom(this.online);
-    return loss / batch.length;
+  protected qOf(t: RowTransition): number {
+    return this.online.forwardAt(t.s, t.a * this.width)[0]!;
   }
 
-  toJSON(): MlpJson {
-    return this.online.toJSON();
+  protected outputOf(): number {
+    return 0;
   }
 }
