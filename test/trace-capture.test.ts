@@ -53,6 +53,10 @@ test('serve captures what it routed; the capture replays with the same requests 
     }
     // An unknown model is answered 404 before routing: it is not traffic a replay schedules.
     assert.equal((await post(`${url}/api/generate`, { model: 'nope', prompt: 'x' })).status, 404);
+    // The capture's counters are on /metrics (an operator sees lines lost to a failing disk).
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    assert.match(metrics, new RegExp(`llmlb_trace_lines_total\\{outcome="recorded"\\} ${n}\\b`));
+    assert.match(metrics, /llmlb_trace_lines_total\{outcome="dropped"\} 0\b/);
   } finally {
     await r.close(); // flushes the capture
     await Promise.all([a.close(), b.close()]);

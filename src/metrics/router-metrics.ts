@@ -1,6 +1,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import { FastCounter, FastHistogram, type CounterChild, type HistogramChild } from './fast-metrics.js';
 import type { Scheduler } from '../core/scheduler.js';
+import type { TraceCapture } from '../trace/capture.js';
 
 // Buckets for LLM latencies: sub-second cache hits up to multi-minute generations.
 const LATENCY_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -48,7 +49,7 @@ export class RouterMetrics {
     c.inc();
   }
 
-  constructor(scheduler: () => Scheduler) {
+  constructor(scheduler: () => Scheduler, capture: () => TraceCapture | undefined = () => undefined) {
     const registers = [this.registry];
     this.requests = new FastCounter(
       'llmlb_requests_total',
@@ -101,6 +102,20 @@ export class RouterMetrics {
         this.reset();
         for (const b of scheduler().backendViews())
           this.set({ backend: b.name }, b.healthy && !b.draining ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: 'llmlb_trace_lines_total',
+      help: 'Trace capture lines (trace: in the config) by outcome: recorded, written to disk, dropped (disk behind or failing)',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        const c = capture();
+        this.reset();
+        if (!c) return;
+        this.inc({ outcome: 'recorded' }, c.recorded);
+        this.inc({ outcome: 'written' }, c.written);
+        this.inc({ outcome: 'dropped' }, c.dropped);
       },
     });
     new Gauge({

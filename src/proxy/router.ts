@@ -141,7 +141,10 @@ export class Router {
       ),
       maxQueueLength: settings.queue.maxLength,
     });
-    this.metrics = new RouterMetrics(() => this.scheduler);
+    this.metrics = new RouterMetrics(
+      () => this.scheduler,
+      () => this.capture,
+    );
     this.admission = new Admission(settings, log, this.metrics.registry);
     const view = this.sharedView;
     if (view) {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -132,6 +132,45 @@ describe('trace capture', () => {
     await cap.close();
     const [r] = traceWorkload({ path: file }, 1).start();
     assert.equal(r!.request.messages![0]!.content, entry(1).promptText);
+  });
+});
+
+describe('trace capture on a failing disk', () => {
+  it('counts the lines of a failed write as dropped and never throws (ENOSPC: /dev/full)', async () => {
+    const cap = new TraceCapture({ file: '/dev/full', maxBytes: 1e12, keep: 0, originMs: 1_000_000 });
+    const n = BATCH_ENTRIES * 2 + 7;
+    for (let i = 0; i < n; i++) cap.record(entry(i % 40));
+    await cap.drain(); // every write failed: drain still settles
+    for (let i = 0; i < 5; i++) cap.record(entry(i));
+    await cap.close();
+    assert.equal(cap.recorded, n + 5);
+    assert.equal(cap.written, 0);
+    assert.equal(cap.dropped, n + 5, 'every line lost is counted');
+    assert.ok(cap.failures >= 2, 'the failed writes are counted');
+    assert.equal(cap.lastError, 'ENOSPC');
+  });
+
+  it('survives a rotation that cannot rename (directory gone): recreates the file and writes on', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmlb-cap-'));
+    const file = join(dir, 'logs', 'trace.jsonl');
+    const cap = new TraceCapture({ file, maxBytes: 3000, keep: 2, originMs: 1_000_000 });
+    for (let i = 0; i < 5; i++) cap.record(entry(i));
+    await cap.drain();
+    assert.equal(cap.written, 5);
+    // The operator (or a log cleaner) removes the whole directory under the running router.
+    rmSync(join(dir, 'logs'), { recursive: true, force: true });
+    for (let i = 0; i < 5; i++) cap.record(entry(i));
+    await cap.drain();
+    for (let i = 0; i < 5; i++) cap.record(entry(i));
+    await cap.close();
+    assert.ok(cap.failures >= 1, 'the failed rename is counted');
+    assert.equal(cap.lastError, 'ENOENT');
+    assert.equal(cap.recorded, 15);
+    assert.equal(cap.written + cap.dropped, 15, 'every line is written or counted as dropped');
+    // The file was recreated and holds whole, replayable lines.
+    const lines = readFileSync(file, 'utf8').trim().split('\n');
+    assert.ok(lines.length >= 5);
+    for (const l of lines) assert.equal((JSON.parse(l) as { model: string }).model, 'llama3');
   });
 });
 

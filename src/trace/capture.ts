@@ -8,8 +8,22 @@
  * asynchronous write when it holds BATCH_BYTES or FLUSH_MS after its first line, one write in
  * flight at a time (as src/log.ts batches log lines). The file rotates by size: at maxBytes it
  * becomes FILE.1 (FILE.1 → FILE.2 …, keeping `keep` old files) and a new FILE starts.
+ *
+ * A disk that fails never fails a request or the router: a write that fails (ENOSPC, EIO…) or a
+ * rotation that cannot rename or reopen costs the lines of that batch, counted in `dropped`
+ * (and `llmlb_trace_lines_total{outcome="dropped"}`), and the next batch tries again.
  */
-import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync, writev } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writev,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import { promptBlockHashes } from '../engine/tokens.js';
 
@@ -131,6 +145,7 @@ export function captureLine(e: CaptureEntry, originMs: number, prompts: boolean)
 
 /** One write buffer: a batch and room for the line that completes it (a longer line gets its own). */
 const CHUNK_BYTES = BATCH_BYTES + 16 * 1024;
+const NEWLINE = Buffer.from('\n');
 /**
  * Entries kept for one serialization pass, at most, and their prompt characters (the text is held
  * until then). Serializing a batch in one loop costs a fraction of doing it once per request: on
@@ -153,18 +168,33 @@ export class TraceCapture {
   private sealed: Buffer[] = [];
   /** Bytes waiting: the sealed chunks and `used`. */
   private bufBytes = 0;
+  /** Lines in those bytes (what a failed write loses). */
+  private bufLines = 0;
   private timer: NodeJS.Timeout | undefined;
   private writing = false;
+  /** -1 while the file could not be (re)opened: the next flush tries again. */
   private fd: number;
   private size: number;
+  /** A short write left part of a line in the file: the next write starts with a newline. */
+  private torn = false;
   private closed = false;
   private idle: (() => void)[] = [];
-  /** Lines recorded and lines dropped because the disk fell behind (never blocks a request). */
+  /** Lines taken by record(). */
   recorded = 0;
+  /** Lines on disk. */
+  written = 0;
+  /**
+   * Lines lost: the disk fell behind (never blocks a request) or a write or rotation failed.
+   * recorded = written + dropped (less what record() dropped) + what is still buffered.
+   */
   dropped = 0;
+  /** Writes or rotations that failed, and the last one's error code. */
+  failures = 0;
+  lastError: string | undefined;
 
   constructor(private readonly opts: CaptureOptions) {
     this.originMs = opts.originMs ?? Date.now();
+    // Opening at start is checked (a bad path is a config error the operator sees at once).
     mkdirSync(dirname(opts.file), { recursive: true });
     this.fd = openSync(opts.file, 'a');
     this.size = statSync(opts.file).size;
@@ -213,6 +243,7 @@ export class TraceCapture {
       this.chunk[this.used + n] = 0x0a;
       this.used += n + 1;
       this.bufBytes += n + 1;
+      this.bufLines++;
     }
   }
 
@@ -242,13 +273,24 @@ export class TraceCapture {
     this.seal();
     const data = this.sealed;
     const bytes = this.bufBytes;
+    const lines = this.bufLines;
     this.sealed = [];
     this.bufBytes = 0;
-    if (this.size > 0 && this.size + bytes > this.opts.maxBytes) this.rotate();
+    this.bufLines = 0;
+    if (this.fd >= 0 && this.size > 0 && this.size + bytes > this.opts.maxBytes) this.rotate();
+    if (this.fd < 0) this.reopen();
+    if (this.fd < 0) {
+      this.dropped += lines;
+      this.settle();
+      return;
+    }
+    if (this.torn) data.unshift(NEWLINE);
+    const lead = this.torn ? 1 : 0;
+    this.torn = false;
     this.writing = true;
-    writev(this.fd, data, (err) => {
+    writev(this.fd, data, (err, done) => {
       this.writing = false;
-      if (!err) this.size += bytes;
+      this.wrote(err, data, lead, bytes + lead, lines, err ? 0 : done);
       // More gathered meanwhile: write it now rather than wait for the timer — also when drain()
       // or close() waits (the timer is unref'd: nothing else may keep the process up for it).
       if (this.bufBytes >= BATCH_BYTES || (this.waiting() && (this.closed || this.idle.length > 0)))
@@ -260,19 +302,87 @@ export class TraceCapture {
     });
   }
 
-  /** FILE → FILE.1 → … → FILE.keep (the oldest dropped), and a fresh FILE. */
+  /**
+   * Account one write of `bytes` (its first `lead` a newline ending a torn line) holding `lines`
+   * lines, of which `done` bytes reached the file. A short write leaves a partial line: the lines
+   * not whole on disk are dropped, and the next write ends the fragment so later lines parse.
+   */
+  private wrote(
+    err: NodeJS.ErrnoException | null,
+    data: readonly Buffer[],
+    lead: number,
+    bytes: number,
+    lines: number,
+    done: number,
+  ): void {
+    this.size += done;
+    if (!err && done >= bytes) {
+      this.written += lines;
+      return;
+    }
+    this.failures++;
+    this.lastError = err?.code ?? 'short write';
+    if (done === 0) {
+      this.dropped += lines;
+      this.torn ||= lead > 0;
+      return;
+    }
+    // Lines whose newline made it to disk are whole.
+    let whole = 0;
+    let left = done - lead;
+    for (let i = lead > 0 ? 1 : 0; i < data.length && left > 0; i++) {
+      const b = data[i]!;
+      const n = Math.min(left, b.length);
+      for (let k = 0; k < n; k++) if (b[k] === 0x0a) whole++;
+      left -= n;
+    }
+    this.written += whole;
+    this.dropped += lines - whole;
+    this.torn = true;
+  }
+
+  /**
+   * FILE → FILE.1 → … → FILE.keep (the oldest dropped), and a fresh FILE. A step that fails (the
+   * directory gone, a full or read-only disk) leaves the file closed: reopen() tries again, and the
+   * batch is dropped if that fails too.
+   */
   private rotate(): void {
     const f = this.opts.file;
-    closeSync(this.fd);
-    if (this.opts.keep <= 0) rmSync(f, { force: true });
-    else {
-      rmSync(`${f}.${this.opts.keep}`, { force: true });
-      for (let i = this.opts.keep - 1; i >= 1; i--)
-        if (existsSync(`${f}.${i}`)) renameSync(`${f}.${i}`, `${f}.${i + 1}`);
-      renameSync(f, `${f}.1`);
+    try {
+      closeSync(this.fd);
+    } catch {
+      // Already unusable: reopening below is what matters.
     }
-    this.fd = openSync(f, 'a');
-    this.size = 0;
+    this.fd = -1;
+    try {
+      if (this.opts.keep <= 0) rmSync(f, { force: true });
+      else {
+        rmSync(`${f}.${this.opts.keep}`, { force: true });
+        for (let i = this.opts.keep - 1; i >= 1; i--)
+          if (existsSync(`${f}.${i}`)) renameSync(`${f}.${i}`, `${f}.${i + 1}`);
+        renameSync(f, `${f}.1`);
+      }
+    } catch (err) {
+      this.failed(err);
+    }
+    this.reopen();
+  }
+
+  /** Open FILE for appending (fd -1 and counted when it cannot be). */
+  private reopen(): void {
+    try {
+      mkdirSync(dirname(this.opts.file), { recursive: true });
+      this.fd = openSync(this.opts.file, 'a');
+      this.size = fstatSync(this.fd).size;
+    } catch (err) {
+      this.fd = -1;
+      this.failed(err);
+    }
+  }
+
+  private failed(err: unknown): void {
+    this.failures++;
+    this.lastError = (err as NodeJS.ErrnoException).code ?? String(err);
   }
 
   private settle(): void {
@@ -295,6 +405,7 @@ export class TraceCapture {
     await this.drain();
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
-    closeSync(this.fd);
+    if (this.fd >= 0) closeSync(this.fd);
+    this.fd = -1;
   }
 }
