@@ -5,8 +5,8 @@
  *   node sim-child.js SRC_ROOT SCENARIO POLICY WARMUP REPEAT
  *
  * SRC_ROOT is a compiled tree's src/ (this revision's, or BENCH_BASE's); POLICY a built-in name,
- * a push mode as `name+sp-p`. Prints one JSON line: requests per run, and per timed run its wall
- * and CPU milliseconds (CPU: the whole process, GC threads included).
+ * a push mode as `name+sp-p`. Prints one JSON line: per timed run its requests, wall and CPU
+ * milliseconds (CPU: the whole process, GC threads included).
  */
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
@@ -30,15 +30,17 @@ const cpu = (): number => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
 };
-let requests = 0;
-for (let i = 0; i < Number(warmupArg ?? 3); i++)
-  requests = simulate(scenario, spec, { seed: 1 }).records.length;
+// Every run its own seed: a run pays for building its workload, as one `llmlb simulate` or whatif
+// worker does (a scenario may keep the last seed's requests for the next policy of that seed).
+let seed = 1;
+for (let i = 0; i < Number(warmupArg ?? 3); i++) simulate(scenario, spec, { seed: seed++ });
+const requests: number[] = [];
 const wallMs: number[] = [];
 const cpuMs: number[] = [];
 for (let i = 0; i < Number(repeatArg ?? 15); i++) {
   const c0 = cpu();
   const t0 = performance.now();
-  requests = simulate(scenario, spec, { seed: 1 }).records.length;
+  requests.push(simulate(scenario, spec, { seed: seed++ }).records.length);
   wallMs.push(performance.now() - t0);
   cpuMs.push(cpu() - c0);
 }
