@@ -468,9 +468,14 @@ function runSimulation(
     scheduler.inFlightTotal > 0 ||
     scheduler.queueLength > 0;
 
-  // A policy that needs fresh engine state (SP-P) gets probed at least as often as it asks.
-  const probeBase = opts.probeEveryS ?? 0.05;
+  // A policy that needs fresh engine state (SP-P) gets probed at least as often as it asks; one
+  // that reads no metrics and never holds, not at all. Skipping changes no result: a probe brings
+  // engines to the present (in exact steps: EngineModel.quietRun), hands their load to the core
+  // and pumps, and such a policy's pump decides nothing new. The same-instant `lateSeen` a probe
+  // sets matters only to submits after it at that instant: its own pump's.
   const wanted = policy.metricsIntervalMs;
+  const skipProbes = policy.readsMetrics === false && wanted === undefined;
+  const probeBase = skipProbes ? Infinity : (opts.probeEveryS ?? 0.05);
   const probeEvery = wanted === undefined ? probeBase : Math.min(probeBase, wanted / 1000);
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
   const onProbe = (): void => {
@@ -595,6 +600,8 @@ function runSimulation(
     if (dirtyCount > 0) flushIfInstantOver(first?.at);
   }
 
+  // Requests left with nothing to wake them: probes (and samples) would have gone on to the end.
+  if (!cut && skipProbes && active()) cut = true;
   // Cut off: the reference protocol ran every iteration up to the end; lazy engines catch up.
   if (cut && lazy) {
     now = endS;

@@ -11,6 +11,8 @@ export function roundRobinPicker(ctx: PluginContext): Picker {
     kind: 'picker',
     type: 'round-robin-picker',
     name: ctx.name,
+    neverHolds: true,
+    readsMetrics: false,
     pick(_req, candidates) {
       const chosen = nextInRotation(candidates, next);
       if (!chosen) return [];

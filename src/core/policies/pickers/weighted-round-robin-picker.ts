@@ -15,6 +15,8 @@ export function weightedRoundRobinPicker(ctx: PluginContext): Picker {
     kind: 'picker',
     type: 'weighted-round-robin-picker',
     name: ctx.name,
+    neverHolds: true,
+    readsMetrics: false,
     pick(_req, candidates) {
       let total = 0;
       let best: BackendView | undefined;
