@@ -135,14 +135,20 @@ export class EngineModel {
   /** pagedKv: sum over running of their own tokens (see Seq.own). */
   private ownTokens = 0;
   private preemptions = 0;
-  /** End time of the iteration in progress. */
-  private iterEnd: number | undefined;
-  /** When idle: when the next iteration may start (the earliest waiting submit). */
-  private pendingStart: number | undefined;
+  // Plain numbers with a flag / Infinity for "none", never undefined: a field that may hold
+  // undefined boxes every time stored into it (a heap number each), and these change per iteration.
+  /** An iteration is in progress. */
+  private busy = false;
+  /** End time of the iteration in progress (while busy). */
+  private iterEnd = 0;
+  /** When idle: when the next iteration may start (the earliest waiting submit; Infinity: none). */
+  private pendingStart = Infinity;
   /** Events of an iteration started outside advance() (from nextEventTime), handed out by the next advance(). */
   private pendingEvents: EngineEvent[] = [];
   /** advance()'s event buffer, empty between calls. */
   private readonly scratch: EngineEvent[] = [];
+  /** release()'s blocks to cache, empty between calls. */
+  private readonly freed: BlockHash[] = [];
   private queries = 0;
   private hits = 0;
   private completed = 0;
@@ -169,7 +175,8 @@ export class EngineModel {
   private kvNeed(s: Seq): number {
     if (!this.sharing) return s.promptTokens + 1;
     let fresh = 0;
-    for (const h of s.blockHashes) if (!this.refs.has(h)) fresh++;
+    const hashes = s.blockHashes;
+    for (let i = 0; i < hashes.length; i++) if (!this.refs.has(hashes[i]!)) fresh++;
     return fresh * this.p.blockSize + this.ownAtAdmission(s);
   }
 
@@ -198,7 +205,8 @@ export class EngineModel {
 
   /** pagedKv: a sequence starts using its prompt's blocks (cached ones stop being evictable). */
   private hold(hashes: readonly BlockHash[]): void {
-    for (const h of hashes) {
+    for (let i = 0; i < hashes.length; i++) {
+      const h = hashes[i]!;
       const n = this.refs.get(h);
       if (n !== undefined) this.refs.set(h, n + 1);
       else {
@@ -215,8 +223,10 @@ export class EngineModel {
    */
   private release(s: Seq, context?: readonly BlockHash[]): void {
     this.ownTokens -= s.own;
-    const freed: BlockHash[] = [];
-    for (const h of s.blockHashes) {
+    const freed = this.freed;
+    const hashes = s.blockHashes;
+    for (let i = 0; i < hashes.length; i++) {
+      const h = hashes[i]!;
       const n = this.refs.get(h)!;
       if (n > 1) this.refs.set(h, n - 1);
       else {
@@ -224,8 +234,10 @@ export class EngineModel {
         if (context === undefined) freed.push(h);
       }
     }
-    if (context !== undefined) for (const h of context) if (!this.refs.has(h)) freed.push(h);
+    if (context !== undefined)
+      for (let i = 0; i < context.length; i++) if (!this.refs.has(context[i]!)) freed.push(context[i]!);
     this.cache.insert(freed);
+    freed.length = 0;
     this.trimCache();
   }
 
@@ -263,9 +275,7 @@ export class EngineModel {
     this.waitQ.push(s);
     this.waitingCount++;
     // Idle: the next iteration starts at this submit (lazily, so same-instant submits batch together).
-    if (this.iterEnd === undefined) {
-      this.pendingStart = this.pendingStart === undefined ? now : Math.min(this.pendingStart, now);
-    }
+    if (!this.busy) this.pendingStart = Math.min(this.pendingStart, now);
   }
 
   /**
@@ -290,15 +300,15 @@ export class EngineModel {
 
   /** End time of the iteration in progress (starting one if work is pending), or undefined when idle. */
   nextEventTime(): number | undefined {
-    if (this.iterEnd === undefined && this.pendingStart !== undefined) {
+    if (!this.busy && this.pendingStart !== Infinity) {
       this.startIteration(this.pendingStart, this.pendingEvents);
     }
-    return this.iterEnd;
+    return this.busy ? this.iterEnd : undefined;
   }
 
   /** End of the iteration in progress, without starting a pending one (undefined: none running). */
   get iterationEnd(): number | undefined {
-    return this.iterEnd;
+    return this.busy ? this.iterEnd : undefined;
   }
 
   /**
@@ -314,28 +324,34 @@ export class EngineModel {
     const run = this.running;
     const n = run.length;
     if (t === undefined || n === 0 || this.mode === 2) return t;
+    const p = this.p;
+    // The cheap test first (the order of these early answers does not matter: each answers t).
+    if (this.waitingCount > 0) {
+      // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
+      const h = this.head();
+      if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return t;
+    }
     let left = Infinity;
     for (let i = 0; i < n; i++) {
       const s = run[i]!;
       if (this.mode === 1 && !s.emits) return t;
       left = Math.min(left, s.outputTokens - s.generated);
     }
-    const p = this.p;
-    if (this.waitingCount > 0) {
-      // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
-      const h = this.head();
-      if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return t;
-    }
     // Boundary k (1: the end of the iteration in progress) finishes a sequence when k >= left; with
     // pagedKv it may preempt once the batch's KV, n tokens more per step, outgrows the pool.
     let k = Math.min(left, maxIterations);
     if (this.sharing && n > 1)
       k = Math.min(k, Math.max(1, Math.floor((p.kvCapacityTokens - this.physicalKv()) / n) + 1));
+    // startIteration's cost of a step that admits nothing, summed left to right as it sums it.
+    const fixed = p.baseStepS + p.perSeqS * n;
+    const perToken = p.perTokenS;
+    const noPrefill = p.prefillPerTokenS * 0;
+    const speed = p.speed;
     let kv = this.kvUsed;
     for (let j = 1; j < k; j++) {
       kv += n;
-      const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * (kv - n) + p.prefillPerTokenS * 0;
-      t += cost / p.speed;
+      const cost = fixed + perToken * (kv - n) + noPrefill;
+      t += cost / speed;
     }
     return t;
   }
@@ -346,17 +362,19 @@ export class EngineModel {
     // this at every iteration end, most of which report nothing when token events are off.
     const out = this.scratch;
     if (this.pendingEvents.length > 0) {
-      for (const e of this.pendingEvents) out.push(e);
+      for (let i = 0; i < this.pendingEvents.length; i++) out.push(this.pendingEvents[i]!);
       this.pendingEvents = [];
     }
     while (true) {
-      if (this.iterEnd === undefined) {
-        if (this.pendingStart === undefined || this.pendingStart > now) break;
+      if (!this.busy) {
+        if (this.pendingStart > now) break;
         this.startIteration(this.pendingStart, out);
         continue;
       }
       if (this.iterEnd > now) break;
-      if (this.quietRun(now)) continue;
+      // Quiet steps that stop short of `now` stopped at quietRun's limit: a boundary that is not
+      // quiet (asked again, quietRun would say so), for finishIteration at once.
+      if (this.quietRun(now) && this.iterEnd > now) break;
       this.finishIteration(out);
     }
     return out.length === 0 ? NO_EVENTS : out.splice(0);
@@ -375,6 +393,13 @@ export class EngineModel {
     const run = this.running;
     const n = run.length;
     if (n === 0) return false;
+    const p = this.p;
+    // The cheap test first (the order of these early answers does not matter: each is false).
+    if (this.waitingCount > 0) {
+      // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
+      const h = this.head();
+      if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return false;
+    }
     let left = Infinity;
     for (let i = 0; i < n; i++) {
       const s = run[i]!;
@@ -382,27 +407,25 @@ export class EngineModel {
       const l = s.outputTokens - s.generated;
       if (l < left) left = l;
     }
-    const p = this.p;
     // Boundary j (1: the end of the iteration in progress) finishes a sequence when j >= left.
     let k = left - 1;
-    if (this.waitingCount > 0) {
-      // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
-      const h = this.head();
-      if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return false;
-    }
     // With pagedKv, boundary j preempts once the batch's KV (n tokens more per step) outgrows the pool.
     if (this.sharing && n > 1) k = Math.min(k, Math.floor((p.kvCapacityTokens - this.physicalKv()) / n));
     if (k < 1) return false;
-    let t = this.iterEnd!;
+    let t = this.iterEnd;
     let kv = this.kvUsed;
     let j = 0;
+    // startIteration's cost of a step that admits nothing (context = kvUsed − n, uncached 0), summed
+    // left to right as it sums it.
+    const fixed = p.baseStepS + p.perSeqS * n;
+    const perToken = p.perTokenS;
+    const noPrefill = p.prefillPerTokenS * 0;
+    const speed = p.speed;
     while (j < k && t <= now) {
       j++;
       kv += n;
-      // startIteration's cost of a step that admits nothing (context = kvUsed − n, uncached 0).
-      const uncached = 0;
-      const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * (kv - n) + p.prefillPerTokenS * uncached;
-      t = t + cost / p.speed;
+      const cost = fixed + perToken * (kv - n) + noPrefill;
+      t = t + cost / speed;
     }
     for (let i = 0; i < n; i++) {
       const s = run[i]!;
@@ -465,7 +488,7 @@ export class EngineModel {
   /** Admit what fits at time `t` and start an iteration; go idle if nothing can run yet. */
   private startIteration(t: number, out: EngineEvent[]): void {
     const p = this.p;
-    this.pendingStart = undefined;
+    this.pendingStart = Infinity;
     if (this.mode === 2) {
       this.startChunked(t, out);
       return;
@@ -488,19 +511,21 @@ export class EngineModel {
       for (let i = 0; i < n; i++) this.running[i]!.emits = fresh === 0 || i >= before;
       if (fresh > 0) {
         this.iterEnd = t + (p.baseStepS + p.perSeqS * fresh + p.prefillPerTokenS * uncached) / p.speed;
+        this.busy = true;
         return;
       }
     }
     if (n === 0) {
       // Nothing runnable now: wake when the first waiting sequence has been submitted.
       const s = this.waitingCount > 0 ? this.head() : undefined;
-      this.pendingStart = s?.submitT;
-      this.iterEnd = undefined;
+      this.pendingStart = s ? s.submitT : Infinity;
+      this.busy = false;
       return;
     }
     const context = this.kvUsed - n; // prompt + generated of every running sequence
     const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * uncached;
     this.iterEnd = t + cost / p.speed;
+    this.busy = true;
   }
 
   /**
@@ -512,13 +537,15 @@ export class EngineModel {
     const run = this.running;
     let budget = this.chunkBudget;
     let prefill = 0;
-    for (const s of run) {
+    for (let i = 0; i < run.length; i++) {
+      const s = run[i]!;
       if (s.prefillLeft === 0) {
         s.emits = true;
         budget--;
       }
     }
-    for (const s of run) {
+    for (let i = 0; i < run.length; i++) {
+      const s = run[i]!;
       if (s.prefillLeft > 0) {
         const c = Math.min(s.prefillLeft, Math.max(0, budget));
         s.prefillLeft -= c;
@@ -543,13 +570,14 @@ export class EngineModel {
     const n = run.length;
     if (n === 0) {
       const s = this.waitingCount > 0 ? this.head() : undefined;
-      this.pendingStart = s?.submitT;
-      this.iterEnd = undefined;
+      this.pendingStart = s ? s.submitT : Infinity;
+      this.busy = false;
       return;
     }
     const context = this.kvUsed - n;
     const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * prefill;
     this.iterEnd = t + cost / p.speed;
+    this.busy = true;
   }
 
   /** Move `s` into the batch; returns its uncached prompt tokens (this iteration's prefill). */
@@ -606,8 +634,8 @@ export class EngineModel {
 
   /** End the iteration in progress: one token each, finish the complete ones, start the next. */
   private finishIteration(out: EngineEvent[]): void {
-    const t = this.iterEnd!;
-    this.iterEnd = undefined;
+    const t = this.iterEnd;
+    this.busy = false;
     const run = this.running;
     let keep = 0;
     const gated = this.mode !== 0;
@@ -648,7 +676,8 @@ export class EngineModel {
         run[keep++] = s;
       }
     }
-    if (keep !== run.length) run.length = keep;
+    // pop, not `length = keep`: shrinking by length trims the backing store, a runtime call.
+    while (run.length > keep) run.pop();
     if (this.sharing) {
       this.preemptOverflow();
       this.trimCache();

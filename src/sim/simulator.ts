@@ -147,6 +147,8 @@ interface Event {
 }
 
 const PROBE_EVENT: Event = { kind: PROBE };
+/** Block hashes of a prompt on an engine without a prefix cache: none, one shared array. */
+const NO_HASHES: readonly number[] = Object.freeze([]);
 const SAMPLE_EVENT: Event = { kind: SAMPLE };
 
 /** Run `scenario` under one policy (seeded from `opts.seed`, as the live router seeds it). */
@@ -244,7 +246,8 @@ function runSimulation(
   let lastActivity = 0;
 
   const schedule = (items: readonly ScheduledRequest[]): void => {
-    for (const it of items) {
+    for (let k = 0; k < items.length; k++) {
+      const it = items[k]!;
       // Nothing is sent at or after durationS (the run then only drains).
       if (!(it.at < scenario.durationS)) continue;
       pendingSends++;
@@ -263,11 +266,13 @@ function runSimulation(
     if (inclusive && e.iterationEnd === now) check(i, e.advance(now));
   };
   const check = (i: number, events: readonly EngineEvent[]): void => {
-    for (const ev of events)
+    for (let k = 0; k < events.length; k++) {
+      const ev = events[k]!;
       if (ev.type === 'finished')
         throw new Error(
           `simulator: ${fleet[i]!.name} finished ${ev.id} at ${ev.t} s, between wakes (EngineModel.quietUntil out of step with its iterations?)`,
         );
+    }
   };
   /** Lazy wakes: bring engine i to the present before a request is submitted to it. */
   const beforeSubmit = (i: number): void => {
@@ -320,7 +325,8 @@ function runSimulation(
   };
 
   const apply = (ds: readonly Decision[]): void => {
-    for (const d of ds) {
+    for (let k = 0; k < ds.length; k++) {
+      const d = ds[k]!;
       const o = open.get(d.request.id)!;
       if (d.type === 'reject') {
         fail(o, d.reason);
@@ -348,7 +354,7 @@ function runSimulation(
       // no answer to cache: its client, a trace, resends whatever the trace says.
       const blocks = req.prefixBlocks;
       const blockHashes = !caching
-        ? []
+        ? NO_HASHES
         : blocks
           ? engineBlockHashes(blocks, promptTokens, req.tailState ?? 0, profile.blockSize)
           : promptBlockHashes(o.text, profile.blockSize);
@@ -411,7 +417,8 @@ function runSimulation(
     liveWakes--;
     touch(i);
     const events = engines[i]!.advance(now);
-    for (const e of events) {
+    for (let k = 0; k < events.length; k++) {
+      const e = events[k]!;
       if (e.type !== 'finished') continue;
       if (lazy && e.t !== now) check(i, [e]);
       const o = open.get(e.id)!;
