@@ -79,7 +79,10 @@ interface Seq {
   /** pagedKv: it was preempted; set while it waits to be readmitted. */
   preempted: boolean;
   cachedTokens: number;
+  /** Tokens generated, as of `mark` while running (see EngineModel.quietSteps). */
   generated: number;
+  /** While running: the engine's quietSteps when `generated` and `own` were last brought up to date. */
+  mark: number;
   /** 'stall' / 'chunked': prompt (or recompute) tokens still to prefill. */
   prefillLeft: number;
   /** 'stall' / 'chunked': it generates a token at the end of the iteration in progress. */
@@ -135,6 +138,27 @@ export class EngineModel {
   /** pagedKv: sum over running of their own tokens (see Seq.own). */
   private ownTokens = 0;
   private preemptions = 0;
+  /**
+   * Quiet steps run so far: in each, every running sequence generated a token. quietRun counts
+   * them here rather than touching each sequence; a running sequence's true generated (and own)
+   * is its own count plus the steps since its `mark` (sync() adds them).
+   */
+  private quietSteps = 0;
+  /**
+   * Bumped whenever the batch changes otherwise than by quiet steps (admission, a finish, a
+   * preemption, a cancel, new prefill flags): the quiet plan below is valid while it stays put.
+   */
+  private batchStamp = 0;
+  /** 'stall': some running sequence's decode waits out the prefill step in progress (emits false). */
+  private someHeld = false;
+  /** The quiet plan: what quietRun and quietUntil need of the batch, computed once per change. */
+  private planStamp = -1;
+  /** Every running sequence emits at the end of the iteration in progress. */
+  private planEmit = false;
+  /** Every running sequence has its first token. */
+  private planStarted = false;
+  /** quietSteps at which the first running sequence will have all its tokens. */
+  private planFinish = 0;
   // Plain numbers with a flag / Infinity for "none", never undefined: a field that may hold
   // undefined boxes every time stored into it (a heap number each), and these change per iteration.
   /** An iteration is in progress. */
@@ -171,6 +195,35 @@ export class EngineModel {
     return this.sharing ? this.refs.size * this.p.blockSize + this.ownTokens : this.kvUsed;
   }
 
+  /** Add to a running sequence the quiet steps since its mark. */
+  private sync(s: Seq): void {
+    const d = this.quietSteps - s.mark;
+    if (d === 0) return;
+    s.generated += d;
+    if (this.sharing) s.own += d;
+    s.mark = this.quietSteps;
+  }
+
+  /** The quiet plan of the batch as it is (one pass; see planStamp). */
+  private plan(): void {
+    const run = this.running;
+    let left = Infinity;
+    let emit = true;
+    let started = true;
+    for (let i = 0; i < run.length; i++) {
+      const s = run[i]!;
+      if (!s.emits) emit = false;
+      const generated = s.generated + (this.quietSteps - s.mark);
+      if (generated === 0) started = false;
+      const l = s.outputTokens - generated;
+      if (l < left) left = l;
+    }
+    this.planEmit = emit;
+    this.planStarted = started;
+    this.planFinish = this.quietSteps + left;
+    this.planStamp = this.batchStamp;
+  }
+
   /** KV tokens admitting `s` now would add. */
   private kvNeed(s: Seq): number {
     if (!this.sharing) return s.promptTokens + 1;
@@ -192,6 +245,8 @@ export class EngineModel {
     const run = this.running;
     while (run.length > 1 && this.physicalKv() > this.p.kvCapacityTokens) {
       const s = run.pop()!;
+      this.sync(s);
+      this.batchStamp++;
       this.kvUsed -= s.promptTokens + s.generated + 1;
       this.release(s);
       s.state = WAITING;
@@ -268,6 +323,7 @@ export class EngineModel {
       preempted: false,
       cachedTokens: 0,
       generated: 0,
+      mark: 0,
       prefillLeft: 0,
       emits: true,
     };
@@ -289,6 +345,8 @@ export class EngineModel {
     if (s.state === WAITING) {
       this.waitingCount--;
     } else if (s.state === RUNNING) {
+      this.sync(s);
+      this.batchStamp++;
       const i = this.running.indexOf(s);
       if (i >= 0) this.running.splice(i, 1);
       this.kvUsed -= s.promptTokens + s.generated + 1;
@@ -321,8 +379,7 @@ export class EngineModel {
    */
   quietUntil(maxIterations: number): number | undefined {
     let t = this.nextEventTime();
-    const run = this.running;
-    const n = run.length;
+    const n = this.running.length;
     if (t === undefined || n === 0 || this.mode === 2) return t;
     const p = this.p;
     // The cheap test first (the order of these early answers does not matter: each answers t).
@@ -331,12 +388,9 @@ export class EngineModel {
       const h = this.head();
       if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return t;
     }
-    let left = Infinity;
-    for (let i = 0; i < n; i++) {
-      const s = run[i]!;
-      if (this.mode === 1 && !s.emits) return t;
-      left = Math.min(left, s.outputTokens - s.generated);
-    }
+    if (this.planStamp !== this.batchStamp) this.plan();
+    if (this.mode === 1 && !this.planEmit) return t;
+    const left = this.planFinish - this.quietSteps;
     // Boundary k (1: the end of the iteration in progress) finishes a sequence when k >= left; with
     // pagedKv it may preempt once the batch's KV, n tokens more per step, outgrows the pool.
     let k = Math.min(left, maxIterations);
@@ -383,15 +437,14 @@ export class EngineModel {
   /**
    * Run at once the iterations ending at or before `now` that finish, admit and preempt nothing
    * (the ones quietUntil looks past) — the same state as finishIteration + startIteration run
-   * one by one, with each sequence touched once instead of once per iteration. The end times
+   * one by one, without touching a sequence (quietSteps counts the steps for all). The end times
    * come from the same arithmetic, in the same order. false: the next boundary is not quiet, or
    * what happens there is for finishIteration to say (token events, chunked prefill, a sequence
    * before its first token or waiting out a prefill step).
    */
   private quietRun(now: number): boolean {
     if (this.tokenEvents || this.mode === 2) return false;
-    const run = this.running;
-    const n = run.length;
+    const n = this.running.length;
     if (n === 0) return false;
     const p = this.p;
     // The cheap test first (the order of these early answers does not matter: each is false).
@@ -400,15 +453,10 @@ export class EngineModel {
       const h = this.head();
       if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return false;
     }
-    let left = Infinity;
-    for (let i = 0; i < n; i++) {
-      const s = run[i]!;
-      if (!s.emits || s.generated === 0) return false;
-      const l = s.outputTokens - s.generated;
-      if (l < left) left = l;
-    }
+    if (this.planStamp !== this.batchStamp) this.plan();
+    if (!this.planEmit || !this.planStarted) return false;
     // Boundary j (1: the end of the iteration in progress) finishes a sequence when j >= left.
-    let k = left - 1;
+    let k = this.planFinish - this.quietSteps - 1;
     // With pagedKv, boundary j preempts once the batch's KV (n tokens more per step) outgrows the pool.
     if (this.sharing && n > 1) k = Math.min(k, Math.floor((p.kvCapacityTokens - this.physicalKv()) / n));
     if (k < 1) return false;
@@ -427,11 +475,7 @@ export class EngineModel {
       const cost = fixed + perToken * (kv - n) + noPrefill;
       t = t + cost / speed;
     }
-    for (let i = 0; i < n; i++) {
-      const s = run[i]!;
-      s.generated += j;
-      if (this.sharing) s.own += j;
-    }
+    this.quietSteps += j; // every sequence's generated (and own) += j, see sync()
     this.kvUsed = kv;
     this.generatedTotal += n * j;
     if (this.sharing) {
@@ -489,6 +533,7 @@ export class EngineModel {
   private startIteration(t: number, out: EngineEvent[]): void {
     const p = this.p;
     this.pendingStart = Infinity;
+    this.batchStamp++;
     if (this.mode === 2) {
       this.startChunked(t, out);
       return;
@@ -508,7 +553,11 @@ export class EngineModel {
       // vLLM v0 without chunking: a step that admits prompts is a prefill-only step; the batch's
       // decodes wait for it. Its cost is the prompts' (weights are read once either way).
       const fresh = n - before;
-      for (let i = 0; i < n; i++) this.running[i]!.emits = fresh === 0 || i >= before;
+      // Without admissions every sequence emits; they all do already unless the last step held some.
+      if (fresh > 0 || this.someHeld) {
+        for (let i = 0; i < n; i++) this.running[i]!.emits = fresh === 0 || i >= before;
+        this.someHeld = fresh > 0 && before > 0;
+      }
       if (fresh > 0) {
         this.iterEnd = t + (p.baseStepS + p.perSeqS * fresh + p.prefillPerTokenS * uncached) / p.speed;
         this.busy = true;
@@ -534,6 +583,7 @@ export class EngineModel {
    */
   private startChunked(t: number, out: EngineEvent[]): void {
     const p = this.p;
+    this.batchStamp++;
     const run = this.running;
     let budget = this.chunkBudget;
     let prefill = 0;
@@ -584,6 +634,9 @@ export class EngineModel {
   private admit(s: Seq, t: number, out: EngineEvent[]): number {
     const hashes = s.blockHashes;
     let cached = 0;
+    // Waiting, its counts are up to date: it counts quiet steps from now on.
+    s.mark = this.quietSteps;
+    this.batchStamp++;
     if (s.preempted) {
       // Readmitted after preemption: recompute prompt and generated tokens, less what is still in
       // the pool; not a new prefix lookup for the hit rate (routing did not cause it).
@@ -636,11 +689,13 @@ export class EngineModel {
   private finishIteration(out: EngineEvent[]): void {
     const t = this.iterEnd;
     this.busy = false;
+    this.batchStamp++;
     const run = this.running;
     let keep = 0;
     const gated = this.mode !== 0;
     for (let i = 0; i < run.length; i++) {
       const s = run[i]!;
+      this.sync(s);
       if (gated && !s.emits) {
         run[keep++] = s; // still prefilling, or its decode waited for a prefill step
         continue;
