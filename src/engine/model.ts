@@ -61,6 +61,7 @@ const GONE = 2;
 /** Mutable per-sequence state; one object per submit, reused through its life. */
 interface Seq {
   readonly id: string;
+  readonly ref: number;
   readonly promptTokens: number;
   readonly outputTokens: number;
   /**
@@ -311,6 +312,7 @@ export class EngineModel {
     if (this.byId.has(seq.id)) throw new Error(`engine model: duplicate sequence id ${seq.id}`);
     const s: Seq = {
       id: seq.id,
+      ref: seq.ref ?? -1,
       promptTokens: Math.max(0, Math.floor(seq.promptTokens)),
       outputTokens: Math.max(1, Math.floor(seq.outputTokens)),
       blockHashes: seq.blockHashes,
@@ -714,6 +716,7 @@ export class EngineModel {
         out.push({
           type: 'finished',
           id: s.id,
+          ref: s.ref,
           t,
           promptTokens: s.promptTokens,
           outputTokens: s.generated,

@@ -142,8 +142,8 @@ interface Event {
   readonly request?: WorkloadRequest;
   /** ENGINE: backend index. */
   readonly backend?: number;
-  /** TIMEOUT: the request id. */
-  readonly id?: string;
+  /** TIMEOUT: the request. */
+  readonly open?: Open;
 }
 
 const PROBE_EVENT: Event = { kind: PROBE };
@@ -167,11 +167,15 @@ export function simulate(scenario: Scenario, policySpec: PolicySpec, opts: Simul
   return runSimulation(scenario, policy(), label, opts, false);
 }
 
-/** Per-request state the loop needs while a request is open. */
-interface Open {
+/**
+ * A request as the core sees it, and the loop's state for it while it is open: one object, so a
+ * decision's request is its state (no lookup by id).
+ */
+interface Open extends RequestInfo {
   readonly req: WorkloadRequest;
-  readonly text: string;
   readonly rec: RequestRecord;
+  /** Its index in the run's records, the engine sequence's ref. */
+  readonly index: number;
   /** Engine index once dispatched. */
   engine: number;
   /** The answer's text, drawn at dispatch when the engine caches prefixes ('' otherwise). */
@@ -220,7 +224,9 @@ function runSimulation(
   const endS = scenario.durationS + scenario.graceS;
   const heap = new EventHeap<Event>();
   const records: RequestRecord[] = [];
-  const open = new Map<string, Open>();
+  /** Every request sent, by its index in `records` (EngineSequence.ref). */
+  const opens: Open[] = [];
+  let openCount = 0;
   const wakeAt: (number | undefined)[] = engines.map(() => undefined);
   // One constant wake event per engine (no allocation per iteration). A wake is live only while it
   // is the engine's current wakeAt; superseded ones are skipped when they surface.
@@ -320,14 +326,15 @@ function runSimulation(
     o.rec.ok = false;
     o.rec.failure = reason;
     o.rec.finishS = now;
-    open.delete(o.rec.id);
+    openCount--;
     schedule(driver.onFinish(o.rec.id, now, false, ''));
   };
 
   const apply = (ds: readonly Decision[]): void => {
     for (let k = 0; k < ds.length; k++) {
       const d = ds[k]!;
-      const o = open.get(d.request.id)!;
+      // The core hands back the request object it was given: the Open of onSend.
+      const o = d.request as Open;
       if (d.type === 'reject') {
         fail(o, d.reason);
         continue;
@@ -335,7 +342,7 @@ function runSimulation(
       const i = byName.get(d.backend)!;
       const req = o.req;
       const profile = fleet[i]!.profile;
-      const promptTokens = req.promptTokens ?? countTokens(o.text);
+      const promptTokens = req.promptTokens ?? countTokens(o.promptText);
       const cap = req.maxTokens;
       const outputTokens = Math.max(
         1,
@@ -357,7 +364,7 @@ function runSimulation(
         ? NO_HASHES
         : blocks
           ? engineBlockHashes(blocks, promptTokens, req.tailState ?? 0, profile.blockSize)
-          : promptBlockHashes(o.text, profile.blockSize);
+          : promptBlockHashes(o.promptText, profile.blockSize);
       if (caching && !blocks)
         o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
       if (lazy) beforeSubmit(i);
@@ -369,8 +376,9 @@ function runSimulation(
           outputTokens,
           contextBlockHashes:
             caching && !blocks
-              ? contextBlockHashes(o.text, blockHashes, o.answer, profile.blockSize)
+              ? contextBlockHashes(o.promptText, blockHashes, o.answer, profile.blockSize)
               : undefined,
+          ref: o.index,
         },
         now,
       );
@@ -394,12 +402,7 @@ function runSimulation(
       outputTokens: 0,
       cachedTokens: 0,
     };
-    records.push(rec);
-    open.set(req.id, { req, text, rec, engine: -1, answer: '' });
-    if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
-      heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
-    }
-    const info: RequestInfo = {
+    const o: Open = {
       id: req.id,
       model: req.model,
       api: req.api.startsWith('ollama') ? 'ollama' : 'openai',
@@ -408,8 +411,19 @@ function runSimulation(
       maxTokens: req.maxTokens,
       sessionKey: req.sessionKey,
       taskHint: req.taskHint,
+      req,
+      rec,
+      index: records.length,
+      engine: -1,
+      answer: '',
     };
-    apply(scheduler.submit(info, now * 1000));
+    records.push(rec);
+    opens.push(o);
+    openCount++;
+    if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
+      heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, open: o });
+    }
+    apply(scheduler.submit(o, now * 1000));
   };
 
   const onEngine = (i: number): void => {
@@ -421,7 +435,7 @@ function runSimulation(
       const e = events[k]!;
       if (e.type !== 'finished') continue;
       if (lazy && e.t !== now) check(i, [e]);
-      const o = open.get(e.id)!;
+      const o = opens[e.ref]!;
       const rec = o.rec;
       const dispatchS = rec.dispatchS!;
       rec.firstTokenS = dispatchS + e.queuedS + e.prefillS;
@@ -430,7 +444,7 @@ function runSimulation(
       rec.outputTokens = e.outputTokens;
       rec.cachedTokens = e.cachedTokens;
       outstanding[i]!--;
-      open.delete(e.id);
+      openCount--;
       // Reported as a live Ollama backend would: engine-measured prefill and decode durations.
       const ds = scheduler.complete(
         e.id,
@@ -454,9 +468,9 @@ function runSimulation(
   };
 
   /** The client gave up: drop it from the router queue or the engine, count it failed. */
-  const onTimeout = (id: string): void => {
-    const o = open.get(id);
-    if (!o) return; // already settled
+  const onTimeout = (o: Open): void => {
+    if (o.rec.ok !== undefined) return; // already settled
+    const id = o.id;
     const { decisions } = scheduler.cancel(id, now * 1000);
     if (o.engine >= 0) {
       if (lazy) catchUp(o.engine, true);
@@ -591,7 +605,7 @@ function runSimulation(
       }
       case TIMEOUT:
         lateSeen = true;
-        onTimeout(ev.id!);
+        onTimeout(ev.open!);
         break;
       case PROBE:
         lateSeen = true;
@@ -614,7 +628,7 @@ function runSimulation(
     now = endS;
     for (let i = 0; i < engines.length; i++) catchUp(i, true);
   }
-  checkConservation(records, open.size, scheduler, engines);
+  checkConservation(records, openCount, scheduler, engines);
   return {
     policy: label,
     records,
@@ -624,7 +638,7 @@ function runSimulation(
       const s = engines[i]!.stats();
       return { name: b.name, prefixQueries: s.prefixCacheQueries, prefixHits: s.prefixCacheHits };
     }),
-    simulatedS: cut && open.size > 0 ? endS : lastActivity,
+    simulatedS: cut && openCount > 0 ? endS : lastActivity,
   };
 }
 
