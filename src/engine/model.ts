@@ -52,6 +52,12 @@ export interface EngineModelOptions {
   readonly tokenEvents?: boolean;
   /** Emit an 'admitted' event per admission (default true; the simulator reads only 'finished'). */
   readonly admitEvents?: boolean;
+  /**
+   * Keep an index of live sequences by id (default true): submit refuses a duplicate id and cancel
+   * finds its sequence at once. false, for a host whose ids are unique by construction and that
+   * rarely cancels (the simulator): no index to maintain per sequence, cancel searches.
+   */
+  readonly indexById?: boolean;
 }
 
 const WAITING = 0;
@@ -121,7 +127,8 @@ export class EngineModel {
   private readonly tokenEvents: boolean;
   private readonly admitEvents: boolean;
   private readonly cache: PrefixCache;
-  private readonly byId = new Map<string, Seq>();
+  /** Live sequences by id; undefined without indexById. */
+  private readonly byId: Map<string, Seq> | undefined;
   /** FIFO of waiting sequences from `waitHead`; cancelled entries are skipped lazily. */
   private waitQ: Seq[] = [];
   private waitHead = 0;
@@ -185,6 +192,7 @@ export class EngineModel {
     this.p = profile;
     this.tokenEvents = options.tokenEvents ?? true;
     this.admitEvents = options.admitEvents ?? true;
+    this.byId = options.indexById === false ? undefined : new Map<string, Seq>();
     this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
     this.sharing = profile.pagedKv === true;
     this.mode = profile.prefillMode === 'stall' ? 1 : profile.prefillMode === 'chunked' ? 2 : 0;
@@ -292,8 +300,10 @@ export class EngineModel {
     }
     if (context !== undefined)
       for (let i = 0; i < context.length; i++) if (!this.refs.has(context[i]!)) freed.push(context[i]!);
-    this.cache.insert(freed);
-    freed.length = 0;
+    if (freed.length > 0) {
+      this.cache.insert(freed);
+      freed.length = 0;
+    }
     this.trimCache();
   }
 
@@ -309,7 +319,7 @@ export class EngineModel {
 
   /** Queue a sequence at time `now`. Submits must come in non-decreasing time; ids must be unique among live sequences. */
   submit(seq: EngineSequence, now: number): void {
-    if (this.byId.has(seq.id)) throw new Error(`engine model: duplicate sequence id ${seq.id}`);
+    if (this.byId?.has(seq.id)) throw new Error(`engine model: duplicate sequence id ${seq.id}`);
     const s: Seq = {
       id: seq.id,
       ref: seq.ref ?? -1,
@@ -329,7 +339,7 @@ export class EngineModel {
       prefillLeft: 0,
       emits: true,
     };
-    this.byId.set(s.id, s);
+    this.byId?.set(s.id, s);
     this.waitQ.push(s);
     this.waitingCount++;
     // Idle: the next iteration starts at this submit (lazily, so same-instant submits batch together).
@@ -341,9 +351,9 @@ export class EngineModel {
    * finished). An iteration in progress keeps its end time (its cost is already spent).
    */
   cancel(id: string, _now: number): boolean {
-    const s = this.byId.get(id);
+    const s = this.byId ? this.byId.get(id) : this.find(id);
     if (!s) return false;
-    this.byId.delete(id);
+    this.byId?.delete(id);
     if (s.state === WAITING) {
       this.waitingCount--;
     } else if (s.state === RUNNING) {
@@ -356,6 +366,16 @@ export class EngineModel {
     }
     s.state = GONE;
     return true;
+  }
+
+  /** The live sequence `id` without the index: in the batch, else waiting. */
+  private find(id: string): Seq | undefined {
+    const run = this.running;
+    for (let i = 0; i < run.length; i++) if (run[i]!.id === id) return run[i];
+    const q = this.waitQ;
+    for (let i = this.waitHead; i < q.length; i++)
+      if (q[i]!.state === WAITING && q[i]!.id === id) return q[i];
+    return undefined;
   }
 
   /** End time of the iteration in progress (starting one if work is pending), or undefined when idle. */
@@ -699,7 +719,10 @@ export class EngineModel {
       const s = run[i]!;
       this.sync(s);
       if (gated && !s.emits) {
-        run[keep++] = s; // still prefilling, or its decode waited for a prefill step
+        // Still prefilling, or its decode waited for a prefill step. (Stored only once an earlier
+        // one finished: a pointer store into an array pays a write barrier.)
+        if (keep !== i) run[keep] = s;
+        keep++;
         continue;
       }
       s.generated++;
@@ -709,7 +732,7 @@ export class EngineModel {
       if (s.generated >= s.outputTokens) {
         this.kvUsed -= s.promptTokens + s.generated; // its reservation: prompt + (generated-1) + 1
         s.state = GONE;
-        this.byId.delete(s.id);
+        this.byId?.delete(s.id);
         this.completed++;
         if (this.sharing) this.release(s, s.contextHashes);
         else if (s.contextHashes !== undefined) this.cache.insert(s.contextHashes);
@@ -731,7 +754,8 @@ export class EngineModel {
           s.own++;
           this.ownTokens++;
         }
-        run[keep++] = s;
+        if (keep !== i) run[keep] = s;
+        keep++;
       }
     }
     // pop, not `length = keep`: shrinking by length trims the backing store, a runtime call.

@@ -115,11 +115,17 @@ export function everyIterationReruns(): number {
 }
 
 const f64 = new Float64Array(1);
-const u64 = new BigUint64Array(f64.buffer);
-/** The largest double below x (x > 0). */
+// The double's bits as two 32-bit halves (BigInt arithmetic on a 64-bit view allocates per call).
+const u32 = new Uint32Array(f64.buffer);
+const LO = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1 ? 0 : 1;
+const HI = 1 - LO;
+/** The largest double below x (x > 0): its bits minus one. */
 function justBefore(x: number): number {
   f64[0] = x;
-  u64[0]! -= 1n;
+  if (u32[LO] === 0) {
+    u32[LO] = 0xffffffff;
+    u32[HI]!--;
+  } else u32[LO]!--;
   return f64[0]!;
 }
 
@@ -207,7 +213,10 @@ function runSimulation(
   // `simulate` asks for them, since it can rerun with a fresh policy on AmbiguousOrder.
   const lazy = lazyWakes && opts.everyIteration !== true;
   // Token events are only for streaming; TTFT comes with 'finished' (queuedS + prefillS).
-  const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false, admitEvents: false }));
+  // Ids are unique here (one record each) and only client timeouts cancel: no id index.
+  const engines = fleet.map(
+    (b) => new EngineModel(b.profile, { tokenEvents: false, admitEvents: false, indexById: false }),
+  );
   const byName = new Map<string, number>();
   fleet.forEach((b, i) => byName.set(b.name, i));
   for (const b of fleet) {
