@@ -3,9 +3,11 @@ import { parseParams } from '../params.js';
 import { nextInRotation } from '../rotation.js';
 import { z } from 'zod';
 
+const Params = z.strictObject({});
+
 /** Rotates over backends in registration order, skipping non-candidates; scores ignored. */
 export function roundRobinPicker(ctx: PluginContext): Picker {
-  parseParams(z.strictObject({}), ctx.params, ctx.name);
+  parseParams(Params, ctx.params, ctx.name);
   let next = 0;
   return {
     kind: 'picker',
