@@ -146,6 +146,12 @@ export interface Policy {
    */
   readonly holdsIgnoreMetrics?: boolean | undefined;
   /**
+   * false: no pick reads engine metrics (EngineMetrics and the counts since) and the policy never
+   * holds a request, so setMetrics and a pump with nothing else changed decide nothing new: a host
+   * may skip them (the simulator does not probe). Absent or true: it may need them.
+   */
+  readonly readsMetrics?: boolean | undefined;
+  /**
    * Offer waiting requests in highest-response-ratio order — (waited + size) / size, waited since
    * `arrivedAt` — instead of arrival order (HRRN: short requests are not stuck behind long ones,
    * and every request's ratio grows, so none starves). `size` is the request's predicted service

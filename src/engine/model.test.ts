@@ -10,7 +10,7 @@ import {
   promptBlockHashes,
 } from './tokens.js';
 import { createRng } from '../core/rng.js';
-import type { EngineEvent, EngineProfile, EngineSequence } from './types.js';
+import type { EngineEvent, EngineProfile, EngineSequence, EngineStats } from './types.js';
 
 type Finished = Extract<EngineEvent, { type: 'finished' }>;
 
@@ -291,6 +291,31 @@ function randomRun(
   events.push(...drain(m));
   return { events, ids, m };
 }
+
+test('without the id index, cancel finds the same sequences (waiting, running, preempted or gone)', () => {
+  const run = (indexById: boolean): { log: unknown[]; stats: EngineStats } => {
+    const rng = createRng(5);
+    const profile = defaultProfile({ slots: 4, kvCapacityTokens: 3000, pagedKv: true, prefillMode: 'stall' });
+    const m = new EngineModel(profile, { tokenEvents: false, indexById });
+    const log: unknown[] = [];
+    let t = 0;
+    for (let i = 0; i < 400; i++) {
+      t += rng() * 0.2;
+      log.push(...m.advance(t));
+      m.submit(seq(`r${i}`, 50 + Math.floor(rng() * 900), 1 + Math.floor(rng() * 150)), t);
+      // Any earlier id: waiting, running, preempted, finished or already cancelled.
+      if (rng() < 0.2) log.push(m.cancel(`r${Math.floor(rng() * (i + 1))}`, t));
+    }
+    log.push(...drain(m));
+    return { log, stats: m.stats() };
+  };
+  const indexed = run(true);
+  const searched = run(false);
+  assert.ok(indexed.log.filter((x) => x === true).length > 20);
+  assert.ok(indexed.log.filter((x) => x === false).length > 5);
+  assert.ok(indexed.stats.preemptions > 0);
+  assert.deepEqual(searched, indexed);
+});
 
 test('determinism: same inputs, same events', () => {
   const a = randomRun(7);

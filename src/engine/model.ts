@@ -52,6 +52,12 @@ export interface EngineModelOptions {
   readonly tokenEvents?: boolean;
   /** Emit an 'admitted' event per admission (default true; the simulator reads only 'finished'). */
   readonly admitEvents?: boolean;
+  /**
+   * Keep an index of live sequences by id (default true): submit refuses a duplicate id and cancel
+   * finds its sequence at once. false, for a host whose ids are unique by construction and that
+   * rarely cancels (the simulator): no index to maintain per sequence, cancel searches.
+   */
+  readonly indexById?: boolean;
 }
 
 const WAITING = 0;
@@ -61,6 +67,7 @@ const GONE = 2;
 /** Mutable per-sequence state; one object per submit, reused through its life. */
 interface Seq {
   readonly id: string;
+  readonly ref: number;
   readonly promptTokens: number;
   readonly outputTokens: number;
   /**
@@ -79,7 +86,10 @@ interface Seq {
   /** pagedKv: it was preempted; set while it waits to be readmitted. */
   preempted: boolean;
   cachedTokens: number;
+  /** Tokens generated, as of `mark` while running (see EngineModel.quietSteps). */
   generated: number;
+  /** While running: the engine's quietSteps when `generated` and `own` were last brought up to date. */
+  mark: number;
   /** 'stall' / 'chunked': prompt (or recompute) tokens still to prefill. */
   prefillLeft: number;
   /** 'stall' / 'chunked': it generates a token at the end of the iteration in progress. */
@@ -117,7 +127,8 @@ export class EngineModel {
   private readonly tokenEvents: boolean;
   private readonly admitEvents: boolean;
   private readonly cache: PrefixCache;
-  private readonly byId = new Map<string, Seq>();
+  /** Live sequences by id; undefined without indexById. */
+  private readonly byId: Map<string, Seq> | undefined;
   /** FIFO of waiting sequences from `waitHead`; cancelled entries are skipped lazily. */
   private waitQ: Seq[] = [];
   private waitHead = 0;
@@ -135,14 +146,41 @@ export class EngineModel {
   /** pagedKv: sum over running of their own tokens (see Seq.own). */
   private ownTokens = 0;
   private preemptions = 0;
-  /** End time of the iteration in progress. */
-  private iterEnd: number | undefined;
-  /** When idle: when the next iteration may start (the earliest waiting submit). */
-  private pendingStart: number | undefined;
+  /**
+   * Quiet steps run so far: in each, every running sequence generated a token. quietRun counts
+   * them here rather than touching each sequence; a running sequence's true generated (and own)
+   * is its own count plus the steps since its `mark` (sync() adds them).
+   */
+  private quietSteps = 0;
+  /**
+   * Bumped whenever the batch changes otherwise than by quiet steps (admission, a finish, a
+   * preemption, a cancel, new prefill flags): the quiet plan below is valid while it stays put.
+   */
+  private batchStamp = 0;
+  /** 'stall': some running sequence's decode waits out the prefill step in progress (emits false). */
+  private someHeld = false;
+  /** The quiet plan: what quietRun and quietUntil need of the batch, computed once per change. */
+  private planStamp = -1;
+  /** Every running sequence emits at the end of the iteration in progress. */
+  private planEmit = false;
+  /** Every running sequence has its first token. */
+  private planStarted = false;
+  /** quietSteps at which the first running sequence will have all its tokens. */
+  private planFinish = 0;
+  // Plain numbers with a flag / Infinity for "none", never undefined: a field that may hold
+  // undefined boxes every time stored into it (a heap number each), and these change per iteration.
+  /** An iteration is in progress. */
+  private busy = false;
+  /** End time of the iteration in progress (while busy). */
+  private iterEnd = 0;
+  /** When idle: when the next iteration may start (the earliest waiting submit; Infinity: none). */
+  private pendingStart = Infinity;
   /** Events of an iteration started outside advance() (from nextEventTime), handed out by the next advance(). */
   private pendingEvents: EngineEvent[] = [];
   /** advance()'s event buffer, empty between calls. */
   private readonly scratch: EngineEvent[] = [];
+  /** release()'s blocks to cache, empty between calls. */
+  private readonly freed: BlockHash[] = [];
   private queries = 0;
   private hits = 0;
   private completed = 0;
@@ -154,6 +192,7 @@ export class EngineModel {
     this.p = profile;
     this.tokenEvents = options.tokenEvents ?? true;
     this.admitEvents = options.admitEvents ?? true;
+    this.byId = options.indexById === false ? undefined : new Map<string, Seq>();
     this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
     this.sharing = profile.pagedKv === true;
     this.mode = profile.prefillMode === 'stall' ? 1 : profile.prefillMode === 'chunked' ? 2 : 0;
@@ -165,11 +204,41 @@ export class EngineModel {
     return this.sharing ? this.refs.size * this.p.blockSize + this.ownTokens : this.kvUsed;
   }
 
+  /** Add to a running sequence the quiet steps since its mark. */
+  private sync(s: Seq): void {
+    const d = this.quietSteps - s.mark;
+    if (d === 0) return;
+    s.generated += d;
+    if (this.sharing) s.own += d;
+    s.mark = this.quietSteps;
+  }
+
+  /** The quiet plan of the batch as it is (one pass; see planStamp). */
+  private plan(): void {
+    const run = this.running;
+    let left = Infinity;
+    let emit = true;
+    let started = true;
+    for (let i = 0; i < run.length; i++) {
+      const s = run[i]!;
+      if (!s.emits) emit = false;
+      const generated = s.generated + (this.quietSteps - s.mark);
+      if (generated === 0) started = false;
+      const l = s.outputTokens - generated;
+      if (l < left) left = l;
+    }
+    this.planEmit = emit;
+    this.planStarted = started;
+    this.planFinish = this.quietSteps + left;
+    this.planStamp = this.batchStamp;
+  }
+
   /** KV tokens admitting `s` now would add. */
   private kvNeed(s: Seq): number {
     if (!this.sharing) return s.promptTokens + 1;
     let fresh = 0;
-    for (const h of s.blockHashes) if (!this.refs.has(h)) fresh++;
+    const hashes = s.blockHashes;
+    for (let i = 0; i < hashes.length; i++) if (!this.refs.has(hashes[i]!)) fresh++;
     return fresh * this.p.blockSize + this.ownAtAdmission(s);
   }
 
@@ -185,6 +254,8 @@ export class EngineModel {
     const run = this.running;
     while (run.length > 1 && this.physicalKv() > this.p.kvCapacityTokens) {
       const s = run.pop()!;
+      this.sync(s);
+      this.batchStamp++;
       this.kvUsed -= s.promptTokens + s.generated + 1;
       this.release(s);
       s.state = WAITING;
@@ -198,7 +269,8 @@ export class EngineModel {
 
   /** pagedKv: a sequence starts using its prompt's blocks (cached ones stop being evictable). */
   private hold(hashes: readonly BlockHash[]): void {
-    for (const h of hashes) {
+    for (let i = 0; i < hashes.length; i++) {
+      const h = hashes[i]!;
       const n = this.refs.get(h);
       if (n !== undefined) this.refs.set(h, n + 1);
       else {
@@ -215,8 +287,10 @@ export class EngineModel {
    */
   private release(s: Seq, context?: readonly BlockHash[]): void {
     this.ownTokens -= s.own;
-    const freed: BlockHash[] = [];
-    for (const h of s.blockHashes) {
+    const freed = this.freed;
+    const hashes = s.blockHashes;
+    for (let i = 0; i < hashes.length; i++) {
+      const h = hashes[i]!;
       const n = this.refs.get(h)!;
       if (n > 1) this.refs.set(h, n - 1);
       else {
@@ -224,8 +298,12 @@ export class EngineModel {
         if (context === undefined) freed.push(h);
       }
     }
-    if (context !== undefined) for (const h of context) if (!this.refs.has(h)) freed.push(h);
-    this.cache.insert(freed);
+    if (context !== undefined)
+      for (let i = 0; i < context.length; i++) if (!this.refs.has(context[i]!)) freed.push(context[i]!);
+    if (freed.length > 0) {
+      this.cache.insert(freed);
+      freed.length = 0;
+    }
     this.trimCache();
   }
 
@@ -241,9 +319,10 @@ export class EngineModel {
 
   /** Queue a sequence at time `now`. Submits must come in non-decreasing time; ids must be unique among live sequences. */
   submit(seq: EngineSequence, now: number): void {
-    if (this.byId.has(seq.id)) throw new Error(`engine model: duplicate sequence id ${seq.id}`);
+    if (this.byId?.has(seq.id)) throw new Error(`engine model: duplicate sequence id ${seq.id}`);
     const s: Seq = {
       id: seq.id,
+      ref: seq.ref ?? -1,
       promptTokens: Math.max(0, Math.floor(seq.promptTokens)),
       outputTokens: Math.max(1, Math.floor(seq.outputTokens)),
       blockHashes: seq.blockHashes,
@@ -256,16 +335,15 @@ export class EngineModel {
       preempted: false,
       cachedTokens: 0,
       generated: 0,
+      mark: 0,
       prefillLeft: 0,
       emits: true,
     };
-    this.byId.set(s.id, s);
+    this.byId?.set(s.id, s);
     this.waitQ.push(s);
     this.waitingCount++;
     // Idle: the next iteration starts at this submit (lazily, so same-instant submits batch together).
-    if (this.iterEnd === undefined) {
-      this.pendingStart = this.pendingStart === undefined ? now : Math.min(this.pendingStart, now);
-    }
+    if (!this.busy) this.pendingStart = Math.min(this.pendingStart, now);
   }
 
   /**
@@ -273,12 +351,14 @@ export class EngineModel {
    * finished). An iteration in progress keeps its end time (its cost is already spent).
    */
   cancel(id: string, _now: number): boolean {
-    const s = this.byId.get(id);
+    const s = this.byId ? this.byId.get(id) : this.find(id);
     if (!s) return false;
-    this.byId.delete(id);
+    this.byId?.delete(id);
     if (s.state === WAITING) {
       this.waitingCount--;
     } else if (s.state === RUNNING) {
+      this.sync(s);
+      this.batchStamp++;
       const i = this.running.indexOf(s);
       if (i >= 0) this.running.splice(i, 1);
       this.kvUsed -= s.promptTokens + s.generated + 1;
@@ -288,17 +368,27 @@ export class EngineModel {
     return true;
   }
 
+  /** The live sequence `id` without the index: in the batch, else waiting. */
+  private find(id: string): Seq | undefined {
+    const run = this.running;
+    for (let i = 0; i < run.length; i++) if (run[i]!.id === id) return run[i];
+    const q = this.waitQ;
+    for (let i = this.waitHead; i < q.length; i++)
+      if (q[i]!.state === WAITING && q[i]!.id === id) return q[i];
+    return undefined;
+  }
+
   /** End time of the iteration in progress (starting one if work is pending), or undefined when idle. */
   nextEventTime(): number | undefined {
-    if (this.iterEnd === undefined && this.pendingStart !== undefined) {
+    if (!this.busy && this.pendingStart !== Infinity) {
       this.startIteration(this.pendingStart, this.pendingEvents);
     }
-    return this.iterEnd;
+    return this.busy ? this.iterEnd : undefined;
   }
 
   /** End of the iteration in progress, without starting a pending one (undefined: none running). */
   get iterationEnd(): number | undefined {
-    return this.iterEnd;
+    return this.busy ? this.iterEnd : undefined;
   }
 
   /**
@@ -311,31 +401,33 @@ export class EngineModel {
    */
   quietUntil(maxIterations: number): number | undefined {
     let t = this.nextEventTime();
-    const run = this.running;
-    const n = run.length;
+    const n = this.running.length;
     if (t === undefined || n === 0 || this.mode === 2) return t;
-    let left = Infinity;
-    for (let i = 0; i < n; i++) {
-      const s = run[i]!;
-      if (this.mode === 1 && !s.emits) return t;
-      left = Math.min(left, s.outputTokens - s.generated);
-    }
     const p = this.p;
+    // The cheap test first (the order of these early answers does not matter: each answers t).
     if (this.waitingCount > 0) {
       // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
       const h = this.head();
       if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return t;
     }
+    if (this.planStamp !== this.batchStamp) this.plan();
+    if (this.mode === 1 && !this.planEmit) return t;
+    const left = this.planFinish - this.quietSteps;
     // Boundary k (1: the end of the iteration in progress) finishes a sequence when k >= left; with
     // pagedKv it may preempt once the batch's KV, n tokens more per step, outgrows the pool.
     let k = Math.min(left, maxIterations);
     if (this.sharing && n > 1)
       k = Math.min(k, Math.max(1, Math.floor((p.kvCapacityTokens - this.physicalKv()) / n) + 1));
+    // startIteration's cost of a step that admits nothing, summed left to right as it sums it.
+    const fixed = p.baseStepS + p.perSeqS * n;
+    const perToken = p.perTokenS;
+    const noPrefill = p.prefillPerTokenS * 0;
+    const speed = p.speed;
     let kv = this.kvUsed;
     for (let j = 1; j < k; j++) {
       kv += n;
-      const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * (kv - n) + p.prefillPerTokenS * 0;
-      t += cost / p.speed;
+      const cost = fixed + perToken * (kv - n) + noPrefill;
+      t += cost / speed;
     }
     return t;
   }
@@ -346,17 +438,19 @@ export class EngineModel {
     // this at every iteration end, most of which report nothing when token events are off.
     const out = this.scratch;
     if (this.pendingEvents.length > 0) {
-      for (const e of this.pendingEvents) out.push(e);
+      for (let i = 0; i < this.pendingEvents.length; i++) out.push(this.pendingEvents[i]!);
       this.pendingEvents = [];
     }
     while (true) {
-      if (this.iterEnd === undefined) {
-        if (this.pendingStart === undefined || this.pendingStart > now) break;
+      if (!this.busy) {
+        if (this.pendingStart > now) break;
         this.startIteration(this.pendingStart, out);
         continue;
       }
       if (this.iterEnd > now) break;
-      if (this.quietRun(now)) continue;
+      // Quiet steps that stop short of `now` stopped at quietRun's limit: a boundary that is not
+      // quiet (asked again, quietRun would say so), for finishIteration at once.
+      if (this.quietRun(now) && this.iterEnd > now) break;
       this.finishIteration(out);
     }
     return out.length === 0 ? NO_EVENTS : out.splice(0);
@@ -365,50 +459,45 @@ export class EngineModel {
   /**
    * Run at once the iterations ending at or before `now` that finish, admit and preempt nothing
    * (the ones quietUntil looks past) — the same state as finishIteration + startIteration run
-   * one by one, with each sequence touched once instead of once per iteration. The end times
+   * one by one, without touching a sequence (quietSteps counts the steps for all). The end times
    * come from the same arithmetic, in the same order. false: the next boundary is not quiet, or
    * what happens there is for finishIteration to say (token events, chunked prefill, a sequence
    * before its first token or waiting out a prefill step).
    */
   private quietRun(now: number): boolean {
     if (this.tokenEvents || this.mode === 2) return false;
-    const run = this.running;
-    const n = run.length;
+    const n = this.running.length;
     if (n === 0) return false;
-    let left = Infinity;
-    for (let i = 0; i < n; i++) {
-      const s = run[i]!;
-      if (!s.emits || s.generated === 0) return false;
-      const l = s.outputTokens - s.generated;
-      if (l < left) left = l;
-    }
     const p = this.p;
-    // Boundary j (1: the end of the iteration in progress) finishes a sequence when j >= left.
-    let k = left - 1;
+    // The cheap test first (the order of these early answers does not matter: each is false).
     if (this.waitingCount > 0) {
       // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
       const h = this.head();
       if (h && n < p.slots && this.physicalKv() + this.kvNeed(h) <= p.kvCapacityTokens) return false;
     }
+    if (this.planStamp !== this.batchStamp) this.plan();
+    if (!this.planEmit || !this.planStarted) return false;
+    // Boundary j (1: the end of the iteration in progress) finishes a sequence when j >= left.
+    let k = this.planFinish - this.quietSteps - 1;
     // With pagedKv, boundary j preempts once the batch's KV (n tokens more per step) outgrows the pool.
     if (this.sharing && n > 1) k = Math.min(k, Math.floor((p.kvCapacityTokens - this.physicalKv()) / n));
     if (k < 1) return false;
-    let t = this.iterEnd!;
+    let t = this.iterEnd;
     let kv = this.kvUsed;
     let j = 0;
+    // startIteration's cost of a step that admits nothing (context = kvUsed − n, uncached 0), summed
+    // left to right as it sums it.
+    const fixed = p.baseStepS + p.perSeqS * n;
+    const perToken = p.perTokenS;
+    const noPrefill = p.prefillPerTokenS * 0;
+    const speed = p.speed;
     while (j < k && t <= now) {
       j++;
       kv += n;
-      // startIteration's cost of a step that admits nothing (context = kvUsed − n, uncached 0).
-      const uncached = 0;
-      const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * (kv - n) + p.prefillPerTokenS * uncached;
-      t = t + cost / p.speed;
+      const cost = fixed + perToken * (kv - n) + noPrefill;
+      t = t + cost / speed;
     }
-    for (let i = 0; i < n; i++) {
-      const s = run[i]!;
-      s.generated += j;
-      if (this.sharing) s.own += j;
-    }
+    this.quietSteps += j; // every sequence's generated (and own) += j, see sync()
     this.kvUsed = kv;
     this.generatedTotal += n * j;
     if (this.sharing) {
@@ -465,7 +554,8 @@ export class EngineModel {
   /** Admit what fits at time `t` and start an iteration; go idle if nothing can run yet. */
   private startIteration(t: number, out: EngineEvent[]): void {
     const p = this.p;
-    this.pendingStart = undefined;
+    this.pendingStart = Infinity;
+    this.batchStamp++;
     if (this.mode === 2) {
       this.startChunked(t, out);
       return;
@@ -485,22 +575,28 @@ export class EngineModel {
       // vLLM v0 without chunking: a step that admits prompts is a prefill-only step; the batch's
       // decodes wait for it. Its cost is the prompts' (weights are read once either way).
       const fresh = n - before;
-      for (let i = 0; i < n; i++) this.running[i]!.emits = fresh === 0 || i >= before;
+      // Without admissions every sequence emits; they all do already unless the last step held some.
+      if (fresh > 0 || this.someHeld) {
+        for (let i = 0; i < n; i++) this.running[i]!.emits = fresh === 0 || i >= before;
+        this.someHeld = fresh > 0 && before > 0;
+      }
       if (fresh > 0) {
         this.iterEnd = t + (p.baseStepS + p.perSeqS * fresh + p.prefillPerTokenS * uncached) / p.speed;
+        this.busy = true;
         return;
       }
     }
     if (n === 0) {
       // Nothing runnable now: wake when the first waiting sequence has been submitted.
       const s = this.waitingCount > 0 ? this.head() : undefined;
-      this.pendingStart = s?.submitT;
-      this.iterEnd = undefined;
+      this.pendingStart = s ? s.submitT : Infinity;
+      this.busy = false;
       return;
     }
     const context = this.kvUsed - n; // prompt + generated of every running sequence
     const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * uncached;
     this.iterEnd = t + cost / p.speed;
+    this.busy = true;
   }
 
   /**
@@ -509,16 +605,19 @@ export class EngineModel {
    */
   private startChunked(t: number, out: EngineEvent[]): void {
     const p = this.p;
+    this.batchStamp++;
     const run = this.running;
     let budget = this.chunkBudget;
     let prefill = 0;
-    for (const s of run) {
+    for (let i = 0; i < run.length; i++) {
+      const s = run[i]!;
       if (s.prefillLeft === 0) {
         s.emits = true;
         budget--;
       }
     }
-    for (const s of run) {
+    for (let i = 0; i < run.length; i++) {
+      const s = run[i]!;
       if (s.prefillLeft > 0) {
         const c = Math.min(s.prefillLeft, Math.max(0, budget));
         s.prefillLeft -= c;
@@ -543,19 +642,23 @@ export class EngineModel {
     const n = run.length;
     if (n === 0) {
       const s = this.waitingCount > 0 ? this.head() : undefined;
-      this.pendingStart = s?.submitT;
-      this.iterEnd = undefined;
+      this.pendingStart = s ? s.submitT : Infinity;
+      this.busy = false;
       return;
     }
     const context = this.kvUsed - n;
     const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * prefill;
     this.iterEnd = t + cost / p.speed;
+    this.busy = true;
   }
 
   /** Move `s` into the batch; returns its uncached prompt tokens (this iteration's prefill). */
   private admit(s: Seq, t: number, out: EngineEvent[]): number {
     const hashes = s.blockHashes;
     let cached = 0;
+    // Waiting, its counts are up to date: it counts quiet steps from now on.
+    s.mark = this.quietSteps;
+    this.batchStamp++;
     if (s.preempted) {
       // Readmitted after preemption: recompute prompt and generated tokens, less what is still in
       // the pool; not a new prefix lookup for the hit rate (routing did not cause it).
@@ -606,15 +709,20 @@ export class EngineModel {
 
   /** End the iteration in progress: one token each, finish the complete ones, start the next. */
   private finishIteration(out: EngineEvent[]): void {
-    const t = this.iterEnd!;
-    this.iterEnd = undefined;
+    const t = this.iterEnd;
+    this.busy = false;
+    this.batchStamp++;
     const run = this.running;
     let keep = 0;
     const gated = this.mode !== 0;
     for (let i = 0; i < run.length; i++) {
       const s = run[i]!;
+      this.sync(s);
       if (gated && !s.emits) {
-        run[keep++] = s; // still prefilling, or its decode waited for a prefill step
+        // Still prefilling, or its decode waited for a prefill step. (Stored only once an earlier
+        // one finished: a pointer store into an array pays a write barrier.)
+        if (keep !== i) run[keep] = s;
+        keep++;
         continue;
       }
       s.generated++;
@@ -624,13 +732,14 @@ export class EngineModel {
       if (s.generated >= s.outputTokens) {
         this.kvUsed -= s.promptTokens + s.generated; // its reservation: prompt + (generated-1) + 1
         s.state = GONE;
-        this.byId.delete(s.id);
+        this.byId?.delete(s.id);
         this.completed++;
         if (this.sharing) this.release(s, s.contextHashes);
         else if (s.contextHashes !== undefined) this.cache.insert(s.contextHashes);
         out.push({
           type: 'finished',
           id: s.id,
+          ref: s.ref,
           t,
           promptTokens: s.promptTokens,
           outputTokens: s.generated,
@@ -645,10 +754,12 @@ export class EngineModel {
           s.own++;
           this.ownTokens++;
         }
-        run[keep++] = s;
+        if (keep !== i) run[keep] = s;
+        keep++;
       }
     }
-    if (keep !== run.length) run.length = keep;
+    // pop, not `length = keep`: shrinking by length trims the backing store, a runtime call.
+    while (run.length > keep) run.pop();
     if (this.sharing) {
       this.preemptOverflow();
       this.trimCache();

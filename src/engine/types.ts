@@ -70,6 +70,8 @@ export interface EngineSequence {
    * parent's answer. Absent: only the prompt's blocks are cached.
    */
   readonly contextBlockHashes?: readonly BlockHash[] | undefined;
+  /** The host's own number for the sequence, handed back in its 'finished' event (default -1). */
+  readonly ref?: number | undefined;
 }
 
 /**
@@ -84,6 +86,8 @@ export type EngineEvent =
   | {
       readonly type: 'finished';
       readonly id: string;
+      /** EngineSequence.ref. */
+      readonly ref: number;
       readonly t: number;
       readonly promptTokens: number;
       readonly outputTokens: number;

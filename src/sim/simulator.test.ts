@@ -296,6 +296,43 @@ test('a policy that asks for faster engine metrics (SP-P) is probed at its inter
   assert.ok(Math.abs(seen[1]! - 1900) < 1e-6, `latest probe at ${seen[1]}`);
 });
 
+test("a policy that reads no metrics and never holds is not probed, and its results are a probed run's", () => {
+  // Three engines of different speeds, requests of varied lengths at irregular times: busy batches.
+  const reqs = Array.from({ length: 60 }, (_, i) =>
+    req(`r${i}`, ((i * 7) % 23) / 4 + i / 10, 1 + ((i * 13) % 17), 'x'.repeat(40 + ((i * 29) % 300))),
+  );
+  const profile = (speed: number) => unit(speed, { slots: 3, perTokenS: 0.001, prefillPerTokenS: 0.002 });
+  const sc = scenario(reqs, [
+    { name: 'a', profile: profile(1) },
+    { name: 'b', profile: profile(2) },
+    { name: 'c', profile: profile(3) },
+  ]);
+  const spy = (readsMetrics: boolean | undefined): { policy: Policy; seen: unknown[] } => {
+    const seen: unknown[] = [];
+    let next = 0;
+    const policy: Policy = {
+      name: 'spy',
+      readsMetrics,
+      pick(_req, candidates) {
+        seen.push(candidates[0]!.metrics);
+        return candidates[next++ % candidates.length];
+      },
+    };
+    return { policy, seen };
+  };
+  const free = spy(false);
+  const probed = spy(undefined);
+  const opts = { seed: 1, probeEveryS: 0.05 };
+  const a = simulateWith(sc, free.policy, 'spy', opts);
+  const b = simulateWith(sc, probed.policy, 'spy', opts);
+  assert.ok(free.seen.every((m) => m === undefined));
+  assert.ok(probed.seen.some((m) => m !== undefined));
+  assert.deepEqual(a, b);
+  // Lazy wakes too: the built-in round robin (readsMetrics false) against the same picks probed.
+  const rr = simulate(sc, { name: 'round-robin' }, opts);
+  assert.deepEqual({ ...rr, policy: 'spy' }, b);
+});
+
 test('selective pushing on pending requests keeps the queue in the router, not in the engines', () => {
   // 12 requests at once on two one-slot engines, lengths alternating: blind round-robin sends 6 to
   // each engine, where 5 wait while one runs; SP-P lets an engine hold at most the one it runs plus one pushed since the

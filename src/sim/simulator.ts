@@ -115,11 +115,17 @@ export function everyIterationReruns(): number {
 }
 
 const f64 = new Float64Array(1);
-const u64 = new BigUint64Array(f64.buffer);
-/** The largest double below x (x > 0). */
+// The double's bits as two 32-bit halves (BigInt arithmetic on a 64-bit view allocates per call).
+const u32 = new Uint32Array(f64.buffer);
+const LO = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1 ? 0 : 1;
+const HI = 1 - LO;
+/** The largest double below x (x > 0): its bits minus one. */
 function justBefore(x: number): number {
   f64[0] = x;
-  u64[0]! -= 1n;
+  if (u32[LO] === 0) {
+    u32[LO] = 0xffffffff;
+    u32[HI]!--;
+  } else u32[LO]!--;
   return f64[0]!;
 }
 
@@ -142,11 +148,13 @@ interface Event {
   readonly request?: WorkloadRequest;
   /** ENGINE: backend index. */
   readonly backend?: number;
-  /** TIMEOUT: the request id. */
-  readonly id?: string;
+  /** TIMEOUT: the request. */
+  readonly open?: Open;
 }
 
 const PROBE_EVENT: Event = { kind: PROBE };
+/** Block hashes of a prompt on an engine without a prefix cache: none, one shared array. */
+const NO_HASHES: readonly number[] = Object.freeze([]);
 const SAMPLE_EVENT: Event = { kind: SAMPLE };
 
 /** Run `scenario` under one policy (seeded from `opts.seed`, as the live router seeds it). */
@@ -165,11 +173,15 @@ export function simulate(scenario: Scenario, policySpec: PolicySpec, opts: Simul
   return runSimulation(scenario, policy(), label, opts, false);
 }
 
-/** Per-request state the loop needs while a request is open. */
-interface Open {
+/**
+ * A request as the core sees it, and the loop's state for it while it is open: one object, so a
+ * decision's request is its state (no lookup by id).
+ */
+interface Open extends RequestInfo {
   readonly req: WorkloadRequest;
-  readonly text: string;
   readonly rec: RequestRecord;
+  /** Its index in the run's records, the engine sequence's ref. */
+  readonly index: number;
   /** Engine index once dispatched. */
   engine: number;
   /** The answer's text, drawn at dispatch when the engine caches prefixes ('' otherwise). */
@@ -201,7 +213,10 @@ function runSimulation(
   // `simulate` asks for them, since it can rerun with a fresh policy on AmbiguousOrder.
   const lazy = lazyWakes && opts.everyIteration !== true;
   // Token events are only for streaming; TTFT comes with 'finished' (queuedS + prefillS).
-  const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false, admitEvents: false }));
+  // Ids are unique here (one record each) and only client timeouts cancel: no id index.
+  const engines = fleet.map(
+    (b) => new EngineModel(b.profile, { tokenEvents: false, admitEvents: false, indexById: false }),
+  );
   const byName = new Map<string, number>();
   fleet.forEach((b, i) => byName.set(b.name, i));
   for (const b of fleet) {
@@ -218,7 +233,9 @@ function runSimulation(
   const endS = scenario.durationS + scenario.graceS;
   const heap = new EventHeap<Event>();
   const records: RequestRecord[] = [];
-  const open = new Map<string, Open>();
+  /** Every request sent, by its index in `records` (EngineSequence.ref). */
+  const opens: Open[] = [];
+  let openCount = 0;
   const wakeAt: (number | undefined)[] = engines.map(() => undefined);
   // One constant wake event per engine (no allocation per iteration). A wake is live only while it
   // is the engine's current wakeAt; superseded ones are skipped when they surface.
@@ -244,7 +261,8 @@ function runSimulation(
   let lastActivity = 0;
 
   const schedule = (items: readonly ScheduledRequest[]): void => {
-    for (const it of items) {
+    for (let k = 0; k < items.length; k++) {
+      const it = items[k]!;
       // Nothing is sent at or after durationS (the run then only drains).
       if (!(it.at < scenario.durationS)) continue;
       pendingSends++;
@@ -263,11 +281,13 @@ function runSimulation(
     if (inclusive && e.iterationEnd === now) check(i, e.advance(now));
   };
   const check = (i: number, events: readonly EngineEvent[]): void => {
-    for (const ev of events)
+    for (let k = 0; k < events.length; k++) {
+      const ev = events[k]!;
       if (ev.type === 'finished')
         throw new Error(
           `simulator: ${fleet[i]!.name} finished ${ev.id} at ${ev.t} s, between wakes (EngineModel.quietUntil out of step with its iterations?)`,
         );
+    }
   };
   /** Lazy wakes: bring engine i to the present before a request is submitted to it. */
   const beforeSubmit = (i: number): void => {
@@ -315,13 +335,15 @@ function runSimulation(
     o.rec.ok = false;
     o.rec.failure = reason;
     o.rec.finishS = now;
-    open.delete(o.rec.id);
+    openCount--;
     schedule(driver.onFinish(o.rec.id, now, false, ''));
   };
 
   const apply = (ds: readonly Decision[]): void => {
-    for (const d of ds) {
-      const o = open.get(d.request.id)!;
+    for (let k = 0; k < ds.length; k++) {
+      const d = ds[k]!;
+      // The core hands back the request object it was given: the Open of onSend.
+      const o = d.request as Open;
       if (d.type === 'reject') {
         fail(o, d.reason);
         continue;
@@ -329,7 +351,7 @@ function runSimulation(
       const i = byName.get(d.backend)!;
       const req = o.req;
       const profile = fleet[i]!.profile;
-      const promptTokens = req.promptTokens ?? countTokens(o.text);
+      const promptTokens = req.promptTokens ?? countTokens(o.promptText);
       const cap = req.maxTokens;
       const outputTokens = Math.max(
         1,
@@ -348,10 +370,10 @@ function runSimulation(
       // no answer to cache: its client, a trace, resends whatever the trace says.
       const blocks = req.prefixBlocks;
       const blockHashes = !caching
-        ? []
+        ? NO_HASHES
         : blocks
           ? engineBlockHashes(blocks, promptTokens, req.tailState ?? 0, profile.blockSize)
-          : promptBlockHashes(o.text, profile.blockSize);
+          : promptBlockHashes(o.promptText, profile.blockSize);
       if (caching && !blocks)
         o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
       if (lazy) beforeSubmit(i);
@@ -363,8 +385,9 @@ function runSimulation(
           outputTokens,
           contextBlockHashes:
             caching && !blocks
-              ? contextBlockHashes(o.text, blockHashes, o.answer, profile.blockSize)
+              ? contextBlockHashes(o.promptText, blockHashes, o.answer, profile.blockSize)
               : undefined,
+          ref: o.index,
         },
         now,
       );
@@ -388,12 +411,7 @@ function runSimulation(
       outputTokens: 0,
       cachedTokens: 0,
     };
-    records.push(rec);
-    open.set(req.id, { req, text, rec, engine: -1, answer: '' });
-    if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
-      heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
-    }
-    const info: RequestInfo = {
+    const o: Open = {
       id: req.id,
       model: req.model,
       api: req.api.startsWith('ollama') ? 'ollama' : 'openai',
@@ -402,8 +420,19 @@ function runSimulation(
       maxTokens: req.maxTokens,
       sessionKey: req.sessionKey,
       taskHint: req.taskHint,
+      req,
+      rec,
+      index: records.length,
+      engine: -1,
+      answer: '',
     };
-    apply(scheduler.submit(info, now * 1000));
+    records.push(rec);
+    opens.push(o);
+    openCount++;
+    if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
+      heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, open: o });
+    }
+    apply(scheduler.submit(o, now * 1000));
   };
 
   const onEngine = (i: number): void => {
@@ -411,10 +440,11 @@ function runSimulation(
     liveWakes--;
     touch(i);
     const events = engines[i]!.advance(now);
-    for (const e of events) {
+    for (let k = 0; k < events.length; k++) {
+      const e = events[k]!;
       if (e.type !== 'finished') continue;
       if (lazy && e.t !== now) check(i, [e]);
-      const o = open.get(e.id)!;
+      const o = opens[e.ref]!;
       const rec = o.rec;
       const dispatchS = rec.dispatchS!;
       rec.firstTokenS = dispatchS + e.queuedS + e.prefillS;
@@ -423,7 +453,7 @@ function runSimulation(
       rec.outputTokens = e.outputTokens;
       rec.cachedTokens = e.cachedTokens;
       outstanding[i]!--;
-      open.delete(e.id);
+      openCount--;
       // Reported as a live Ollama backend would: engine-measured prefill and decode durations.
       const ds = scheduler.complete(
         e.id,
@@ -447,9 +477,9 @@ function runSimulation(
   };
 
   /** The client gave up: drop it from the router queue or the engine, count it failed. */
-  const onTimeout = (id: string): void => {
-    const o = open.get(id);
-    if (!o) return; // already settled
+  const onTimeout = (o: Open): void => {
+    if (o.rec.ok !== undefined) return; // already settled
+    const id = o.id;
     const { decisions } = scheduler.cancel(id, now * 1000);
     if (o.engine >= 0) {
       if (lazy) catchUp(o.engine, true);
@@ -468,9 +498,14 @@ function runSimulation(
     scheduler.inFlightTotal > 0 ||
     scheduler.queueLength > 0;
 
-  // A policy that needs fresh engine state (SP-P) gets probed at least as often as it asks.
-  const probeBase = opts.probeEveryS ?? 0.05;
+  // A policy that needs fresh engine state (SP-P) gets probed at least as often as it asks; one
+  // that reads no metrics and never holds, not at all. Skipping changes no result: a probe brings
+  // engines to the present (in exact steps: EngineModel.quietRun), hands their load to the core
+  // and pumps, and such a policy's pump decides nothing new. The same-instant `lateSeen` a probe
+  // sets matters only to submits after it at that instant: its own pump's.
   const wanted = policy.metricsIntervalMs;
+  const skipProbes = policy.readsMetrics === false && wanted === undefined;
+  const probeBase = skipProbes ? Infinity : (opts.probeEveryS ?? 0.05);
   const probeEvery = wanted === undefined ? probeBase : Math.min(probeBase, wanted / 1000);
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
   const onProbe = (): void => {
@@ -579,7 +614,7 @@ function runSimulation(
       }
       case TIMEOUT:
         lateSeen = true;
-        onTimeout(ev.id!);
+        onTimeout(ev.open!);
         break;
       case PROBE:
         lateSeen = true;
@@ -595,12 +630,14 @@ function runSimulation(
     if (dirtyCount > 0) flushIfInstantOver(first?.at);
   }
 
+  // Requests left with nothing to wake them: probes (and samples) would have gone on to the end.
+  if (!cut && skipProbes && active()) cut = true;
   // Cut off: the reference protocol ran every iteration up to the end; lazy engines catch up.
   if (cut && lazy) {
     now = endS;
     for (let i = 0; i < engines.length; i++) catchUp(i, true);
   }
-  checkConservation(records, open.size, scheduler, engines);
+  checkConservation(records, openCount, scheduler, engines);
   return {
     policy: label,
     records,
@@ -610,7 +647,7 @@ function runSimulation(
       const s = engines[i]!.stats();
       return { name: b.name, prefixQueries: s.prefixCacheQueries, prefixHits: s.prefixCacheHits };
     }),
-    simulatedS: cut && open.size > 0 ? endS : lastActivity,
+    simulatedS: cut && openCount > 0 ? endS : lastActivity,
   };
 }
 

@@ -71,9 +71,13 @@ export function requestFromMessages(meta: RequestMeta, messages: readonly ChatMe
 
 /** A driver for open-loop traffic: everything is scheduled up front; finishes send nothing. */
 export function openLoop(generate: () => ScheduledRequest[]): ClientDriver {
+  let list: readonly ScheduledRequest[] | undefined;
   return {
-    start: generate,
+    // Built once, however many runs the driver serves (ClientDriver.reusable); a new array each
+    // time, as callers may sort or filter theirs.
+    start: () => (list ??= generate()).slice(),
     onFinish: () => [],
+    reusable: true,
   };
 }
 

@@ -68,6 +68,28 @@ describe('workload registry', () => {
     assert.throws(() => createWorkload({ type: 'nope' }, 1), /unknown workload type 'nope'/);
   });
 
+  it("a bound open-loop workload keeps its last seed's driver; closed-loop ones are made anew", () => {
+    const bound = getWorkloadType('task-mix')!.bind({ count: 50 });
+    assert.ok(bound.success);
+    const a = bound.create(1);
+    assert.equal(a.reusable, true);
+    assert.equal(bound.create(1), a);
+    // Each start() is a new array of the same requests, so a caller may sort or filter its own.
+    const first = a.start();
+    first.reverse();
+    const again = a.start();
+    assert.notEqual(again, first);
+    assert.deepEqual(again, createWorkload({ type: 'task-mix', count: 50 }, 1).start());
+    assert.equal(again[0]!.request, first[first.length - 1]!.request);
+    const b = bound.create(2);
+    assert.notEqual(b, a);
+    assert.notDeepEqual(b.start(), again);
+    assert.equal(bound.create(1) === a, false); // only the last seed is kept
+    const turns = getWorkloadType('multi-turn')!.bind({ clients: 2, durationS: 10 });
+    assert.ok(turns.success);
+    assert.notEqual(turns.create(1), turns.create(1));
+  });
+
   it('generates thousands of requests up front', () => {
     const n = createWorkload({ type: 'task-mix', count: 5000 }, 1).start().length;
     const h = createWorkload({ type: 'heimdall', total: 800, heavySeeds: 400 }, 1).start().length;

@@ -51,7 +51,16 @@ function define<S extends z.ZodType>(
       const r = schema.safeParse(params);
       if (!r.success) return { success: false, error: r.error };
       const data = r.data;
-      return { success: true, create: (seed) => factory(data, seed) };
+      // The last seed's driver, when reusable (open loop): a scenario's runs, one per policy,
+      // then generate their requests once, not once each.
+      let last: { readonly seed: number; readonly driver: ClientDriver } | undefined;
+      const create = (seed: number): ClientDriver => {
+        if (last !== undefined && last.seed === seed) return last.driver;
+        const driver = factory(data, seed);
+        last = driver.reusable === true ? { seed, driver } : undefined;
+        return driver;
+      };
+      return { success: true, create };
     },
   };
 }

@@ -74,4 +74,9 @@ export interface ClientDriver {
    * all: trace replay streams its file). The simulator prefers it when present.
    */
   stream?(): Iterator<ScheduledRequest>;
+  /**
+   * true: start() returns the same requests every time (in a new array) and onFinish sends nothing
+   * and keeps no state, so one driver may serve any number of runs (open-loop generators).
+   */
+  readonly reusable?: boolean;
 }

@@ -32,6 +32,12 @@ export interface PluginHooks {
   readonly metricsIntervalMs?: number;
   /** Plugins this one reads: the profile runs their hooks too, even when they are not in it. */
   readonly uses?: readonly Plugin[];
+  /**
+   * false: nothing it does reads engine metrics (BackendView.metrics, dispatchedSinceMetrics,
+   * completedSinceMetrics), so a profile of such plugins needs no probes (Policy.readsMetrics).
+   * Absent: it may read them.
+   */
+  readonly readsMetrics?: boolean;
 }
 
 /** Drops backends. An empty result holds the request in the router queue (selective pushing). */

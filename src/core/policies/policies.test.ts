@@ -53,3 +53,15 @@ test('pinned sends everything to its backend and holds while it is busy', () => 
   assert.equal(p.pick(req, [view('a', 0)], 0), undefined);
   assert.throws(() => createPolicy('pinned', createRng(1)), /pinned.*backend/);
 });
+
+test('readsMetrics: false only for profiles that read no engine metrics and never hold', () => {
+  const reads = (spec: Parameters<typeof createPolicy>[0]): boolean | undefined =>
+    createPolicy(spec, createRng(1)).readsMetrics;
+  for (const name of ['round-robin', 'least-connections', 'random', 'weighted-round-robin'])
+    assert.equal(reads(name), false, name);
+  // A push filter may hold (and SP-P reads metrics); whole-decision policies may read them.
+  assert.equal(reads({ name: 'round-robin', params: { push: 'sp-o' } }), true);
+  assert.equal(reads({ name: 'round-robin', params: { push: 'sp-p' } }), true);
+  for (const name of ['estimated-wait', 'jsq', 'prefix-trie', 'ollama-router'])
+    assert.equal(reads(name), true, name);
+});

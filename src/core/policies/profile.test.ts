@@ -159,3 +159,41 @@ test('a scorer returning NaN or out-of-range values cannot poison the totals', (
   );
   assert.deepEqual(totals, [0, 1, 0]);
 });
+
+test('readsMetrics: a profile of metric-free plugins that never holds needs no metrics; one reading them does', () => {
+  const active = () => makePlugin('scorer', 'active-request-scorer', { requestTimeout: 0 });
+  const picker = () => makePlugin('picker', 'max-score-picker');
+  const free = new ProfilePolicy({
+    name: 'f',
+    filters: [],
+    scorers: [{ scorer: active(), weight: 1 }],
+    picker: picker(),
+  });
+  assert.equal(free.readsMetrics, false);
+  const queue = new ProfilePolicy({
+    name: 'q',
+    filters: [],
+    scorers: [{ scorer: makePlugin('scorer', 'queue-scorer'), weight: 1 }],
+    picker: picker(),
+  });
+  assert.equal(queue.readsMetrics, true);
+  // A dynamic weight on the engines' waiting counts reads metrics; one on in-flight counts does not.
+  const rule = (signal: 'maxEngineWaiting' | 'maxInFlight') =>
+    new ProfilePolicy({
+      name: 'r',
+      filters: [],
+      scorers: [{ scorer: active(), weight: 1 }],
+      picker: picker(),
+      dynamicWeights: [{ signal, above: 1, set: { 'active-request-scorer': 2 } }],
+    });
+  assert.equal(rule('maxEngineWaiting').readsMetrics, true);
+  assert.equal(rule('maxInFlight').readsMetrics, false);
+  // A filter may hold, whatever it reads.
+  const filtered = new ProfilePolicy({
+    name: 'k',
+    filters: [makePlugin('filter', 'kv-fit-filter', { kvCapacityTokens: 1000 }) as Filter],
+    scorers: [],
+    picker: picker(),
+  });
+  assert.equal(filtered.readsMetrics, true);
+});

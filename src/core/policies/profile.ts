@@ -74,6 +74,8 @@ export class ProfilePolicy implements Policy {
   readonly metricsIntervalMs: number | undefined;
   /** Its filters read no engine metrics and its picker never holds (Policy.holdsIgnoreMetrics). */
   readonly holdsIgnoreMetrics: boolean;
+  /** Some plugin or dynamic-weight rule may read engine metrics, or it may hold (Policy.readsMetrics). */
+  readonly readsMetrics: boolean;
   /** The picker's queue order (estimated-wait: response ratio), if it has one. */
   readonly responseRatio: ResponseRatioOrder | undefined;
   /** Set by the host to receive each decision's scores (debug log, /admin/decisions). */
@@ -129,6 +131,12 @@ export class ProfilePolicy implements Policy {
       p.metricsIntervalMs === undefined ? [] : [p.metricsIntervalMs],
     );
     this.metricsIntervalMs = wanted.length > 0 ? Math.min(...wanted) : undefined;
+    this.readsMetrics = !(
+      def.filters.length === 0 &&
+      def.picker.neverHolds === true &&
+      this.plugins.every((p) => p.readsMetrics === false) &&
+      this.rules.every((r) => r.rule.signal !== 'maxEngineWaiting')
+    );
   }
 
   /** Every plugin the profile runs hooks for (benches and tests inspect their state). */

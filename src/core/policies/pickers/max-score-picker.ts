@@ -20,6 +20,7 @@ export function maxScorePicker(ctx: PluginContext): Picker {
     type: 'max-score-picker',
     name: ctx.name,
     neverHolds: true,
+    readsMetrics: false,
     pick(_req, candidates, scores) {
       const n = candidates.length;
       if (n === 0) return [];

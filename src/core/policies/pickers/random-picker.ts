@@ -11,6 +11,8 @@ export function randomPicker(ctx: PluginContext): Picker {
     kind: 'picker',
     type: 'random-picker',
     name: ctx.name,
+    neverHolds: true,
+    readsMetrics: false,
     pick(_req, candidates) {
       if (candidates.length === 0) return [];
       if (p.maxNumOfEndpoints === 1) return [candidates[Math.floor(ctx.random() * candidates.length)]!];

@@ -3,14 +3,18 @@ import { parseParams } from '../params.js';
 import { nextInRotation } from '../rotation.js';
 import { z } from 'zod';
 
+const Params = z.strictObject({});
+
 /** Rotates over backends in registration order, skipping non-candidates; scores ignored. */
 export function roundRobinPicker(ctx: PluginContext): Picker {
-  parseParams(z.strictObject({}), ctx.params, ctx.name);
+  parseParams(Params, ctx.params, ctx.name);
   let next = 0;
   return {
     kind: 'picker',
     type: 'round-robin-picker',
     name: ctx.name,
+    neverHolds: true,
+    readsMetrics: false,
     pick(_req, candidates) {
       const chosen = nextInRotation(candidates, next);
       if (!chosen) return [];

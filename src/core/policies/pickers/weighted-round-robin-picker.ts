@@ -3,18 +3,22 @@ import type { BackendView } from '../../types.js';
 import type { Picker, PluginContext } from '../plugin.js';
 import { parseParams } from '../params.js';
 
+const Params = z.strictObject({});
+
 /**
  * Smooth weighted round-robin over the backends' configured weights (nginx): each pick adds every
  * candidate's weight to its running score, takes the highest, and subtracts the total from it,
  * so 5:1:1 comes out as a,a,b,a,c,a,a rather than a burst of five. Scores ignored.
  */
 export function weightedRoundRobinPicker(ctx: PluginContext): Picker {
-  parseParams(z.strictObject({}), ctx.params, ctx.name);
+  parseParams(Params, ctx.params, ctx.name);
   const current = new Map<string, number>();
   return {
     kind: 'picker',
     type: 'weighted-round-robin-picker',
     name: ctx.name,
+    neverHolds: true,
+    readsMetrics: false,
     pick(_req, candidates) {
       let total = 0;
       let best: BackendView | undefined;
