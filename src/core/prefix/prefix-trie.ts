@@ -20,6 +20,8 @@
  *   and evicting from the head never orphans a subtree.
  */
 
+import { chunkKeys, LOW_BITS } from './chunk-keys.js';
+
 export interface PrefixTrieOptions {
   /** Characters per chunk; a text's last partial chunk is not indexed. */
   readonly chunkChars: number;
@@ -42,16 +44,9 @@ export interface PrefixMatch {
 const NO_MATCH: PrefixMatch = { chunks: 0, chars: 0, owners: [] };
 /** "No slot" in the slot arrays. */
 const NONE = -1;
-/** Keys are 53-bit: a 32-bit well-mixed high part times 2^21 plus 21 low bits. */
-const LOW_BITS = 0x200000;
-const HIGH_PART = 1 / LOW_BITS;
 /** Table index of a key: its mixed high 32 bits (multiplying by 2^-21 is exact). */
+const HIGH_PART = 1 / LOW_BITS;
 const home = (key: number, mask: number): number => ((key * HIGH_PART) >>> 0) & mask;
-
-/** Scratch for keys(): the text as UTF-16 code units, read two at a time. Grown on demand. */
-let scratch = new ArrayBuffer(0);
-let scratchBytes = Buffer.from(scratch);
-let scratchWords = new Int32Array(scratch);
 
 export class PrefixTrie {
   readonly chunkChars: number;
@@ -99,6 +94,8 @@ export class PrefixTrie {
   private walkedKeys: ArrayLike<number> | undefined;
   private walkedAt = -1;
   private walkedCount = 0;
+  /** The walk stopped at a missing node (or the end), not at an unavailable one: it found them all. */
+  private walkedAll = false;
   private walked = new Int32Array(0);
 
   constructor(opts: PrefixTrieOptions) {
@@ -144,60 +141,23 @@ export class PrefixTrie {
   }
 
   /**
-   * Chain hashes of a text's indexed chunks: key i covers chunks 0..i, so equal keys mean (up to
-   * collisions) an equal prefix. Two 32-bit FNV-1a variants give a 53-bit key: with 100k nodes a
-   * collision is a ~1e-6 event, and it would only cost one misrouted request. Compute once per
-   * request and reuse.
+   * Chain hashes of a text's indexed chunks (chunk-keys.ts): key i covers chunks 0..i, so equal
+   * keys mean (up to collisions) an equal prefix. They are 53-bit: with 100k nodes a collision is a
+   * ~1e-6 event, and it would only cost one misrouted request. Compute once per request and reuse.
+   *
+   * With `into` (long enough, see keyCount), the keys are written there and a view of them is
+   * returned: a caller hashing one request after another need not allocate per request.
    */
-  keys(text: string): Float64Array {
-    const size = this.chunkChars;
-    const n = Math.floor(Math.min(text.length, this.maxPrefixChars) / size);
-    const out = new Float64Array(n);
-    if (n === 0) return out;
-    let h1 = 0x811c9dc5;
-    let h2 = 0x01000193;
-    // Even chunks: the text is copied out as UTF-16 code units by native code, then hashed one
-    // 32-bit word (two characters) per step — the same words the charCodeAt loop below builds, so
-    // both give equal keys, but without two charCodeAt calls per word.
-    const even = size % 2 === 0;
-    let words = scratchWords;
-    if (even) {
-      const bytes = n * size * 2;
-      if (scratch.byteLength < bytes) {
-        scratch = new ArrayBuffer(Math.max(bytes, scratch.byteLength * 2));
-        scratchBytes = Buffer.from(scratch);
-        scratchWords = new Int32Array(scratch);
-        words = scratchWords;
-      }
-      scratchBytes.write(text, 0, bytes, 'utf16le');
-    }
-    const half = size >> 1;
-    for (let b = 0; b < n; b++) {
-      if (even) {
-        for (let w = b * half, end = w + half; w < end; w++) {
-          const c = words[w]!;
-          h1 = Math.imul(h1 ^ c, 0x01000193);
-          h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
-        }
-      } else {
-        let i = b * size;
-        const end = i + size;
-        for (; i + 1 < end; i += 2) {
-          const c = text.charCodeAt(i) | (text.charCodeAt(i + 1) << 16);
-          h1 = Math.imul(h1 ^ c, 0x01000193);
-          h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
-        }
-        const c = text.charCodeAt(i);
-        h1 = Math.imul(h1 ^ c, 0x01000193);
-        h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
-      }
-      // FNV-1a on whole words mixes high bits poorly: finalise each key (chain state untouched).
-      let f = h1 ^ (h1 >>> 16);
-      f = Math.imul(f, 0x85ebca6b);
-      f ^= f >>> 13;
-      out[b] = (f >>> 0) * LOW_BITS + ((h2 ^ (h2 >>> 11)) & (LOW_BITS - 1));
-    }
+  keys(text: string, into?: Float64Array): Float64Array {
+    const n = this.keyCount(text);
+    const out = into !== undefined && into.length >= n ? into.subarray(0, n) : new Float64Array(n);
+    chunkKeys(text, this.chunkChars, out);
     return out;
+  }
+
+  /** How many keys `keys(text)` gives. */
+  keyCount(text: string): number {
+    return Math.floor(Math.min(text.length, this.maxPrefixChars) / this.chunkChars);
   }
 
   /**
@@ -213,12 +173,14 @@ export class PrefixTrie {
     // just before (pick, then dispatch) already found the first of them.
     if (this.walked.length < n) this.walked = new Int32Array(n);
     const path = this.walked;
-    let m = this.walkedKeys === keys && this.walkedAt === this.mutations ? Math.min(this.walkedCount, n) : 0;
-    for (; m < n; m++) {
-      const s = this.lookup(keys[m]!);
-      if (s === NONE) break;
-      path[m] = s;
-    }
+    const hinted = this.walkedKeys === keys && this.walkedAt === this.mutations;
+    let m = hinted ? Math.min(this.walkedCount, n) : 0;
+    if (!hinted || !this.walkedAll)
+      for (; m < n; m++) {
+        const s = this.lookup(keys[m]!);
+        if (s === NONE) break;
+        path[m] = s;
+      }
     this.mutations++;
     // Those holding the backend form a prefix of them too (subset invariant): find where it ends by
     // bisection — nodes down a shared system prompt can hold hundreds of owners each.
@@ -265,6 +227,7 @@ export class PrefixTrie {
     this.walkedKeys = keys;
     this.walkedAt = this.mutations;
     let seen = 0;
+    let all = true;
     for (let i = 0; i < limit; i++) {
       const s = this.lookup(keys[i]!);
       if (s === NONE) break;
@@ -274,13 +237,17 @@ export class PrefixTrie {
       // Down a shared system prompt held by every backend this keeps the walk O(1) per chunk.
       // Otherwise one available owner is enough to go on; who they all are is read at the end.
       if (owners !== parentOwners) {
-        if (!this.anyAvailable(s, isAvailable)) break;
+        if (!this.anyAvailable(s, isAvailable)) {
+          all = false;
+          break;
+        }
         parentOwners = owners;
       }
       best = s;
       depth = i + 1;
     }
     this.walkedCount = seen;
+    this.walkedAll = all;
     if (best === NONE) return NO_MATCH;
     const first = this.owner[best]!;
     const owners = isAvailable(first) ? [first] : [];
