@@ -81,9 +81,11 @@ export function chunkKeys(text: string, size: number, out: Float64Array): void {
   chainB = 0x01000193;
   if (size % 4 === 0) {
     reserve(chars);
-    // All ASCII exactly when every character read took one byte.
-    const r = encoder.encodeInto(text, bytes.subarray(0, chars));
-    if (r.read === chars && r.written === chars) {
+    // The first `chars` characters are all ASCII exactly when they were read and every character
+    // read took one byte. (The whole scratch is offered, not a view of `chars` bytes: no view
+    // per call; a non-ASCII character just past them only sends the text down the general path.)
+    const r = encoder.encodeInto(text, bytes);
+    if (r.read >= chars && r.read === r.written) {
       const step = size >> 2;
       for (let b = 0; b < n; b++) out[b] = mix(b * step, step, 0);
       return;
