@@ -42,6 +42,8 @@ export interface PrefixMatch {
 }
 
 const NO_MATCH: PrefixMatch = { chunks: 0, chars: 0, owners: [] };
+/** A freed owner list's place holder. */
+const NO_OWNERS: number[] = [];
 /** "No slot" in the slot arrays. */
 const NONE = -1;
 /**
@@ -72,11 +74,15 @@ export class PrefixTrie {
   /** Owners of a slot, the first included; 0 for a free one. */
   private owners = new Int32Array(0);
   /**
-   * Owners after the first, by slot, in the order they were first sent the prefix. Only nodes with
-   * more than one owner are listed (most have one: a request's own tail of the prompt), so
-   * creating a node writes nothing here; look a slot up only when `owners` says it has more.
+   * Per slot, 1 + the index in `lists` of its owners after the first; 0 for a node with one owner
+   * (most nodes: a request's own tail of the prompt). Typed, so creating a node writes nothing on
+   * the JS heap (an element per node of a JS array cost ~15 % of trie time); a list is made when a
+   * node gets its second owner.
    */
-  private readonly more = new Map<number, number[]>();
+  private moreAt = new Int32Array(0);
+  /** Owner lists after the first, in the order they were first sent the prefix; freed ones reused. */
+  private readonly lists: number[][] = [];
+  private readonly freeLists: number[] = [];
   /** Nodes each backend (by trie id) is listed on: its share of the tree, kept as nodes come and go. */
   private held = new Int32Array(8);
   /** Open addressing, linear probing: slot + 1, 0 for empty; at most half full. */
@@ -208,14 +214,35 @@ export class PrefixTrie {
   }
 
   private holds(s: number, id: number): boolean {
-    return this.owner[s] === id || (this.owners[s]! > 1 && this.more.get(s)!.includes(id));
+    return this.owner[s] === id || (this.moreAt[s] !== 0 && this.lists[this.moreAt[s]! - 1]!.includes(id));
+  }
+
+  /** A slot's owners after the first (undefined: it has one). */
+  private extra(s: number): number[] | undefined {
+    const at = this.moreAt[s]!;
+    return at === 0 ? undefined : this.lists[at - 1];
+  }
+
+  /** The slot is back to one owner (or gone): its list is freed for reuse. */
+  private dropExtra(s: number): void {
+    const at = this.moreAt[s]!;
+    this.lists[at - 1] = NO_OWNERS;
+    this.freeLists.push(at - 1);
+    this.moreAt[s] = 0;
   }
 
   /** Append an owner to a slot's list (the slot does not hold it yet). */
   private addOwner(s: number, id: number): void {
-    const more = this.more.get(s);
-    if (more === undefined) this.more.set(s, [id]);
-    else more.push(id);
+    const at = this.moreAt[s]!;
+    if (at !== 0) this.lists[at - 1]!.push(id);
+    else {
+      const free = this.freeLists.pop();
+      if (free === undefined) this.moreAt[s] = this.lists.push([id]);
+      else {
+        this.lists[free] = [id];
+        this.moreAt[s] = free + 1;
+      }
+    }
     this.owners[s]!++;
     this.held[id]!++;
   }
@@ -258,7 +285,7 @@ export class PrefixTrie {
     if (best === NONE) return NO_MATCH;
     const first = this.owner[best]!;
     const owners = isAvailable(first) ? [first] : [];
-    const more = this.owners[best]! > 1 ? this.more.get(best)! : undefined;
+    const more = this.extra(best);
     if (more !== undefined)
       for (let j = 0; j < more.length; j++) {
         const o = more[j]!;
@@ -273,7 +300,7 @@ export class PrefixTrie {
     if (id === undefined) return;
     const dead: number[] = [];
     for (let s = this.head; s !== NONE; s = this.next[s]!) {
-      const more = this.owners[s]! > 1 ? this.more.get(s)! : undefined;
+      const more = this.extra(s);
       if (this.owner[s] === id) {
         if (more === undefined) {
           dead.push(s);
@@ -288,7 +315,7 @@ export class PrefixTrie {
       }
       this.owners[s]!--;
       this.held[id]!--;
-      if (more!.length === 0) this.more.delete(s);
+      if (more!.length === 0) this.dropExtra(s);
     }
     // Ownerless nodes form whole subtrees (subset invariant): removing them all leaves no orphan.
     for (const s of dead) this.remove(s);
@@ -352,15 +379,15 @@ export class PrefixTrie {
   }
 
   private ownersOf(s: number): number[] {
-    const out = [this.owner[s]!, ...(this.owners[s]! > 1 ? this.more.get(s)! : [])];
+    const out = [this.owner[s]!, ...(this.extra(s) ?? [])];
     if (out.length !== this.owners[s]) throw new Error('owner count out of step with the owner list');
     return out;
   }
 
   private anyAvailable(s: number, isAvailable: (id: number) => boolean): boolean {
     if (isAvailable(this.owner[s]!)) return true;
-    if (this.owners[s]! === 1) return false;
-    const more = this.more.get(s)!;
+    const more = this.extra(s);
+    if (more === undefined) return false;
     for (let j = 0; j < more.length; j++) if (isAvailable(more[j]!)) return true;
     return false;
   }
@@ -413,6 +440,7 @@ export class PrefixTrie {
     this.next = widen(this.next, (n) => new Int32Array(n));
     this.owner = widen(this.owner, (n) => new Int32Array(n));
     this.owners = widen(this.owners, (n) => new Int32Array(n));
+    this.moreAt = widen(this.moreAt, (n) => new Int32Array(n));
     this.freeSlots = widen(this.freeSlots, (n) => new Int32Array(n));
     this.capacity = cap;
     let size = 1;
@@ -482,10 +510,10 @@ export class PrefixTrie {
     table[i] = 0;
     this.detach(s);
     this.held[this.owner[s]!]!--;
-    if (this.owners[s]! > 1) {
-      const more = this.more.get(s)!;
+    const more = this.extra(s);
+    if (more !== undefined) {
       for (let j = 0; j < more.length; j++) this.held[more[j]!]!--;
-      this.more.delete(s);
+      this.dropExtra(s);
     }
     this.owners[s] = 0;
     this.freeSlots[this.freeCount++] = s;
