@@ -7,12 +7,14 @@ import type { BackendView } from '../types.js';
 export function nextInRotation(
   candidates: readonly BackendView[],
   cursor: number,
-  accept: (b: BackendView) => boolean = () => true,
+  accept?: (b: BackendView) => boolean,
 ): BackendView | undefined {
   let best: BackendView | undefined;
   let wrap: BackendView | undefined;
-  for (const b of candidates) {
-    if (!accept(b)) continue;
+  for (let i = 0; i < candidates.length; i++) {
+    const b = candidates[i]!;
+    // No default `() => true`: a default parameter is a new closure on every call.
+    if (accept !== undefined && !accept(b)) continue;
     if (b.index >= cursor) {
       if (best === undefined || b.index < best.index) best = b;
     } else if (wrap === undefined || b.index < wrap.index) wrap = b;

@@ -27,6 +27,14 @@ const MAX_CACHED = 4096;
 export class TrieRouting {
   readonly trie: PrefixTrie;
   readonly marks: CandidateIds;
+  /**
+   * The request hashed last and its keys, a view of `buffer`: a pick is almost always followed by
+   * that request's dispatch, so this one slot serves it with no map operation and no allocation.
+   */
+  private lastId: string | undefined;
+  private lastKeys: Float64Array = new Float64Array(0);
+  private buffer = new Float64Array(64);
+  /** Keys of other requests picked but not dispatched yet (copies: the buffer is reused). */
   private readonly keyCache = new Map<string, Float64Array>();
 
   constructor(p: { chunkChars: number; maxEntries: number; maxPrefixChars: number }) {
@@ -38,20 +46,31 @@ export class TrieRouting {
     this.marks = new CandidateIds(this.trie);
   }
 
-  /** The chunk keys of a request's prompt. */
+  /** The chunk keys of a request's prompt (valid until keys of another request are asked for). */
   keysOf(req: RequestInfo): Float64Array {
-    let k = this.keyCache.get(req.id);
-    if (!k) {
-      k = this.trie.keys(req.promptText);
+    const id = req.id;
+    if (id === this.lastId) return this.lastKeys;
+    let k = this.keyCache.size > 0 ? this.keyCache.get(id) : undefined;
+    if (k !== undefined) this.keyCache.delete(id);
+    if (this.lastId !== undefined) {
+      // The previous request was picked but not dispatched (held): keep a copy of its keys.
       if (this.keyCache.size >= MAX_CACHED) this.keyCache.delete(this.keyCache.keys().next().value!);
-      this.keyCache.set(req.id, k);
+      this.keyCache.set(this.lastId, this.lastKeys.slice());
     }
+    if (k === undefined) {
+      const text = req.promptText;
+      const n = this.trie.keyCount(text);
+      if (this.buffer.length < n) this.buffer = new Float64Array(Math.max(n, this.buffer.length * 2));
+      k = this.trie.keys(text, this.buffer);
+    }
+    this.lastId = id;
+    this.lastKeys = k;
     return k;
   }
 
   /** The request was pushed to `backend`: the trie learns its prompt; its keys are no longer kept. */
   dispatched(req: RequestInfo, backend: string): void {
     this.trie.insert(this.keysOf(req), backend);
-    this.keyCache.delete(req.id);
+    this.lastId = undefined;
   }
 }

@@ -87,6 +87,27 @@ test('an insert after a match with the same keys, but after an eviction in betwe
   assert.deepEqual(matchNames(t, 'aaaabbbb', ['C']), [8, ['C']]);
 });
 
+test('an insert after a match that stopped at an unavailable owner still finds the deeper nodes', () => {
+  const t = trie();
+  const k = t.keys('aaaabbbbcccc');
+  t.insert(k, 'A');
+  t.insert(t.keys('aaaa'), 'B');
+  const b = t.idOf('B')!;
+  // Only B available: the walk stops at aaaa/bbbb (A's alone), though aaaa/bbbb/cccc exists.
+  assert.equal(t.match(k, (id) => id === b).chars, 4);
+  t.insert(k, 'B');
+  t.checkInvariants();
+  assert.equal(t.size, 3);
+  assert.deepEqual(matchNames(t, 'aaaabbbbcccc', ['B']), [12, ['B']]);
+  // A walk that ended at a missing node: the insert creates the rest after it.
+  const k2 = t.keys('aaaabbbbdddd');
+  assert.equal(t.match(k2, () => true).chars, 8);
+  t.insert(k2, 'A');
+  t.checkInvariants();
+  assert.equal(t.size, 4);
+  assert.deepEqual(matchNames(t, 'aaaabbbbdddd', ['A', 'B']), [12, ['A']]);
+});
+
 test('removing a backend forgets it everywhere and drops nodes nobody else holds', () => {
   const t = trie();
   t.insert(t.keys('aaaabbbbcccc'), 'A');
@@ -106,14 +127,17 @@ test('removing a backend forgets it everywhere and drops nodes nobody else holds
   t.checkInvariants();
 });
 
-test('keys: a prefix of a text has a prefix of its keys, for odd and even chunks and any UTF-16 text', () => {
-  // Even chunks are read as 32-bit words from a copy of the text, odd ones character by character.
-  const unit = fc.constantFrom('a', 'b', 'é', '漢', '\u{1F600}', '\uD800');
+test('keys: a prefix of a text has a prefix of its keys, for any chunk size and any UTF-16 text', () => {
+  // Chunk sizes that are multiples of 4 hash all-ASCII texts on a fast path (UTF-8 bytes) and
+  // others chunk by chunk: a text with a non-ASCII character late on must still share its leading
+  // chunks' keys with an all-ASCII prefix of it.
+  const unit = fc.constantFrom('a', 'b', 'é', '漢', '\u{1F600}', '\uD800', '\u0100', '\u0000');
+  const ascii = fc.constantFrom('a', 'b', 'c');
   fc.assert(
     fc.property(
-      fc.string({ unit, maxLength: 40 }),
-      fc.string({ unit, maxLength: 40 }),
-      fc.integer({ min: 1, max: 6 }),
+      fc.string({ unit: fc.oneof(ascii, unit), maxLength: 40 }),
+      fc.string({ unit: fc.oneof(ascii, unit), maxLength: 40 }),
+      fc.integer({ min: 1, max: 9 }),
       (a, b, size) => {
         const t = trie(1000, size);
         const whole = Array.from(t.keys(a + b));
@@ -128,8 +152,24 @@ test('keys: a prefix of a text has a prefix of its keys, for odd and even chunks
         }
       },
     ),
-    { numRuns: 300 },
+    { numRuns: 500 },
   );
+});
+
+test('keys: characters that agree in their low byte or low bits still differ; into is reused', () => {
+  const t = trie(1000, 4);
+  const variants = ['aaaa', 'aaa\u0161', 'aaa\u00e1', 'aaa\u0000', 'aaa\u0100', 'aaa\u4e61'];
+  const first = variants.map((v) => t.keys(v + 'zzzz')[0]);
+  assert.equal(new Set(first).size, variants.length);
+  // Keys after a differing chunk differ too (the chain carries the difference).
+  const second = variants.map((v) => t.keys(v + 'zzzz')[1]);
+  assert.equal(new Set(second).size, variants.length);
+  const into = new Float64Array(8);
+  const k = t.keys('aaaabbbbcccc', into);
+  assert.equal(k.buffer, into.buffer);
+  assert.deepEqual(Array.from(k), Array.from(t.keys('aaaabbbbcccc')));
+  // Too short a buffer: a new array.
+  assert.notEqual(t.keys('a'.repeat(40), into).buffer, into.buffer);
 });
 
 test('bad options are refused', () => {

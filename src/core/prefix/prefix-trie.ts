@@ -20,6 +20,8 @@
  *   and evicting from the head never orphans a subtree.
  */
 
+import { chunkKeys, LOW_BITS } from './chunk-keys.js';
+
 export interface PrefixTrieOptions {
   /** Characters per chunk; a text's last partial chunk is not indexed. */
   readonly chunkChars: number;
@@ -40,18 +42,19 @@ export interface PrefixMatch {
 }
 
 const NO_MATCH: PrefixMatch = { chunks: 0, chars: 0, owners: [] };
+/** A freed owner list's place holder. */
+const NO_OWNERS: number[] = [];
 /** "No slot" in the slot arrays. */
 const NONE = -1;
-/** Keys are 53-bit: a 32-bit well-mixed high part times 2^21 plus 21 low bits. */
-const LOW_BITS = 0x200000;
-const HIGH_PART = 1 / LOW_BITS;
+/**
+ * Slots of a new trie (fewer if its bound is lower): ~600 KB, allocated zeroed and touched only as
+ * used. Doubling from a few dozen cost a simulation run's trie ~0.5 µs per request in copies,
+ * table rebuilds and page faults before it held its first 10k nodes.
+ */
+const INITIAL_SLOTS = 1 << 14;
 /** Table index of a key: its mixed high 32 bits (multiplying by 2^-21 is exact). */
+const HIGH_PART = 1 / LOW_BITS;
 const home = (key: number, mask: number): number => ((key * HIGH_PART) >>> 0) & mask;
-
-/** Scratch for keys(): the text as UTF-16 code units, read two at a time. Grown on demand. */
-let scratch = new ArrayBuffer(0);
-let scratchBytes = Buffer.from(scratch);
-let scratchWords = new Int32Array(scratch);
 
 export class PrefixTrie {
   readonly chunkChars: number;
@@ -66,15 +69,20 @@ export class PrefixTrie {
   private parent = new Int32Array(0);
   private prev = new Int32Array(0);
   private next = new Int32Array(0);
-  /** First owner (trie id) of a live slot; NONE for a free one. */
+  /** First owner (trie id) of a live slot. */
   private owner = new Int32Array(0);
-  /** Owners of a slot, the first included. */
+  /** Owners of a slot, the first included; 0 for a free one. */
   private owners = new Int32Array(0);
   /**
-   * Owners after the first, in the order they were first sent the prefix (most nodes have none;
-   * created as an exact-size literal, so a two-owner node holds a one-element array).
+   * Per slot, 1 + the index in `lists` of its owners after the first; 0 for a node with one owner
+   * (most nodes: a request's own tail of the prompt). Typed, so creating a node writes nothing on
+   * the JS heap (an element per node of a JS array cost ~15 % of trie time); a list is made when a
+   * node gets its second owner.
    */
-  private more: (number[] | undefined)[] = [];
+  private moreAt = new Int32Array(0);
+  /** Owner lists after the first, in the order they were first sent the prefix; freed ones reused. */
+  private readonly lists: number[][] = [];
+  private readonly freeLists: number[] = [];
   /** Nodes each backend (by trie id) is listed on: its share of the tree, kept as nodes come and go. */
   private held = new Int32Array(8);
   /** Open addressing, linear probing: slot + 1, 0 for empty; at most half full. */
@@ -99,6 +107,8 @@ export class PrefixTrie {
   private walkedKeys: ArrayLike<number> | undefined;
   private walkedAt = -1;
   private walkedCount = 0;
+  /** The walk stopped at a missing node (or the end), not at an unavailable one: it found them all. */
+  private walkedAll = false;
   private walked = new Int32Array(0);
 
   constructor(opts: PrefixTrieOptions) {
@@ -144,60 +154,23 @@ export class PrefixTrie {
   }
 
   /**
-   * Chain hashes of a text's indexed chunks: key i covers chunks 0..i, so equal keys mean (up to
-   * collisions) an equal prefix. Two 32-bit FNV-1a variants give a 53-bit key: with 100k nodes a
-   * collision is a ~1e-6 event, and it would only cost one misrouted request. Compute once per
-   * request and reuse.
+   * Chain hashes of a text's indexed chunks (chunk-keys.ts): key i covers chunks 0..i, so equal
+   * keys mean (up to collisions) an equal prefix. They are 53-bit: with 100k nodes a collision is a
+   * ~1e-6 event, and it would only cost one misrouted request. Compute once per request and reuse.
+   *
+   * With `into` (long enough, see keyCount), the keys are written there and a view of them is
+   * returned: a caller hashing one request after another need not allocate per request.
    */
-  keys(text: string): Float64Array {
-    const size = this.chunkChars;
-    const n = Math.floor(Math.min(text.length, this.maxPrefixChars) / size);
-    const out = new Float64Array(n);
-    if (n === 0) return out;
-    let h1 = 0x811c9dc5;
-    let h2 = 0x01000193;
-    // Even chunks: the text is copied out as UTF-16 code units by native code, then hashed one
-    // 32-bit word (two characters) per step — the same words the charCodeAt loop below builds, so
-    // both give equal keys, but without two charCodeAt calls per word.
-    const even = size % 2 === 0;
-    let words = scratchWords;
-    if (even) {
-      const bytes = n * size * 2;
-      if (scratch.byteLength < bytes) {
-        scratch = new ArrayBuffer(Math.max(bytes, scratch.byteLength * 2));
-        scratchBytes = Buffer.from(scratch);
-        scratchWords = new Int32Array(scratch);
-        words = scratchWords;
-      }
-      scratchBytes.write(text, 0, bytes, 'utf16le');
-    }
-    const half = size >> 1;
-    for (let b = 0; b < n; b++) {
-      if (even) {
-        for (let w = b * half, end = w + half; w < end; w++) {
-          const c = words[w]!;
-          h1 = Math.imul(h1 ^ c, 0x01000193);
-          h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
-        }
-      } else {
-        let i = b * size;
-        const end = i + size;
-        for (; i + 1 < end; i += 2) {
-          const c = text.charCodeAt(i) | (text.charCodeAt(i + 1) << 16);
-          h1 = Math.imul(h1 ^ c, 0x01000193);
-          h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
-        }
-        const c = text.charCodeAt(i);
-        h1 = Math.imul(h1 ^ c, 0x01000193);
-        h2 = Math.imul(h2 ^ c, 0x5bd1e995) ^ (h2 >>> 15);
-      }
-      // FNV-1a on whole words mixes high bits poorly: finalise each key (chain state untouched).
-      let f = h1 ^ (h1 >>> 16);
-      f = Math.imul(f, 0x85ebca6b);
-      f ^= f >>> 13;
-      out[b] = (f >>> 0) * LOW_BITS + ((h2 ^ (h2 >>> 11)) & (LOW_BITS - 1));
-    }
+  keys(text: string, into?: Float64Array): Float64Array {
+    const n = this.keyCount(text);
+    const out = into !== undefined && into.length >= n ? into.subarray(0, n) : new Float64Array(n);
+    chunkKeys(text, this.chunkChars, out);
     return out;
+  }
+
+  /** How many keys `keys(text)` gives. */
+  keyCount(text: string): number {
+    return Math.floor(Math.min(text.length, this.maxPrefixChars) / this.chunkChars);
   }
 
   /**
@@ -213,12 +186,14 @@ export class PrefixTrie {
     // just before (pick, then dispatch) already found the first of them.
     if (this.walked.length < n) this.walked = new Int32Array(n);
     const path = this.walked;
-    let m = this.walkedKeys === keys && this.walkedAt === this.mutations ? Math.min(this.walkedCount, n) : 0;
-    for (; m < n; m++) {
-      const s = this.lookup(keys[m]!);
-      if (s === NONE) break;
-      path[m] = s;
-    }
+    const hinted = this.walkedKeys === keys && this.walkedAt === this.mutations;
+    let m = hinted ? Math.min(this.walkedCount, n) : 0;
+    if (!hinted || !this.walkedAll)
+      for (; m < n; m++) {
+        const s = this.lookup(keys[m]!);
+        if (s === NONE) break;
+        path[m] = s;
+      }
     this.mutations++;
     // Those holding the backend form a prefix of them too (subset invariant): find where it ends by
     // bisection — nodes down a shared system prompt can hold hundreds of owners each.
@@ -239,14 +214,35 @@ export class PrefixTrie {
   }
 
   private holds(s: number, id: number): boolean {
-    return this.owner[s] === id || this.more[s]?.includes(id) === true;
+    return this.owner[s] === id || (this.moreAt[s] !== 0 && this.lists[this.moreAt[s]! - 1]!.includes(id));
+  }
+
+  /** A slot's owners after the first (undefined: it has one). */
+  private extra(s: number): number[] | undefined {
+    const at = this.moreAt[s]!;
+    return at === 0 ? undefined : this.lists[at - 1];
+  }
+
+  /** The slot is back to one owner (or gone): its list is freed for reuse. */
+  private dropExtra(s: number): void {
+    const at = this.moreAt[s]!;
+    this.lists[at - 1] = NO_OWNERS;
+    this.freeLists.push(at - 1);
+    this.moreAt[s] = 0;
   }
 
   /** Append an owner to a slot's list (the slot does not hold it yet). */
   private addOwner(s: number, id: number): void {
-    const more = this.more[s];
-    if (more === undefined) this.more[s] = [id];
-    else more.push(id);
+    const at = this.moreAt[s]!;
+    if (at !== 0) this.lists[at - 1]!.push(id);
+    else {
+      const free = this.freeLists.pop();
+      if (free === undefined) this.moreAt[s] = this.lists.push([id]);
+      else {
+        this.lists[free] = [id];
+        this.moreAt[s] = free + 1;
+      }
+    }
     this.owners[s]!++;
     this.held[id]!++;
   }
@@ -265,6 +261,7 @@ export class PrefixTrie {
     this.walkedKeys = keys;
     this.walkedAt = this.mutations;
     let seen = 0;
+    let all = true;
     for (let i = 0; i < limit; i++) {
       const s = this.lookup(keys[i]!);
       if (s === NONE) break;
@@ -274,17 +271,21 @@ export class PrefixTrie {
       // Down a shared system prompt held by every backend this keeps the walk O(1) per chunk.
       // Otherwise one available owner is enough to go on; who they all are is read at the end.
       if (owners !== parentOwners) {
-        if (!this.anyAvailable(s, isAvailable)) break;
+        if (!this.anyAvailable(s, isAvailable)) {
+          all = false;
+          break;
+        }
         parentOwners = owners;
       }
       best = s;
       depth = i + 1;
     }
     this.walkedCount = seen;
+    this.walkedAll = all;
     if (best === NONE) return NO_MATCH;
     const first = this.owner[best]!;
     const owners = isAvailable(first) ? [first] : [];
-    const more = this.more[best];
+    const more = this.extra(best);
     if (more !== undefined)
       for (let j = 0; j < more.length; j++) {
         const o = more[j]!;
@@ -299,7 +300,7 @@ export class PrefixTrie {
     if (id === undefined) return;
     const dead: number[] = [];
     for (let s = this.head; s !== NONE; s = this.next[s]!) {
-      const more = this.more[s];
+      const more = this.extra(s);
       if (this.owner[s] === id) {
         if (more === undefined) {
           dead.push(s);
@@ -314,7 +315,7 @@ export class PrefixTrie {
       }
       this.owners[s]!--;
       this.held[id]!--;
-      if (more!.length === 0) this.more[s] = undefined;
+      if (more!.length === 0) this.dropExtra(s);
     }
     // Ownerless nodes form whole subtrees (subset invariant): removing them all leaves no orphan.
     for (const s of dead) this.remove(s);
@@ -378,15 +379,16 @@ export class PrefixTrie {
   }
 
   private ownersOf(s: number): number[] {
-    const out = [this.owner[s]!, ...(this.more[s] ?? [])];
+    const out = [this.owner[s]!, ...(this.extra(s) ?? [])];
     if (out.length !== this.owners[s]) throw new Error('owner count out of step with the owner list');
     return out;
   }
 
   private anyAvailable(s: number, isAvailable: (id: number) => boolean): boolean {
     if (isAvailable(this.owner[s]!)) return true;
-    const more = this.more[s];
-    if (more !== undefined) for (let j = 0; j < more.length; j++) if (isAvailable(more[j]!)) return true;
+    const more = this.extra(s);
+    if (more === undefined) return false;
+    for (let j = 0; j < more.length; j++) if (isAvailable(more[j]!)) return true;
     return false;
   }
 
@@ -414,7 +416,6 @@ export class PrefixTrie {
     this.prev[s] = this.next[s] = NONE;
     this.owner[s] = id;
     this.owners[s] = 1;
-    this.more[s] = undefined;
     this.held[id]!++;
     const table = this.table;
     const mask = this.mask;
@@ -427,7 +428,7 @@ export class PrefixTrie {
 
   /** Double the slot arrays (up to slotLimit) and rebuild the table at most half full. */
   private grow(): void {
-    const cap = Math.min(this.slotLimit, Math.max(64, this.capacity * 2));
+    const cap = Math.min(this.slotLimit, Math.max(INITIAL_SLOTS, this.capacity * 2));
     const widen = <T extends Float64Array | Int32Array>(a: T, make: (n: number) => T): T => {
       const b = make(cap);
       b.set(a);
@@ -437,8 +438,9 @@ export class PrefixTrie {
     this.parent = widen(this.parent, (n) => new Int32Array(n));
     this.prev = widen(this.prev, (n) => new Int32Array(n));
     this.next = widen(this.next, (n) => new Int32Array(n));
-    this.owner = widen(this.owner, (n) => new Int32Array(n).fill(NONE));
+    this.owner = widen(this.owner, (n) => new Int32Array(n));
     this.owners = widen(this.owners, (n) => new Int32Array(n));
+    this.moreAt = widen(this.moreAt, (n) => new Int32Array(n));
     this.freeSlots = widen(this.freeSlots, (n) => new Int32Array(n));
     this.capacity = cap;
     let size = 1;
@@ -446,7 +448,7 @@ export class PrefixTrie {
     this.table = new Int32Array(size);
     this.mask = size - 1;
     for (let s = 0; s < this.used; s++) {
-      if (this.owner[s] === NONE) continue;
+      if (this.owners[s] === 0) continue;
       let i = home(this.key[s]!, this.mask);
       while (this.table[i] !== 0) i = (i + 1) & this.mask;
       this.table[i] = s + 1;
@@ -508,10 +510,12 @@ export class PrefixTrie {
     table[i] = 0;
     this.detach(s);
     this.held[this.owner[s]!]!--;
-    const more = this.more[s];
-    if (more !== undefined) for (let j = 0; j < more.length; j++) this.held[more[j]!]!--;
-    this.owner[s] = NONE;
-    this.more[s] = undefined;
+    const more = this.extra(s);
+    if (more !== undefined) {
+      for (let j = 0; j < more.length; j++) this.held[more[j]!]!--;
+      this.dropExtra(s);
+    }
+    this.owners[s] = 0;
     this.freeSlots[this.freeCount++] = s;
     this.count--;
   }

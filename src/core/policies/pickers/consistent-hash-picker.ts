@@ -27,6 +27,8 @@ export function consistentHashPicker(ctx: PluginContext): Picker & { readonly ri
   const indexOf = new Map<string, number>();
   let epoch = 0;
   let cursor = 0;
+  // Made once (it reads epoch and stamp as they are at each call): no closure per pick.
+  const marked = (name: string): boolean => stamp[indexOf.get(name)!] === epoch;
   return {
     kind: 'picker',
     type: 'consistent-hash-picker',
@@ -64,7 +66,7 @@ export function consistentHashPicker(ctx: PluginContext): Picker & { readonly ri
         }
       }
       if (n === 1) return [candidates[0]!];
-      const name = ring.lookup(key, (m) => stamp[indexOf.get(m)!] === epoch);
+      const name = ring.lookup(key, marked);
       // The ring only holds names; candidates are few enough to find the chosen one by a scan.
       for (let i = 0; i < n; i++) if (candidates[i]!.name === name) return [candidates[i]!];
       return [];

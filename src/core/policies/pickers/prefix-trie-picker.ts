@@ -58,7 +58,9 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
   const routing = new TrieRouting(p);
   const { trie, marks } = routing;
   let cursor = 0;
-  let last: PrefixTrieDecision | undefined;
+  // The last decision, kept as fields (an object per pick would be garbage for every request).
+  let lastChars = -1;
+  let lastReason: PrefixTrieDecision['reason'] = 'prefix';
 
   const byLoad = (
     candidates: readonly BackendView[],
@@ -67,16 +69,20 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
   ) => {
     const b = leastOutstanding(candidates, cursor)!;
     cursor = b.index + 1;
-    last = { matchedChars, reason };
+    lastChars = matchedChars;
+    lastReason = reason;
     return [b];
   };
+  /** Too short a match to follow, for a prompt with `indexed` characters indexed. */
+  const short = (chars: number, indexed: number): boolean =>
+    chars === 0 || chars < p.minMatchChars || chars < p.minMatchRatio * indexed;
 
   return {
     kind: 'picker',
     type: 'prefix-trie-picker',
     name: ctx.name,
     trie,
-    lastDecision: () => last,
+    lastDecision: () => (lastChars < 0 ? undefined : { matchedChars: lastChars, reason: lastReason }),
     pick(req, candidates, _scores, now) {
       const n = candidates.length;
       if (n === 0) return [];
@@ -85,17 +91,16 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
       marks.mark(candidates);
       const m = trie.match(keys, marks.isAvailable);
       const indexed = Math.min(req.promptText.length, p.maxPrefixChars);
-      const short = (chars: number): boolean =>
-        chars === 0 || chars < p.minMatchChars || chars < p.minMatchRatio * indexed;
       if (p.waitForMatchMs > 0 && now - req.arrivedAt < p.waitForMatchMs) {
         // A longer match on a backend the filters left out: hold for it (bounded), if worth it.
         const all = trie.match(keys, () => true);
-        if (all.chars > m.chars && !short(all.chars)) {
-          last = { matchedChars: m.chars, reason: 'wait-for-match' };
+        if (all.chars > m.chars && !short(all.chars, indexed)) {
+          lastChars = m.chars;
+          lastReason = 'wait-for-match';
           return [];
         }
       }
-      if (short(m.chars)) return byLoad(candidates, m.chars, 'short-match');
+      if (short(m.chars, indexed)) return byLoad(candidates, m.chars, 'short-match');
       // Longest match held by several: the least loaded (ties: the first that was sent it).
       let chosen = candidates[marks.position(m.owners[0]!)]!;
       for (let j = 1; j < m.owners.length; j++) {
@@ -116,7 +121,8 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
         if (out > min + p.overloadMargin && out > (p.overloadFactor * sum) / n)
           return byLoad(candidates, m.chars, 'overloaded');
       }
-      last = { matchedChars: m.chars, reason: 'prefix' };
+      lastChars = m.chars;
+      lastReason = 'prefix';
       return [chosen];
     },
     onDispatch(req, backend) {

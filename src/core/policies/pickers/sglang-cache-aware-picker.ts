@@ -45,7 +45,9 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
   const p = parseParams(Params, ctx.params, ctx.name);
   const routing = new TrieRouting(p);
   const { trie, marks } = routing;
-  let last: SglangCacheAwareDecision | undefined;
+  // The last decision, kept as fields (an object per pick would be garbage for every request).
+  let lastChars = -1;
+  let lastReason: SglangCacheAwareDecision['reason'] = 'prefix';
   const held = (b: BackendView): number => {
     const id = marks.idOf(b);
     return id < 0 ? 0 : trie.heldBy(id);
@@ -56,7 +58,7 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
     type: 'sglang-cache-aware-picker',
     name: ctx.name,
     trie,
-    lastDecision: () => last,
+    lastDecision: () => (lastChars < 0 ? undefined : { matchedChars: lastChars, reason: lastReason }),
     pick(req, candidates) {
       const n = candidates.length;
       if (n === 0) return [];
@@ -69,7 +71,8 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
       }
       const min = idlest.inFlight;
       if (max - min > p.balanceAbsThreshold && max > min * p.balanceRelThreshold) {
-        last = { matchedChars: 0, reason: 'imbalanced' };
+        lastChars = 0;
+        lastReason = 'imbalanced';
         return [idlest];
       }
       marks.mark(candidates);
@@ -77,7 +80,8 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
       const m = k.length > 0 ? trie.match(k, marks.isAvailable) : undefined;
       const indexed = Math.min(req.promptText.length, p.maxPrefixChars);
       if (m !== undefined && m.owners.length > 0 && m.chars > p.cacheThreshold * indexed) {
-        last = { matchedChars: m.chars, reason: 'prefix' };
+        lastChars = m.chars;
+        lastReason = 'prefix';
         return [candidates[marks.position(m.owners[0]!)]!];
       }
       let best = candidates[0]!;
@@ -90,7 +94,8 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
           bestHeld = h;
         }
       }
-      last = { matchedChars: m?.chars ?? 0, reason: 'smallest-tree' };
+      lastChars = m?.chars ?? 0;
+      lastReason = 'smallest-tree';
       return [best];
     },
     onDispatch(req, backend) {
