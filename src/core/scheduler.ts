@@ -80,22 +80,38 @@ interface Cursor {
 /**
  * A group's members by response ratio at one instant, highest first (then earlier arrival): built
  * in O(n), popped in O(log n), so a pump that stops after a few offers costs O(n), not a sort.
+ * Reused from pump to pump (the scheduler keeps a few): a queue of hundreds held by late binding
+ * is ordered again at every pump that may let one go, and fresh arrays each time were garbage.
  */
 class RatioHeap {
+  /** Members in heap order in [0, n); entries past n are stale (overwritten at the next fill). */
   private readonly items: Queued[] = [];
-  private readonly keys: number[] = [];
+  private keys = new Float64Array(64);
+  private n = 0;
 
-  constructor(members: Iterable<Queued>, rr: ResponseRatioOrder, epoch: number, now: number) {
+  /** Orders `members` by their ratio at `now`, sizing those not sized in `epoch`. */
+  fill(members: Iterable<Queued>, rr: ResponseRatioOrder, epoch: number, now: number): this {
+    const items = this.items;
+    let keys = this.keys;
+    let n = 0;
     for (const q of members) {
       if (q.sizeEpoch !== epoch) {
         const s = rr.size(q.req);
         q.size = Number.isFinite(s) && s > 0 ? s : 1;
         q.sizeEpoch = epoch;
       }
-      this.items.push(q);
-      this.keys.push((Math.max(0, now - q.req.arrivedAt) / 1000 + q.size) / q.size);
+      if (n === keys.length) {
+        const grown = new Float64Array(n * 2);
+        grown.set(keys);
+        this.keys = keys = grown;
+      }
+      items[n] = q;
+      keys[n] = (Math.max(0, now - q.req.arrivedAt) / 1000 + q.size) / q.size;
+      n++;
     }
-    for (let i = (this.items.length >> 1) - 1; i >= 0; i--) this.down(i);
+    this.n = n;
+    for (let i = (n >> 1) - 1; i >= 0; i--) this.down(i);
+    return this;
   }
 
   /** The ratio of the member pop() returned last. */
@@ -103,42 +119,49 @@ class RatioHeap {
 
   /** The highest member, removed; undefined when none is left. */
   pop(): Queued | undefined {
-    const n = this.items.length;
+    const n = this.n;
     if (n === 0) return undefined;
-    const top = this.items[0]!;
-    this.poppedKey = this.keys[0]!;
-    const lastQ = this.items.pop()!;
-    const lastK = this.keys.pop()!;
-    if (n > 1) {
-      this.items[0] = lastQ;
-      this.keys[0] = lastK;
+    const items = this.items;
+    const keys = this.keys;
+    const top = items[0]!;
+    this.poppedKey = keys[0]!;
+    const last = n - 1;
+    this.n = last;
+    if (last > 0) {
+      items[0] = items[last]!;
+      keys[0] = keys[last]!;
       this.down(0);
     }
     return top;
   }
 
-  private above(i: number, j: number): boolean {
-    const ki = this.keys[i]!;
-    const kj = this.keys[j]!;
-    return ki > kj || (ki === kj && this.items[i]!.seq < this.items[j]!.seq);
-  }
-
   private down(i: number): void {
-    const n = this.items.length;
+    const n = this.n;
+    const items = this.items;
+    const keys = this.keys;
+    const q = items[i]!;
+    const k = keys[i]!;
     for (;;) {
       const l = 2 * i + 1;
-      if (l >= n) return;
+      if (l >= n) break;
       const r = l + 1;
-      const m = r < n && this.above(r, l) ? r : l;
-      if (!this.above(m, i)) return;
-      const q = this.items[i]!;
-      const k = this.keys[i]!;
-      this.items[i] = this.items[m]!;
-      this.keys[i] = this.keys[m]!;
-      this.items[m] = q;
-      this.keys[m] = k;
+      let m = l;
+      let km = keys[l]!;
+      if (r < n) {
+        const kr = keys[r]!;
+        if (kr > km || (kr === km && items[r]!.seq < items[l]!.seq)) {
+          m = r;
+          km = kr;
+        }
+      }
+      // Stop when the child is not above the one sinking.
+      if (!(km > k || (km === k && items[m]!.seq < q.seq))) break;
+      items[i] = items[m]!;
+      keys[i] = km;
       i = m;
     }
+    items[i] = q;
+    keys[i] = k;
   }
 }
 
@@ -248,6 +271,9 @@ export class Scheduler {
   private modelsCache: Set<string> | undefined;
   /** Live backends serving each model, in registration order (the order candidates are offered). */
   private servingCache: Map<string, BackendState[]> | undefined;
+  /** Response-ratio heaps kept for reuse; the first `ratioHeapsInUse` belong to the running pump. */
+  private readonly ratioHeaps: RatioHeap[] = [];
+  private ratioHeapsInUse = 0;
 
   constructor(opts: SchedulerOptions) {
     this.policy = opts.policy;
@@ -504,6 +530,7 @@ export class Scheduler {
     if (this.queue.size === 0 || (this.dirty.size === 0 && this.volatile.size === 0 && this.fresh.size === 0))
       return out;
     const heap: Cursor[] = [];
+    this.ratioHeapsInUse = 0;
     let pushes = 0;
     const rr = this.policy.responseRatio;
     const epoch = rr?.epoch() ?? 0;
@@ -561,24 +588,31 @@ export class Scheduler {
     now: number,
   ): void {
     const eligible = this.hasEligible(g.model, g.exclude);
-    // Ordering costs a pass over the group: skip it when none of them could go now anyway.
-    if (rr && eligible && this.blocked(g, rr)) {
-      g.allHeld = true;
-      return;
+    let candidates: BackendState[] = [];
+    let dispatchesAt = -1;
+    if (rr && eligible) {
+      // Ordering costs a pass over the group: skip it when none of them could go now anyway.
+      candidates = this.candidatesFor(g.model, g.exclude);
+      if (candidates.length === 0 || rr.holdsAll?.(candidates) === true) {
+        g.allHeld = true;
+        return;
+      }
+      // Nothing was pushed in this pump yet (cursors start before any offer): still current.
+      dispatchesAt = 0;
     }
     const walk = {
       key: 0,
       rest: rr ? undefined : members,
-      order: rr ? new RatioHeap(members, rr, epoch, now) : undefined,
+      order: rr ? this.ratioHeap().fill(members, rr, epoch, now) : undefined,
     };
     const first = nextOf(walk);
-    if (first) heapPush(heap, { group: g, at: first, ...walk, eligible, candidates: [], dispatchesAt: -1 });
+    if (first) heapPush(heap, { group: g, at: first, ...walk, eligible, candidates, dispatchesAt });
   }
 
-  /** No backend below its cap, or the policy holds every request on these candidates' load. */
-  private blocked(g: Group, rr: ResponseRatioOrder): boolean {
-    const candidates = this.candidatesFor(g.model, g.exclude);
-    return candidates.length === 0 || rr.holdsAll?.(candidates) === true;
+  /** A response-ratio heap free for this pump. */
+  private ratioHeap(): RatioHeap {
+    if (this.ratioHeapsInUse === this.ratioHeaps.length) this.ratioHeaps.push(new RatioHeap());
+    return this.ratioHeaps[this.ratioHeapsInUse++]!;
   }
 
   /** The backends a request of `model` that tried `exclude` may be pushed to now (eligible, below their cap). */
