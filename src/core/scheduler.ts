@@ -28,10 +28,14 @@ interface BackendState {
   completedSinceMetrics: number;
   /** Left the fleet; kept only until its in-flight requests finish. */
   removed: boolean;
+  /** The waiting groups of each of its models, in `models` order (undefined: to gather again). */
+  groupSets: Set<Group>[] | undefined;
 }
 
 interface Queued {
   req: RequestInfo;
+  /** req.arrivedAt (read for every held member at each response-ratio ordering). */
+  arrivedAt: number;
   enqueuedAt: number;
   /** Arrival order in the router queue. */
   seq: number;
@@ -49,7 +53,11 @@ interface Queued {
 interface Group {
   model: string;
   exclude: ReadonlySet<string>;
+  /** Its key in Scheduler.groups (the model alone when nothing is excluded, in plainGroups). */
   key: string;
+  /** Live backends serving the model, as of fleet version `servingAt`. */
+  serving: readonly BackendState[];
+  servingAt: number;
   /** FIFO (a Map keeps insertion order and deletes anywhere in O(1)). */
   members: Map<string, Queued>;
   /**
@@ -106,7 +114,7 @@ class RatioHeap {
         this.keys = keys = grown;
       }
       items[n] = q;
-      keys[n] = (Math.max(0, now - q.req.arrivedAt) / 1000 + q.size) / q.size;
+      keys[n] = (Math.max(0, now - q.arrivedAt) / 1000 + q.size) / q.size;
       n++;
     }
     this.n = n;
@@ -184,6 +192,8 @@ export type BackendPatch = Partial<Pick<BackendSpec, 'weight' | 'maxConcurrency'
 
 const EMPTY: ReadonlySet<string> = new Set();
 const NONE: readonly BackendState[] = [];
+/** Cursors of groups not probed for a hold start with none (gathered at their first offer). */
+const NO_CANDIDATES: BackendState[] = [];
 
 function groupKey(model: string, exclude: ReadonlySet<string>): string {
   return JSON.stringify(exclude.size === 0 ? [model] : [model, ...[...exclude].sort()]);
@@ -250,7 +260,11 @@ export class Scheduler {
   private readonly backends = new Map<string, BackendState>();
   /** The router queue in FIFO order, by request id. */
   private readonly queue = new Map<string, Queued>();
+  /** Groups with backends excluded (retries), by groupKey. */
   private readonly groups = new Map<string, Group>();
+  /** Groups with nothing excluded (most), by model: no key to build per request. */
+  private readonly plainGroups = new Map<string, Group>();
+  /** Per model, its groups (kept when empty: backends hold these sets, BackendState.groupSets). */
   private readonly groupsByModel = new Map<string, Set<Group>>();
   /**
    * Groups to ask again at the next pump: a backend serving their model changed (a slot freed,
@@ -271,6 +285,10 @@ export class Scheduler {
   private modelsCache: Set<string> | undefined;
   /** Live backends serving each model, in registration order (the order candidates are offered). */
   private servingCache: Map<string, BackendState[]> | undefined;
+  /** Bumped whenever servingCache is dropped (Group.servingAt). */
+  private fleetVersion = 0;
+  /** startCursor's candidates while the policy is asked whether it holds them all (reused). */
+  private readonly probeCandidates: BackendState[] = [];
   /** Response-ratio heaps kept for reuse; the first `ratioHeapsInUse` belong to the running pump. */
   private readonly ratioHeaps: RatioHeap[] = [];
   private ratioHeapsInUse = 0;
@@ -294,6 +312,7 @@ export class Scheduler {
     this.policy = policy;
     // Sizes came from the old policy.
     for (const q of this.queue.values()) q.sizeEpoch = NaN;
+    for (const g of this.plainGroups.values()) this.dirty.add(g);
     for (const g of this.groups.values()) this.dirty.add(g);
     return this.pump(now);
   }
@@ -322,6 +341,7 @@ export class Scheduler {
         dispatchedSinceMetrics: 0,
         completedSinceMetrics: 0,
         removed: false,
+        groupSets: undefined,
       });
       return;
     }
@@ -341,6 +361,7 @@ export class Scheduler {
       dispatchedSinceMetrics: 0,
       completedSinceMetrics: 0,
       removed: false,
+      groupSets: undefined,
     });
   }
 
@@ -358,6 +379,7 @@ export class Scheduler {
     if (patch.region !== undefined) b.region = patch.region;
     if (patch.models !== undefined) {
       b.models = new Set(patch.models);
+      b.groupSets = undefined;
       this.fleetChanged();
       this.touch(b);
     }
@@ -454,7 +476,7 @@ export class Scheduler {
       throw new Error(`request '${req.id}' is already scheduled`);
     }
     const ex = exclude ?? EMPTY;
-    if (!this.hasEligible(req.model, ex)) {
+    if (!this.hasEligible(this.serving(req.model), ex)) {
       return [{ type: 'reject', request: req, reason: 'no-backend' }];
     }
     if (this.queue.size >= this.maxQueueLength) {
@@ -553,7 +575,8 @@ export class Scheduler {
         // Within a pump only a push changes who is below its cap: the group's candidates are
         // gathered again after one, not for every member offered.
         if (c.dispatchesAt !== pushes) {
-          c.candidates = this.candidatesFor(c.group.model, c.group.exclude); // a new array: a policy may keep the last one
+          c.candidates = []; // a new array: a policy may keep the last one
+          this.gatherCandidates(this.servingOf(c.group), c.group.exclude, c.candidates);
           c.dispatchesAt = pushes;
         }
         const d = this.offer(q.req, c.candidates, now);
@@ -587,17 +610,20 @@ export class Scheduler {
     epoch: number,
     now: number,
   ): void {
-    const eligible = this.hasEligible(g.model, g.exclude);
-    let candidates: BackendState[] = [];
+    const eligible = this.hasEligible(this.servingOf(g), g.exclude);
+    let candidates: BackendState[] = NO_CANDIDATES;
     let dispatchesAt = -1;
     if (rr && eligible) {
       // Ordering costs a pass over the group: skip it when none of them could go now anyway.
-      candidates = this.candidatesFor(g.model, g.exclude);
-      if (candidates.length === 0 || rr.holdsAll?.(candidates) === true) {
+      const probe = this.probeCandidates;
+      probe.length = 0;
+      this.gatherCandidates(this.servingOf(g), g.exclude, probe);
+      if (probe.length === 0 || rr.holdsAll?.(probe) === true) {
         g.allHeld = true;
         return;
       }
       // Nothing was pushed in this pump yet (cursors start before any offer): still current.
+      candidates = probe.slice();
       dispatchesAt = 0;
     }
     const walk = {
@@ -618,23 +644,58 @@ export class Scheduler {
   /** The backends a request of `model` that tried `exclude` may be pushed to now (eligible, below their cap). */
   private candidatesFor(model: string, exclude: ReadonlySet<string>): BackendState[] {
     const out: BackendState[] = [];
-    for (const b of this.serving(model)) {
-      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) out.push(b);
-    }
+    this.gatherCandidates(this.serving(model), exclude, out);
     return out;
   }
 
-  private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Queued {
-    const key = groupKey(req.model, exclude);
-    let g = this.groups.get(key);
-    if (!g) {
-      g = { model: req.model, exclude, key, members: new Map(), allHeld: false };
-      this.groups.set(key, g);
-      let byModel = this.groupsByModel.get(req.model);
-      if (!byModel) this.groupsByModel.set(req.model, (byModel = new Set()));
-      byModel.add(g);
+  /** Appends to `out` those of `serving` that may take a request that tried `exclude` now. */
+  private gatherCandidates(
+    serving: readonly BackendState[],
+    exclude: ReadonlySet<string>,
+    out: BackendState[],
+  ): void {
+    for (let i = 0; i < serving.length; i++) {
+      const b = serving[i]!;
+      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) out.push(b);
     }
-    const q: Queued = { req, enqueuedAt: now, seq: this.nextSeq++, group: g, size: NaN, sizeEpoch: NaN };
+  }
+
+  /** The group's serving backends (cached on it until the fleet changes). */
+  private servingOf(g: Group): readonly BackendState[] {
+    if (g.servingAt !== this.fleetVersion) {
+      g.serving = this.serving(g.model);
+      g.servingAt = this.fleetVersion;
+    }
+    return g.serving;
+  }
+
+  private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Queued {
+    const plain = exclude.size === 0;
+    const key = plain ? req.model : groupKey(req.model, exclude);
+    const groups = plain ? this.plainGroups : this.groups;
+    let g = groups.get(key);
+    if (!g) {
+      g = {
+        model: req.model,
+        exclude,
+        key,
+        serving: NONE,
+        servingAt: -1,
+        members: new Map(),
+        allHeld: false,
+      };
+      groups.set(key, g);
+      this.groupSet(req.model).add(g);
+    }
+    const q: Queued = {
+      req,
+      arrivedAt: req.arrivedAt,
+      enqueuedAt: now,
+      seq: this.nextSeq++,
+      group: g,
+      size: NaN,
+      sizeEpoch: NaN,
+    };
     g.members.set(req.id, q);
     this.queue.set(req.id, q);
     if (now < this.lastEnqueuedAt) this.enqueuedInOrder = false;
@@ -649,17 +710,27 @@ export class Scheduler {
     g.members.delete(q.req.id);
     if (g.members.size > 0) return;
     // Empty groups go, so retries' one-off exclude sets do not pile up.
-    this.groups.delete(g.key);
-    const byModel = this.groupsByModel.get(g.model);
-    byModel?.delete(g);
-    if (byModel?.size === 0) this.groupsByModel.delete(g.model);
+    (g.exclude.size === 0 ? this.plainGroups : this.groups).delete(g.key);
+    this.groupsByModel.get(g.model)?.delete(g);
     this.dirty.delete(g);
     this.volatile.delete(g);
   }
 
-  /** Something about `b` changed: waiters for its models are asked again at the next pump. */
+  /**
+   * Something about `b` changed: waiters for its models are asked again at the next pump. (Every
+   * metrics probe of every backend comes here: its models' group sets are kept on it.)
+   */
   private touch(b: BackendState): void {
-    for (const m of b.models) this.touchModel(m);
+    let sets = b.groupSets;
+    if (sets === undefined) {
+      sets = [];
+      for (const m of b.models) sets.push(this.groupSet(m));
+      b.groupSets = sets;
+    }
+    for (let i = 0; i < sets.length; i++) {
+      const gs = sets[i]!;
+      if (gs.size !== 0) for (const g of gs) this.dirty.add(g);
+    }
   }
 
   private touchModel(model: string): void {
@@ -667,9 +738,17 @@ export class Scheduler {
     if (gs) for (const g of gs) this.dirty.add(g);
   }
 
+  /** The model's groups (created empty; kept, since backends hold it: BackendState.groupSets). */
+  private groupSet(model: string): Set<Group> {
+    let gs = this.groupsByModel.get(model);
+    if (!gs) this.groupsByModel.set(model, (gs = new Set()));
+    return gs;
+  }
+
   private fleetChanged(): void {
     this.modelsCache = undefined;
     this.servingCache = undefined;
+    this.fleetVersion++;
   }
 
   private serving(model: string): readonly BackendState[] {
@@ -697,7 +776,10 @@ export class Scheduler {
     if (candidates.length === 0) return 'full';
     const chosen = this.policy.pick(req, candidates, now);
     if (!chosen) return 'held';
-    const b = this.backends.get(chosen.name);
+    // Policies return one of the candidates: no lookup by name then.
+    const b = candidates.includes(chosen as BackendState)
+      ? (chosen as BackendState)
+      : this.backends.get(chosen.name);
     if (!b || !candidates.includes(b)) throw new Error(`policy ${this.policy.name} picked a non-candidate`);
     b.inFlight++;
     if (b.metrics) b.dispatchedSinceMetrics++;
@@ -708,11 +790,11 @@ export class Scheduler {
 
   /** b serves the model (the caller's list says so) and may take it. */
   private eligible(b: BackendState, exclude: ReadonlySet<string>): boolean {
-    return b.healthy && !b.draining && !exclude.has(b.name);
+    return b.healthy && !b.draining && (exclude.size === 0 || !exclude.has(b.name));
   }
 
-  private hasEligible(model: string, exclude: ReadonlySet<string>): boolean {
-    for (const b of this.serving(model)) if (this.eligible(b, exclude)) return true;
+  private hasEligible(serving: readonly BackendState[], exclude: ReadonlySet<string>): boolean {
+    for (let i = 0; i < serving.length; i++) if (this.eligible(serving[i]!, exclude)) return true;
     return false;
   }
 

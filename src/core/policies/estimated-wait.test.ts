@@ -320,3 +320,57 @@ test('issue #17: outputLength: learned predicts answer length from the prompt te
   const prior = pending({});
   assert.equal(prior.long, prior.short);
 });
+
+test('response-ratio sizes: memoised per prompt length, yet always what a fresh policy computes', () => {
+  // `warm` is asked for sizes after every event (its memo is filled and must be dropped as it
+  // learns); a fresh policy fed the same history is asked once, at each check.
+  const a = view('a', 0);
+  const b = view('b', 1);
+  // Prompt lengths far apart (one memo entry each, kept from one event to the next), and pairs of
+  // the same length with other caps and models (one entry for both: each replaces the other).
+  const asked: RequestInfo[] = [];
+  for (const chars of [40, 400, 1200, 4000, 80_000])
+    for (const max of [undefined, 0, 8, 300])
+      asked.push(req(`s${chars}-${max}`, chars + 97 * (max ?? 1), max));
+  for (const [model, max] of [
+    ['m', 8],
+    ['m', undefined],
+    ['other', undefined],
+  ] as const)
+    asked.push({ ...req(`${model}-${max}`, 400, max), model });
+  const sizes = (p: Policy): number[] => asked.map((r) => p.responseRatio!.size(r));
+  const event = (p: Policy, i: number): void => {
+    if (i === 12) return p.onBackendRemoved!('a');
+    const r = req(`t${i}`, 100 + 300 * i, i % 3 === 0 ? 50 : undefined);
+    p.onDispatch!(r, i % 2 ? a : b, i * 1000);
+    p.onComplete!(
+      r,
+      i % 2 ? a : b,
+      {
+        ok: true,
+        dispatchedAt: i * 1000,
+        finishedAt: i * 1000 + 500,
+        promptTokens: 25 + 75 * i,
+        completionTokens: 20 + 17 * i,
+        promptEvalMs: 50 + i,
+        evalMs: 400 + 9 * i,
+      },
+      i * 1000 + 500,
+    );
+  };
+  const warm = estimatedWait({ random: () => 0, params: {} });
+  for (let i = 0; i <= 12; i++) {
+    const before = sizes(warm);
+    event(warm, i);
+    const fresh = estimatedWait({ random: () => 0, params: {} });
+    for (let j = 0; j <= i; j++) event(fresh, j);
+    const after = sizes(warm);
+    assert.deepEqual(after, sizes(fresh), `after event ${i}`);
+    if (i < 12) assert.notDeepEqual(after, before, `event ${i} changed what sizes depend on`);
+  }
+  // Same prompt length, different caps and models: different sizes (not one memo entry for all).
+  const s = sizes(warm);
+  const at = (id: string): number => s[asked.findIndex((r) => r.id === id)]!;
+  assert.notEqual(at('m-undefined'), at('m-8'));
+  assert.notEqual(at('m-undefined'), at('other-undefined'));
+});

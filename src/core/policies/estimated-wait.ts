@@ -133,6 +133,7 @@ interface Flight {
 }
 
 interface Backend {
+  readonly name: string;
   /** Prefill seconds (first-token time in the engine) against prompt tokens. */
   readonly prefill: LinearFit;
   /** Seconds per output token against the batch it ran in. */
@@ -147,8 +148,10 @@ interface Backend {
   /** ∫ in-flight dt (request·ms), for each request's mean batch. */
   area: number;
   areaAt: number;
-  /** In dispatch order (Map keeps insertion order). */
-  readonly flights: Map<string, Flight>;
+  /** In dispatch order (an array: every estimate walks it, for each candidate of each decision). */
+  readonly flights: Flight[];
+  /** The same flights by request id. */
+  readonly flightById: Map<string, Flight>;
 }
 
 /** Fitted cost of a backend: prefill seconds for a prompt, seconds per output token in a batch. */
@@ -180,6 +183,13 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   let lastCount = 0;
   /** Completions learned from (token ratio, predictor, calibration, fits). */
   let learned = 0;
+  /** Bumped by each completion learned from and each backend removed: all a request's size depends on. */
+  let sizeStamp = 0;
+  /**
+   * The last size computed per prompt length (below SIZE_MEMO tokens), with what it was computed
+   * for: `sizeStamp` then, the model and the output cap (0: none). Valid while those match.
+   */
+  let sizeMemo: SizeMemo | undefined;
   /**
    * Version of the HRRN sizes (Policy.responseRatio): bumped when the learning has grown by a
    * sixteenth since the last bump (at least every 64 completions) and when a backend leaves.
@@ -208,10 +218,16 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   /** Per candidate of the last estimates: the prompt tokens to prefill there (prefix credit applied). */
   let uncached = new Float64Array(8);
 
+  /** `backends` in the same (insertion) order, for the loops that run per decision. */
+  const backendList: Backend[] = [];
+  /** Per BackendView.index, its state (a lookup by name cost more than the rest of a candidate's check). */
+  const byIndex: (Backend | undefined)[] = [];
+
   const state = (name: string): Backend => {
     let b = backends.get(name);
     if (!b) {
       b = {
+        name,
         // Prompt lengths spread widely in real traffic; a spread of 8 tokens is enough to fit.
         prefill: new LinearFit({ alpha: p.alpha, minSpread: 8, throughOrigin: true }),
         // Batch sizes: half a request of spread before a slope is believed.
@@ -222,11 +238,21 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         lastSampleDecision: 0,
         area: 0,
         areaAt: 0,
-        flights: new Map(),
+        flights: [],
+        flightById: new Map(),
       };
       backends.set(name, b);
+      backendList.push(b);
     }
     return b;
+  };
+  const stateOf = (view: BackendView): Backend => {
+    const i = view.index;
+    const b = byIndex[i];
+    if (b !== undefined && b.name === view.name) return b;
+    const s = state(view.name);
+    if (Number.isInteger(i) && i >= 0 && i < 65_536) byIndex[i] = s;
+    return s;
   };
   const promptTokensOf = (req: RequestInfo): number =>
     Math.max(1, Math.round(req.promptText.length * (tokensPerChar.value ?? p.initialTokensPerChar)));
@@ -281,7 +307,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
 
   /** Bring the in-flight area up to `now` (call before flights change). */
   const advance = (b: Backend, now: number): void => {
-    if (now > b.areaAt) b.area += b.flights.size * (now - b.areaAt);
+    if (now > b.areaAt) b.area += b.flights.length * (now - b.areaAt);
     b.areaAt = Math.max(b.areaAt, now);
   };
 
@@ -293,7 +319,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   const bestCost = (promptTokens: number, out: number): Cost | undefined => {
     let best: Cost | undefined;
     let bestT = Infinity;
-    for (const b of backends.values()) {
+    for (let i = 0; i < backendList.length; i++) {
+      const b = backendList[i]!;
       if (b.lastSampleAt === undefined) continue;
       const t = prefillS(b, promptTokens) + out * decodeS(b, 1);
       if (t < bestT) {
@@ -328,6 +355,9 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     return stale && best ? best : b;
   };
 
+  /** finishEstimate's min-heap of the times each slot frees (reused: one per call was garbage). */
+  let freeAt = new Float64Array(64);
+
   /** Seconds from `now` until the request would finish on this backend. */
   const finishEstimate = (
     b: Backend,
@@ -339,7 +369,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   ): number => {
     const c = costOf(b, view, best);
     const slots = slotsOf(b, view);
-    const n = b.flights.size;
+    const flights = b.flights;
+    const n = flights.length;
     // The batch it joins (itself included), at most what the engine runs at once.
     const batch = Math.min(n + 1, slots);
     const step = decodeS(c, batch);
@@ -348,7 +379,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       // An engine runs a prompt's prefill as one step the whole batch waits on: a request pushed
       // while earlier prompts are still in prefill starts after them.
       let prefilling = 0;
-      for (const f of b.flights.values()) {
+      for (let j = 0; j < n; j++) {
+        const f = flights[j]!;
         const left = prefillS(c, f.prefillTokens) - (now - f.dispatchedAt) / 1000;
         if (left > prefilling) prefilling = left;
       }
@@ -356,17 +388,18 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
     // All slots busy: replay the in-flight requests FIFO over `slots` servers (a min-heap of the
     // times each server frees) and see when one frees for this request.
-    const free: number[] = [];
-    let i = 0;
-    for (const f of b.flights.values()) {
+    if (freeAt.length < n) freeAt = new Float64Array(n * 2);
+    const free = freeAt;
+    let size = 0;
+    for (let i = 0; i < n; i++) {
+      const f = flights[i]!;
       const work = prefillS(c, f.prefillTokens) + expectedOf(f) * step;
       if (i < slots) {
         // Running: what is left of its expected work (at least a sliver: it has not finished yet).
-        heapPush(free, Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
+        heapPush(free, size++, Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
       } else {
-        heapReplaceTop(free, free[0]! + work);
+        heapReplaceTop(free, size, free[0]! + work);
       }
-      i++;
     }
     return free[0]! + service;
   };
@@ -382,7 +415,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   ): number => {
     const c = costOf(b, view, best);
     const slots = slotsOf(b, view);
-    const n = b.flights.size;
+    const flights = b.flights;
+    const n = flights.length;
     // The others it will run beside: all in flight below the limit; when the engine is full it
     // queues and, once admitted, runs in a full batch (slots - 1 others).
     const k = Math.min(n, slots - 1);
@@ -391,10 +425,9 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     const v = c.decode.slope ?? 0;
     const step = decodeS(c, k + 1);
     let overlap = 0;
-    let i = 0;
-    for (const f of b.flights.values()) {
-      // Queued case: the last k pushed are the ones still running when it is admitted.
-      if (n - i++ > k) continue;
+    // Queued case: the last k pushed are the ones still running when it is admitted.
+    for (let i = Math.ceil(n - k); i < n; i++) {
+      const f = flights[i]!;
       const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.prefillTokens);
       const rem = Math.max(1, expectedOf(f) - Math.max(0, elapsed) / step);
       overlap += Math.min(out, rem);
@@ -444,7 +477,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     let room = 0;
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
-      const r = roomInside(state(c.name), c);
+      const r = roomInside(stateOf(c), c);
       open[i] = r > 0 ? 1 : 0;
       room += r;
     }
@@ -460,7 +493,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     best: Cost | undefined,
   ): number => {
     const c = costOf(b, view, best);
-    const batch = Math.min(b.flights.size + 1, slotsOf(b, view));
+    const batch = Math.min(b.flights.length + 1, slotsOf(b, view));
     return Math.hypot(c.prefill.stderr(promptTokens), out * c.decode.stderr(batch));
   };
 
@@ -485,14 +518,14 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const c = candidates[i]!;
       const u = creditedPrefill(promptTokens, cachedOf(req, keys, c.name, promptTokens));
       uncached[i] = u;
-      out[i] = finishEstimate(state(c.name), c, now, u, predicted, best);
+      out[i] = finishEstimate(stateOf(c), c, now, u, predicted, best);
     }
   };
 
   const tieBreak = (c: BackendView, chosen: BackendView): boolean => {
     if (c.inFlight !== chosen.inFlight) return c.inFlight < chosen.inFlight;
-    const cm = backends.get(c.name)?.lastSampleAt !== undefined;
-    const xm = backends.get(chosen.name)?.lastSampleAt !== undefined;
+    const cm = stateOf(c).lastSampleAt !== undefined;
+    const xm = stateOf(chosen).lastSampleAt !== undefined;
     if (cm !== xm) return !cm;
     return rrBefore(c.index, chosen.index, cursor);
   };
@@ -505,8 +538,31 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         ? {
             size(req) {
               const promptTokens = promptTokensOf(req);
-              const predicted = predictOf(req, promptTokens);
-              return sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
+              if (model !== undefined || !(promptTokens < SIZE_MEMO)) {
+                const predicted = predictOf(req, promptTokens);
+                return sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
+              }
+              // Every held request is sized again at each epoch; many share a prompt length.
+              const cap = req.maxTokens !== undefined && req.maxTokens > 0 ? req.maxTokens : 0;
+              sizeMemo ??= {
+                stamp: new Float64Array(SIZE_MEMO).fill(-1),
+                cap: new Float64Array(SIZE_MEMO),
+                model: new Array<string | undefined>(SIZE_MEMO).fill(undefined),
+                size: new Float64Array(SIZE_MEMO),
+              };
+              if (
+                sizeMemo.stamp[promptTokens] === sizeStamp &&
+                sizeMemo.cap[promptTokens] === cap &&
+                sizeMemo.model[promptTokens] === req.model
+              )
+                return sizeMemo.size[promptTokens]!;
+              const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+              const size = sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
+              sizeMemo.stamp[promptTokens] = sizeStamp;
+              sizeMemo.cap[promptTokens] = cap;
+              sizeMemo.model[promptTokens] = req.model;
+              sizeMemo.size[promptTokens] = size;
+              return size;
             },
             epoch: () => sizeEpoch,
             holdsAll: (candidates) => holdForLater(candidates),
@@ -532,7 +588,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       if (p.othersWeight > 0) {
         for (let i = 0; i < candidates.length; i++) {
           const c = candidates[i]!;
-          scratch[i]! += p.othersWeight * delayToOthers(state(c.name), c, now, uncached[i]!, predicted, best);
+          scratch[i]! += p.othersWeight * delayToOthers(stateOf(c), c, now, uncached[i]!, predicted, best);
         }
       }
       let min = Infinity;
@@ -549,7 +605,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       // two fits' combined standard error.
       const errOf = (i: number): number =>
         p.tieStdErrors > 0
-          ? serviceError(state(candidates[i]!.name), candidates[i]!, promptTokens, predicted, best)
+          ? serviceError(stateOf(candidates[i]!), candidates[i]!, promptTokens, predicted, best)
           : 0;
       const minErr = errOf(at);
       let chosen: BackendView | undefined;
@@ -583,14 +639,14 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     },
     onDispatch(req, backend, now) {
       lastNow = now;
-      const b = state(backend.name);
+      const b = stateOf(backend);
       const promptTokens = promptTokensOf(req);
       const predicted = predictOf(req, promptTokens);
       const cachedTokens = cachedOf(req, keysOf(req), backend.name, promptTokens);
       const prefillTokens = creditedPrefill(promptTokens, cachedTokens);
       credit?.record(req.id, backend.name, req.promptText);
       advance(b, now);
-      b.flights.set(req.id, {
+      const f: Flight = {
         dispatchedAt: now,
         promptTokens,
         prefillTokens,
@@ -600,32 +656,44 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         expectedOut: predicted,
         predictedAtPush: predicted,
         ver: output.version,
-        ahead: b.flights.size,
+        ahead: b.flights.length,
         area0: b.area,
-      });
+      };
+      const old = b.flightById.get(req.id);
+      // Pushed again under the same id before it ended: it keeps its place (as a Map's set would).
+      if (old !== undefined) b.flights[b.flights.indexOf(old)] = f;
+      else b.flights.push(f);
+      b.flightById.set(req.id, f);
     },
     onComplete(req, backend, report, now) {
       lastNow = now;
-      const b = state(backend.name);
-      const f = b.flights.get(req.id);
+      const b = stateOf(backend);
+      const f = b.flightById.get(req.id);
       if (!f) return;
       advance(b, now);
-      b.flights.delete(req.id);
+      b.flightById.delete(req.id);
+      b.flights.splice(b.flights.indexOf(f), 1);
       learnedOut.delete(req.id);
       if (!report.ok) return;
       learn(b, backend, req, f, report, now);
     },
     onBackendRemoved(name) {
-      backends.delete(name);
+      sizeStamp++; // bestCost no longer sees it: sizes memoised with it are stale
+      const b = backends.get(name);
+      if (b !== undefined) {
+        backends.delete(name);
+        backendList.splice(backendList.indexOf(b), 1);
+        for (let i = 0; i < byIndex.length; i++) if (byIndex[i] === b) byIndex[i] = undefined;
+      }
       credit?.removeBackend(name);
       sizeEpoch++;
     },
     describe(name) {
       const b = backends.get(name);
       if (!b) return {};
-      const out: Record<string, number> = { slots: b.slots, inFlightTracked: b.flights.size };
+      const out: Record<string, number> = { slots: b.slots, inFlightTracked: b.flights.length };
       if (Number.isFinite(b.queuedAt)) out.queuedAtInFlight = b.queuedAt;
-      const batch = Math.max(1, b.flights.size);
+      const batch = Math.max(1, b.flights.length);
       const prefill = b.prefill.slope;
       if (prefill !== undefined) out.prefillSPerToken = prefill;
       const decode = b.decode.at(batch);
@@ -634,7 +702,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         out.decodeSlopeSPerSeq = b.decode.slope ?? 0;
       }
       let pending = 0;
-      for (const f of b.flights.values()) {
+      for (const f of b.flights) {
         pending += Math.max(
           0,
           prefillS(b, f.prefillTokens) +
@@ -719,6 +787,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
     b.lastSampleAt = now;
     b.lastSampleDecision = decisions;
+    sizeStamp++;
     if (++learned >= resizeAt) {
       sizeEpoch++;
       resizeAt = learned + Math.min(64, Math.max(1, Math.ceil(learned / 16)));
@@ -730,6 +799,16 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   }
 }
 
+/** Prompt lengths (tokens) below which HRRN sizes are memoised. */
+const SIZE_MEMO = 4096;
+
+interface SizeMemo {
+  readonly stamp: Float64Array;
+  readonly cap: Float64Array;
+  readonly model: (string | undefined)[];
+  readonly size: Float64Array;
+}
+
 /** Whether index a comes before index b in round-robin order starting at `cursor`. */
 function rrBefore(a: number, b: number, cursor: number): boolean {
   const da = a >= cursor ? a - cursor : a - cursor + 1e9;
@@ -737,9 +816,9 @@ function rrBefore(a: number, b: number, cursor: number): boolean {
   return da < db;
 }
 
-function heapPush(h: number[], v: number): void {
-  let i = h.length;
-  h.push(v);
+/** Adds `v` to the min-heap in h[0, n). */
+function heapPush(h: Float64Array, n: number, v: number): void {
+  let i = n;
   while (i > 0) {
     const p = (i - 1) >> 1;
     if (h[p]! <= v) break;
@@ -749,9 +828,8 @@ function heapPush(h: number[], v: number): void {
   h[i] = v;
 }
 
-/** Replace the minimum with `v` and restore the heap. */
-function heapReplaceTop(h: number[], v: number): void {
-  const n = h.length;
+/** Replace the minimum of the min-heap in h[0, n) with `v` and restore the heap. */
+function heapReplaceTop(h: Float64Array, n: number, v: number): void {
   let i = 0;
   for (;;) {
     const l = 2 * i + 1;
