@@ -374,3 +374,82 @@ test('response-ratio sizes: memoised per prompt length, yet always what a fresh 
   assert.notEqual(at('m-undefined'), at('m-8'));
   assert.notEqual(at('m-undefined'), at('other-undefined'));
 });
+
+test('picks reuse what each backend’s flights add to an estimate, and cost exactly what a fresh policy does', () => {
+  // Measured backends are costed at their own fits (no exploring), and every candidate is open:
+  // the estimates then depend on the history and the instant alone, not on the count of decisions.
+  const params = { exploreAfterDecisions: 1e9, lateBinding: false, defaultSlots: 4 };
+  // a: full (its metrics say 2 run and 1 waits); b: full at 3 (its cap); c: batching, never full;
+  // d: never measured, so costed at the fits of the backend best for each request (a or c).
+  const a = backendView('a', 0, { metrics: { waiting: 1, running: 2, kvUsage: 0.5, at: 0 } });
+  const b = backendView('b', 1, { maxConcurrency: 3 });
+  const c = backendView('c', 2);
+  const d = backendView('d', 3);
+  const views = [a, b, c, d];
+  const history: ((p: Policy) => void)[] = [
+    (p) => teach(p, a, 'ta', 1, 10, 0),
+    (p) => teach(p, b, 'tb', 2, 12, 0),
+    (p) => teach(p, c, 'tc', 0.1, 16, 0),
+  ];
+  for (let i = 0; i < 12; i++) {
+    const v = views[i % 4]!;
+    const r = req(`f${i}`, 200 + 150 * i);
+    history.push((p) => p.onDispatch!(r, v, 4000 + 100 * i));
+  }
+  const warm = estimatedWait({ random: () => 0, params });
+  for (const h of history) h(warm);
+  // [request, prompt characters, now, dispatched after its pick]; 'done': f5 (on b) completes,
+  // 'failed': f9 (on b) fails (nothing learned, one flight less).
+  const steps: [string, number, number, boolean][] = [
+    ['q0', 300, 5000, true],
+    ['q1', 9000, 5000, false],
+    ['q2', 200, 5000, false],
+    ['done', 0, 5000, false],
+    ['q3', 9000, 5000, false],
+    ['q4', 400, 5000, true],
+    ['q5', 8000, 5020, false],
+    ['failed', 0, 5020, false],
+    ['q6', 8000, 5020, true],
+    ['q7', 100, 5020, false],
+  ];
+  for (const [id, chars, now, dispatched] of steps) {
+    if (id === 'done') {
+      const done = (p: Policy): void =>
+        p.onComplete!(
+          req('f5', 950),
+          b,
+          {
+            ok: true,
+            dispatchedAt: 4500,
+            finishedAt: now,
+            promptTokens: 200,
+            completionTokens: 90,
+            promptEvalMs: 150,
+            evalMs: 400,
+          },
+          now,
+        );
+      done(warm);
+      history.push(done);
+      continue;
+    }
+    if (id === 'failed') {
+      const failed = (p: Policy): void =>
+        p.onComplete!(req('f9', 1550), b, { ok: false, dispatchedAt: 4900, finishedAt: now }, now);
+      failed(warm);
+      history.push(failed);
+      continue;
+    }
+    const r = req(id, chars);
+    const chosen = warm.pick(r, views, now)!;
+    const fresh = estimatedWait({ random: () => 0, params });
+    for (const h of history) h(fresh);
+    fresh.pick(r, views, now);
+    assert.ok(warm.explainLast?.()?.scores.length === 4);
+    assert.deepEqual(warm.explainLast?.()?.scores, fresh.explainLast?.()?.scores, `estimates for ${id}`);
+    if (dispatched) {
+      warm.onDispatch!(r, chosen, now);
+      history.push((p) => p.onDispatch!(r, chosen, now));
+    }
+  }
+});

@@ -152,6 +152,10 @@ interface Backend {
   readonly flights: Flight[];
   /** The same flights by request id. */
   readonly flightById: Map<string, Flight>;
+  /** Bumped whenever `flights` changes (FlightsLoad). */
+  flightsVersion: number;
+  /** What its flights add to a request's estimate, kept for the next one (FlightsLoad). */
+  readonly load: FlightsLoad;
 }
 
 /** Fitted cost of a backend: prefill seconds for a prompt, seconds per output token in a batch. */
@@ -183,6 +187,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   let lastCount = 0;
   /** Completions learned from (token ratio, predictor, calibration, fits). */
   let learned = 0;
+  /** Bumped by each completion learned from, before it changes any fit or the predictor (FlightsLoad). */
+  let fitsVersion = 0;
   /** Bumped by each completion learned from and each backend removed: all a request's size depends on. */
   let sizeStamp = 0;
   /**
@@ -240,6 +246,18 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         areaAt: 0,
         flights: [],
         flightById: new Map(),
+        flightsVersion: 0,
+        load: {
+          flightsVersion: -1,
+          fitsVersion: -1,
+          now: NaN,
+          cost: undefined,
+          slots: NaN,
+          hasWait: false,
+          wait: 0,
+          hasRemaining: false,
+          remaining: new Float64Array(8),
+        },
       };
       backends.set(name, b);
       backendList.push(b);
@@ -358,6 +376,30 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   /** finishEstimate's min-heap of the times each slot frees (reused: one per call was garbage). */
   let freeAt = new Float64Array(64);
 
+  /**
+   * b's flights-load cache, made current for this estimate: what it holds was computed for the
+   * same flights, fits, predictions, instant, cost and slots, or it is emptied and re-keyed.
+   */
+  const loadFor = (b: Backend, now: number, c: Cost, slots: number): FlightsLoad => {
+    const l = b.load;
+    if (
+      l.flightsVersion !== b.flightsVersion ||
+      l.fitsVersion !== fitsVersion ||
+      l.now !== now ||
+      l.cost !== c ||
+      l.slots !== slots
+    ) {
+      l.flightsVersion = b.flightsVersion;
+      l.fitsVersion = fitsVersion;
+      l.now = now;
+      l.cost = c;
+      l.slots = slots;
+      l.hasWait = false;
+      l.hasRemaining = false;
+    }
+    return l;
+  };
+
   /** Seconds from `now` until the request would finish on this backend. */
   const finishEstimate = (
     b: Backend,
@@ -369,25 +411,42 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   ): number => {
     const c = costOf(b, view, best);
     const slots = slotsOf(b, view);
-    const flights = b.flights;
-    const n = flights.length;
+    const n = b.flights.length;
     // The batch it joins (itself included), at most what the engine runs at once.
     const batch = Math.min(n + 1, slots);
     const step = decodeS(c, batch);
     const service = prefillS(c, promptTokens) + out * step;
-    if (n < slots) {
-      // An engine runs a prompt's prefill as one step the whole batch waits on: a request pushed
-      // while earlier prompts are still in prefill starts after them.
-      let prefilling = 0;
-      for (let j = 0; j < n; j++) {
-        const f = flights[j]!;
-        const left = prefillS(c, f.prefillTokens) - (now - f.dispatchedAt) / 1000;
-        if (left > prefilling) prefilling = left;
-      }
-      return prefilling + service;
+    const load = loadFor(b, now, c, slots);
+    if (!load.hasWait) {
+      load.wait = n < slots ? prefillWait(b, c, now) : slotWait(b, c, now, slots, step);
+      load.hasWait = true;
     }
-    // All slots busy: replay the in-flight requests FIFO over `slots` servers (a min-heap of the
-    // times each server frees) and see when one frees for this request.
+    return load.wait + service;
+  };
+
+  /**
+   * Seconds until the prompts in prefill on b are done: an engine runs a prompt's prefill as one
+   * step the whole batch waits on, so a request pushed while earlier prompts are still in prefill
+   * starts after them.
+   */
+  const prefillWait = (b: Backend, c: Cost, now: number): number => {
+    const flights = b.flights;
+    let prefilling = 0;
+    for (let j = 0; j < flights.length; j++) {
+      const f = flights[j]!;
+      const left = prefillS(c, f.prefillTokens) - (now - f.dispatchedAt) / 1000;
+      if (left > prefilling) prefilling = left;
+    }
+    return prefilling;
+  };
+
+  /**
+   * All slots busy: seconds until one frees for a new request, replaying the in-flight requests
+   * FIFO over `slots` servers (a min-heap of the times each server frees).
+   */
+  const slotWait = (b: Backend, c: Cost, now: number, slots: number, step: number): number => {
+    const flights = b.flights;
+    const n = flights.length;
     if (freeAt.length < n) freeAt = new Float64Array(n * 2);
     const free = freeAt;
     let size = 0;
@@ -401,7 +460,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         heapReplaceTop(free, size, free[0]! + work);
       }
     }
-    return free[0]! + service;
+    return free[0]!;
   };
 
   /** Seconds this request would add, summed, to the requests already running on the backend. */
@@ -423,15 +482,23 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     if (k <= 0) return 0;
     const stall = (c.prefill.slope ?? p.priorPrefillS) * promptTokens;
     const v = c.decode.slope ?? 0;
-    const step = decodeS(c, k + 1);
-    let overlap = 0;
+    const from = Math.ceil(n - k);
     // Queued case: the last k pushed are the ones still running when it is admitted.
-    for (let i = Math.ceil(n - k); i < n; i++) {
-      const f = flights[i]!;
-      const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.prefillTokens);
-      const rem = Math.max(1, expectedOf(f) - Math.max(0, elapsed) / step);
-      overlap += Math.min(out, rem);
+    const load = loadFor(b, now, c, slots);
+    if (!load.hasRemaining) {
+      if (load.remaining.length < n) load.remaining = new Float64Array(n * 2);
+      const remaining = load.remaining;
+      const step = decodeS(c, k + 1);
+      for (let i = from; i < n; i++) {
+        const f = flights[i]!;
+        const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.prefillTokens);
+        remaining[i] = Math.max(1, expectedOf(f) - Math.max(0, elapsed) / step);
+      }
+      load.hasRemaining = true;
     }
+    const remaining = load.remaining;
+    let overlap = 0;
+    for (let i = from; i < n; i++) overlap += Math.min(out, remaining[i]!);
     return k * stall + v * overlap;
   };
 
@@ -663,6 +730,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       // Pushed again under the same id before it ended: it keeps its place (as a Map's set would).
       if (old !== undefined) b.flights[b.flights.indexOf(old)] = f;
       else b.flights.push(f);
+      b.flightsVersion++;
       b.flightById.set(req.id, f);
     },
     onComplete(req, backend, report, now) {
@@ -673,6 +741,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       advance(b, now);
       b.flightById.delete(req.id);
       b.flights.splice(b.flights.indexOf(f), 1);
+      b.flightsVersion++;
       learnedOut.delete(req.id);
       if (!report.ok) return;
       learn(b, backend, req, f, report, now);
@@ -724,6 +793,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     r: CompletionReport,
     now: number,
   ): void {
+    fitsVersion++;
     const promptTokens = r.promptTokens;
     const outTokens = r.completionTokens;
     if (promptTokens !== undefined && promptTokens > 0 && req.promptText.length > 0) {
@@ -797,6 +867,27 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   function slotsOfLearned(b: Backend): number {
     return Number.isFinite(b.queuedAt) || b.slots < 2 ? Math.max(b.slots, p.defaultSlots) : Infinity;
   }
+}
+
+/**
+ * What a backend's requests in flight add to the estimate of one more request there: the wait
+ * before it starts (finishEstimate) and how much of their answers is left (delayToOthers). The
+ * same for every request costed there until its flights, the fits or predictions change, or time
+ * moves: the picks of one pump (a freed slot lets several held requests go) reuse it rather than
+ * walking every flight per candidate per request.
+ */
+interface FlightsLoad {
+  flightsVersion: number;
+  fitsVersion: number;
+  now: number;
+  /** The fits the values were computed with (the backend's own, or the fleet's best: costOf). */
+  cost: Cost | undefined;
+  slots: number;
+  hasWait: boolean;
+  wait: number;
+  /** Per flight index (delayToOthers' last k), its predicted output tokens still to come. */
+  hasRemaining: boolean;
+  remaining: Float64Array;
 }
 
 /** Prompt lengths (tokens) below which HRRN sizes are memoised. */
