@@ -43,6 +43,10 @@ interface Queued {
   /** Its size for the response-ratio order (Policy.responseRatio), as of `sizeEpoch` (NaN: none yet). */
   size: number;
   sizeEpoch: number;
+  /** Its place in its group's RatioIndex (-1: none, or left the queue). */
+  slot: number;
+  /** The ratio walk that last offered it (RatioWalk: not offered again in the same walk). */
+  walk: number;
 }
 
 /**
@@ -60,6 +64,8 @@ interface Group {
   servingAt: number;
   /** FIFO (a Map keeps insertion order and deletes anywhere in O(1)). */
   members: Map<string, Queued>;
+  /** The members in slot arrays for the response-ratio order; made at the group's first ordering. */
+  ratio: RatioIndex | undefined;
   /**
    * The last pump stopped at a member held on load alone or with no backend below its cap: every
    * member, and any that joins, is held until a backend serving the model changes. Otherwise its
@@ -77,7 +83,7 @@ interface Cursor {
   /** FIFO order: the members after `at`. */
   rest: Iterator<Queued> | undefined;
   /** Response-ratio order: the members not offered yet. */
-  order: RatioHeap | undefined;
+  order: RatioOrder | undefined;
   /** Some backend serving the model is up and untried (fixed during a pump). */
   eligible: boolean;
   /** Its candidates below their cap, as of `dispatchesAt` pushes into the pump (only pushes change them). */
@@ -85,47 +91,63 @@ interface Cursor {
   dispatchesAt: number;
 }
 
+/** A member's response ratio at `now`: (waited + size) / size, waited in seconds. */
+function ratioOf(q: Queued, now: number): number {
+  return (Math.max(0, now - q.arrivedAt) / 1000 + q.size) / q.size;
+}
+
+/** Members in response-ratio order, highest first (then earlier arrival). */
+interface RatioOrder {
+  /** The highest member not offered yet, removed; undefined when none is left. */
+  pop(): Queued | undefined;
+  /** The ratio of the member pop() returned last. */
+  readonly poppedKey: number;
+}
+
 /**
- * A group's members by response ratio at one instant, highest first (then earlier arrival): built
- * in O(n), popped in O(log n), so a pump that stops after a few offers costs O(n), not a sort.
- * Reused from pump to pump (the scheduler keeps a few): a queue of hundreds held by late binding
- * is ordered again at every pump that may let one go, and fresh arrays each time were garbage.
+ * Members by response ratio at one instant, highest first (then earlier arrival): built in O(n),
+ * popped in O(log n). Reused from pump to pump (a queue of hundreds held by late binding is
+ * ordered again at every pump that may let one go; fresh arrays each time were garbage).
  */
-class RatioHeap {
-  /** Members in heap order in [0, n); entries past n are stale (overwritten at the next fill). */
+class RatioHeap implements RatioOrder {
+  /** Members in heap order in [0, n); entries past n are stale (overwritten by the next fill). */
   private readonly items: Queued[] = [];
   private keys = new Float64Array(64);
   private n = 0;
+  poppedKey = 0;
 
-  /** Orders `members` by their ratio at `now`, sizing those not sized in `epoch`. */
-  fill(members: Iterable<Queued>, rr: ResponseRatioOrder, epoch: number, now: number): this {
-    const items = this.items;
-    let keys = this.keys;
-    let n = 0;
-    for (const q of members) {
-      if (q.sizeEpoch !== epoch) {
-        const s = rr.size(q.req);
-        q.size = Number.isFinite(s) && s > 0 ? s : 1;
-        q.sizeEpoch = epoch;
-      }
-      if (n === keys.length) {
-        const grown = new Float64Array(n * 2);
-        grown.set(keys);
-        this.keys = keys = grown;
-      }
-      items[n] = q;
-      keys[n] = (Math.max(0, now - q.arrivedAt) / 1000 + q.size) / q.size;
-      n++;
-    }
-    this.n = n;
-    for (let i = (n >> 1) - 1; i >= 0; i--) this.down(i);
+  get size(): number {
+    return this.n;
+  }
+
+  /** The highest ratio (the heap must not be empty). */
+  get topKey(): number {
+    return this.keys[0]!;
+  }
+
+  clear(): this {
+    this.n = 0;
     return this;
   }
 
-  /** The ratio of the member pop() returned last. */
-  poppedKey = 0;
+  /** Adds a member with its ratio; build() orders them. */
+  add(q: Queued, key: number): void {
+    const n = this.n;
+    if (n === this.keys.length) {
+      const grown = new Float64Array(n * 2);
+      grown.set(this.keys);
+      this.keys = grown;
+    }
+    this.items[n] = q;
+    this.keys[n] = key;
+    this.n = n + 1;
+  }
 
-  /** The highest member, removed; undefined when none is left. */
+  build(): this {
+    for (let i = (this.n >> 1) - 1; i >= 0; i--) this.down(i);
+    return this;
+  }
+
   pop(): Queued | undefined {
     const n = this.n;
     if (n === 0) return undefined;
@@ -173,6 +195,193 @@ class RatioHeap {
   }
 }
 
+/**
+ * A group's members in slot arrays (a member leaving takes the last one's slot), for ordering
+ * them by response ratio without visiting each member object: arrival times and 1 / (1000 size)
+ * side by side, read in one tight loop (RatioWalk).
+ */
+class RatioIndex {
+  members: Queued[] = [];
+  arrived = new Float64Array(16);
+  /** 1 / (1000 · size), as of the member's size. */
+  rate = new Float64Array(16);
+  n = 0;
+  /** Every member present at the last sizing sweep was sized in this epoch (NaN: sweep again). */
+  sizedEpoch = NaN;
+  /** Members that joined since that sweep, in arrival order (sized at the next walk). */
+  joined: Queued[] = [];
+
+  add(q: Queued): void {
+    const n = this.n;
+    if (n === this.arrived.length) {
+      const arrived = new Float64Array(n * 2);
+      arrived.set(this.arrived);
+      this.arrived = arrived;
+      const rate = new Float64Array(n * 2);
+      rate.set(this.rate);
+      this.rate = rate;
+    }
+    this.members[n] = q;
+    this.arrived[n] = q.arrivedAt;
+    this.rate[n] = 1 / (1000 * q.size);
+    q.slot = n;
+    this.n = n + 1;
+    this.joined.push(q);
+    // A group that is never ordered (always held) must not pile up joiners: sweep it all instead.
+    if (this.joined.length > 64 && this.joined.length > 2 * n) {
+      this.joined.length = 0;
+      this.sizedEpoch = NaN;
+    }
+  }
+
+  remove(q: Queued): void {
+    const i = q.slot;
+    const last = --this.n;
+    if (i !== last) {
+      const moved = this.members[last]!;
+      this.members[i] = moved;
+      this.arrived[i] = this.arrived[last]!;
+      this.rate[i] = this.rate[last]!;
+      moved.slot = i;
+    }
+    this.members.length = last;
+    q.slot = -1;
+  }
+}
+
+/** Members a walk orders exactly up front (by ratio, computed); the rest only if these run out. */
+const WALK_CANDIDATES = 32;
+
+/**
+ * A whole group in response-ratio order at one instant, without computing every member's ratio:
+ * a pump usually offers a few members before one is held (the freed room is taken), yet the
+ * group may hold hundreds. Each member's ratio is about 1 + waited · rate (rate = 1 / (1000
+ * size)); this product, a multiplication instead of two divisions, is within a few units in the
+ * last place of the ratio the order uses. The `candidates` members highest by it are ordered
+ * by their exact ratio; one is offered only while its exact ratio is above what any other member's
+ * could be (the others' highest estimate, widened by 1e-12 — far more than the rounding). Past
+ * that, every member not offered yet is ordered exactly, as before. The order is the same as
+ * ordering every member exactly: each member offered is the highest by exact ratio (then
+ * arrival) of those left.
+ */
+class RatioWalk implements RatioOrder {
+  private readonly candidates = new RatioHeap();
+  /** Every member not offered yet, once the candidates are not enough. */
+  private readonly rest = new RatioHeap();
+  private full = false;
+  /** No member outside the candidates has an exact ratio at or above this. */
+  private bound = -Infinity;
+  private index: RatioIndex | undefined;
+  private stamp = 0;
+  private now = 0;
+  private readonly topEstimates: Float64Array;
+  private readonly topSlots: Int32Array;
+  poppedKey = 0;
+
+  constructor(private readonly size: number) {
+    this.topEstimates = new Float64Array(size);
+    this.topSlots = new Int32Array(size);
+  }
+
+  /**
+   * Starts a walk over the index's members (every one sized). False when an estimate is not a
+   * finite number (a NaN arrival, an overflow): the caller orders every member exactly instead.
+   */
+  start(index: RatioIndex, stamp: number, now: number): boolean {
+    this.index = index;
+    this.stamp = stamp;
+    this.now = now;
+    this.full = false;
+    this.candidates.clear();
+    const n = index.n;
+    const members = index.members;
+    const arrived = index.arrived;
+    const rate = index.rate;
+    const most = this.size;
+    if (n <= most) {
+      for (let i = 0; i < n; i++) {
+        const q = members[i]!;
+        const k = ratioOf(q, now);
+        if (!Number.isFinite(k)) return false;
+        this.candidates.add(q, k);
+      }
+      this.candidates.build();
+      this.bound = -Infinity;
+      return true;
+    }
+    // The `most` highest estimates: a min-heap of them, and the highest of the others.
+    const est = this.topEstimates;
+    const slots = this.topSlots;
+    let size = 0;
+    let others = -Infinity;
+    for (let i = 0; i < n; i++) {
+      const e = Math.max(0, now - arrived[i]!) * rate[i]!;
+      if (!(e < Infinity)) return false; // NaN or ∞
+      if (size < most) {
+        let j = size++;
+        while (j > 0) {
+          const p = (j - 1) >> 1;
+          if (est[p]! <= e) break;
+          est[j] = est[p]!;
+          slots[j] = slots[p]!;
+          j = p;
+        }
+        est[j] = e;
+        slots[j] = i;
+      } else if (e > est[0]!) {
+        if (est[0]! > others) others = est[0]!;
+        let j = 0;
+        for (;;) {
+          const l = 2 * j + 1;
+          if (l >= size) break;
+          const r = l + 1;
+          const c = r < size && est[r]! < est[l]! ? r : l;
+          if (est[c]! >= e) break;
+          est[j] = est[c]!;
+          slots[j] = slots[c]!;
+          j = c;
+        }
+        est[j] = e;
+        slots[j] = i;
+      } else if (e > others) others = e;
+    }
+    for (let j = 0; j < size; j++) {
+      const q = members[slots[j]!]!;
+      const k = ratioOf(q, now);
+      if (!Number.isFinite(k)) return false;
+      this.candidates.add(q, k);
+    }
+    this.candidates.build();
+    this.bound = (others + 1) * (1 + 1e-12);
+    return true;
+  }
+
+  pop(): Queued | undefined {
+    if (!this.full) {
+      const c = this.candidates;
+      if (c.size > 0 && c.topKey > this.bound) {
+        const q = c.pop()!;
+        this.poppedKey = c.poppedKey;
+        q.walk = this.stamp;
+        return q;
+      }
+      if (this.bound === -Infinity) return undefined; // the candidates were every member
+      // Past what the candidates can tell: order every member not offered yet exactly.
+      this.full = true;
+      const index = this.index!;
+      const rest = this.rest.clear();
+      for (let i = 0; i < index.n; i++) {
+        const q = index.members[i]!;
+        if (q.walk !== this.stamp) rest.add(q, ratioOf(q, this.now));
+      }
+      rest.build();
+    }
+    const q = this.rest.pop();
+    this.poppedKey = this.rest.poppedKey;
+    return q;
+  }
+}
+
 /** What asking for one request gave: pushed, no backend below its cap, or the policy held it. */
 type Attempt = Decision | 'full' | 'held';
 
@@ -186,6 +395,11 @@ export interface SchedulerOptions {
   policy: Policy;
   /** Most requests waiting in the router queue; more are rejected 'queue-full'. */
   maxQueueLength?: number;
+  /**
+   * Members a response-ratio ordering sorts exactly up front (RatioWalk; 32). Tests set a small
+   * one so that their small queues go past it.
+   */
+  ratioWalkCandidates?: number;
 }
 
 export type BackendPatch = Partial<Pick<BackendSpec, 'weight' | 'maxConcurrency' | 'region' | 'models'>>;
@@ -282,6 +496,7 @@ export class Scheduler {
   /** Every enqueue came at or after the previous one, so the queue is in enqueuedAt order too. */
   private enqueuedInOrder = true;
   private maxQueueLength: number;
+  private readonly ratioWalkCandidates: number;
   private modelsCache: Set<string> | undefined;
   /** Live backends serving each model, in registration order (the order candidates are offered). */
   private servingCache: Map<string, BackendState[]> | undefined;
@@ -289,13 +504,18 @@ export class Scheduler {
   private fleetVersion = 0;
   /** startCursor's candidates while the policy is asked whether it holds them all (reused). */
   private readonly probeCandidates: BackendState[] = [];
-  /** Response-ratio heaps kept for reuse; the first `ratioHeapsInUse` belong to the running pump. */
+  /** Response-ratio heaps and walks kept for reuse; the first `…InUse` belong to the running pump. */
   private readonly ratioHeaps: RatioHeap[] = [];
   private ratioHeapsInUse = 0;
+  private readonly ratioWalks: RatioWalk[] = [];
+  private ratioWalksInUse = 0;
+  /** Numbers the ratio walks (Queued.walk). */
+  private walkStamp = 0;
 
   constructor(opts: SchedulerOptions) {
     this.policy = opts.policy;
     this.maxQueueLength = opts.maxQueueLength ?? Infinity;
+    this.ratioWalkCandidates = Math.max(1, opts.ratioWalkCandidates ?? WALK_CANDIDATES);
   }
 
   get policyName(): string {
@@ -312,6 +532,8 @@ export class Scheduler {
     this.policy = policy;
     // Sizes came from the old policy.
     for (const q of this.queue.values()) q.sizeEpoch = NaN;
+    for (const g of this.plainGroups.values()) if (g.ratio) g.ratio.sizedEpoch = NaN;
+    for (const g of this.groups.values()) if (g.ratio) g.ratio.sizedEpoch = NaN;
     for (const g of this.plainGroups.values()) this.dirty.add(g);
     for (const g of this.groups.values()) this.dirty.add(g);
     return this.pump(now);
@@ -553,15 +775,16 @@ export class Scheduler {
       return out;
     const heap: Cursor[] = [];
     this.ratioHeapsInUse = 0;
+    this.ratioWalksInUse = 0;
     let pushes = 0;
     const rr = this.policy.responseRatio;
     const epoch = rr?.epoch() ?? 0;
-    for (const g of this.dirty) this.startCursor(heap, g, g.members.values(), rr, epoch, now);
+    for (const g of this.dirty) this.startCursor(heap, g, undefined, rr, epoch, now);
     for (const g of this.volatile)
-      if (!this.dirty.has(g)) this.startCursor(heap, g, g.members.values(), rr, epoch, now);
+      if (!this.dirty.has(g)) this.startCursor(heap, g, undefined, rr, epoch, now);
     for (const q of this.fresh)
       if (!this.dirty.has(q.group) && !this.volatile.has(q.group))
-        this.startCursor(heap, q.group, [q].values(), rr, epoch, now);
+        this.startCursor(heap, q.group, q, rr, epoch, now);
     this.dirty.clear();
     this.volatile.clear();
     this.fresh.clear();
@@ -602,10 +825,11 @@ export class Scheduler {
     return out;
   }
 
+  /** Starts walking the group's members, or only `single` (one that joined), in offer order. */
   private startCursor(
     heap: Cursor[],
     g: Group,
-    members: Iterator<Queued> & Iterable<Queued>,
+    single: Queued | undefined,
     rr: ResponseRatioOrder | undefined,
     epoch: number,
     now: number,
@@ -626,19 +850,63 @@ export class Scheduler {
       candidates = probe.slice();
       dispatchesAt = 0;
     }
+    let order: RatioOrder | undefined;
+    if (rr === undefined) order = undefined;
+    else if (single === undefined) order = this.ratioOrder(g, rr, epoch, now);
+    else {
+      this.sizeMember(single, rr, epoch);
+      const h = this.ratioHeap();
+      h.add(single, ratioOf(single, now));
+      order = h.build();
+    }
     const walk = {
       key: 0,
-      rest: rr ? undefined : members,
-      order: rr ? this.ratioHeap().fill(members, rr, epoch, now) : undefined,
+      rest: rr ? undefined : single === undefined ? g.members.values() : [single].values(),
+      order,
     };
     const first = nextOf(walk);
     if (first) heapPush(heap, { group: g, at: first, ...walk, eligible, candidates, dispatchesAt });
   }
 
-  /** A response-ratio heap free for this pump. */
+  /**
+   * The group's members in response-ratio order at `now`, every one sized in `epoch` first (in
+   * arrival order): all of them when the epoch moved, else those that joined since.
+   */
+  private ratioOrder(g: Group, rr: ResponseRatioOrder, epoch: number, now: number): RatioOrder {
+    let index = g.ratio;
+    if (index === undefined) {
+      index = g.ratio = new RatioIndex();
+      for (const q of g.members.values()) index.add(q);
+      index.joined.length = 0;
+    }
+    if (index.sizedEpoch !== epoch) {
+      for (const q of g.members.values()) this.sizeMember(q, rr, epoch);
+      index.sizedEpoch = epoch;
+    } else for (const q of index.joined) if (q.slot >= 0) this.sizeMember(q, rr, epoch);
+    index.joined.length = 0;
+    if (this.ratioWalksInUse === this.ratioWalks.length)
+      this.ratioWalks.push(new RatioWalk(this.ratioWalkCandidates));
+    const walk = this.ratioWalks[this.ratioWalksInUse++]!;
+    if (walk.start(index, ++this.walkStamp, now)) return walk;
+    // A ratio that is not a finite number: order every member by it exactly, in arrival order.
+    const h = this.ratioHeap();
+    for (const q of g.members.values()) h.add(q, ratioOf(q, now));
+    return h.build();
+  }
+
+  /** Sizes a member for the response-ratio order, unless it was sized in `epoch`. */
+  private sizeMember(q: Queued, rr: ResponseRatioOrder, epoch: number): void {
+    if (q.sizeEpoch === epoch) return;
+    const s = rr.size(q.req);
+    q.size = Number.isFinite(s) && s > 0 ? s : 1;
+    q.sizeEpoch = epoch;
+    if (q.slot >= 0) q.group.ratio!.rate[q.slot] = 1 / (1000 * q.size);
+  }
+
+  /** An empty response-ratio heap free for this pump. */
   private ratioHeap(): RatioHeap {
     if (this.ratioHeapsInUse === this.ratioHeaps.length) this.ratioHeaps.push(new RatioHeap());
-    return this.ratioHeaps[this.ratioHeapsInUse++]!;
+    return this.ratioHeaps[this.ratioHeapsInUse++]!.clear();
   }
 
   /** The backends a request of `model` that tried `exclude` may be pushed to now (eligible, below their cap). */
@@ -682,6 +950,7 @@ export class Scheduler {
         serving: NONE,
         servingAt: -1,
         members: new Map(),
+        ratio: undefined,
         allHeld: false,
       };
       groups.set(key, g);
@@ -695,8 +964,11 @@ export class Scheduler {
       group: g,
       size: NaN,
       sizeEpoch: NaN,
+      slot: -1,
+      walk: 0,
     };
     g.members.set(req.id, q);
+    g.ratio?.add(q);
     this.queue.set(req.id, q);
     if (now < this.lastEnqueuedAt) this.enqueuedInOrder = false;
     this.lastEnqueuedAt = now;
@@ -708,6 +980,7 @@ export class Scheduler {
     this.fresh.delete(q);
     const g = q.group;
     g.members.delete(q.req.id);
+    if (q.slot >= 0) g.ratio!.remove(q);
     if (g.members.size > 0) return;
     // Empty groups go, so retries' one-off exclude sets do not pile up.
     (g.exclude.size === 0 ? this.plainGroups : this.groups).delete(g.key);
