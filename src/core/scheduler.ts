@@ -80,7 +80,7 @@ interface Cursor {
   at: Queued;
   /** Offer order across groups: higher first, then earlier arrival (0 in FIFO order). */
   key: number;
-  /** FIFO order: the members after `at`. */
+  /** FIFO order: the members after `at` (undefined: `at` alone). */
   rest: Iterator<Queued> | undefined;
   /** Response-ratio order: the members not offered yet. */
   order: RatioOrder | undefined;
@@ -456,7 +456,8 @@ function nextOf(c: Pick<Cursor, 'rest' | 'order' | 'key'>): Queued | undefined {
     c.key = c.order.poppedKey;
     return q;
   }
-  const next = c.rest!.next();
+  if (c.rest === undefined) return undefined; // a walk of one member
+  const next = c.rest.next();
   return next.done ? undefined : next.value;
 }
 
@@ -511,6 +512,10 @@ export class Scheduler {
   private ratioWalksInUse = 0;
   /** Numbers the ratio walks (Queued.walk). */
   private walkStamp = 0;
+  /** sizeMembers' scratch: the members it sizes, their requests, and the sizes. */
+  private readonly sizeBatch: Queued[] = [];
+  private readonly sizeReqs: RequestInfo[] = [];
+  private sizeOut = new Float64Array(64);
 
   constructor(opts: SchedulerOptions) {
     this.policy = opts.policy;
@@ -859,13 +864,20 @@ export class Scheduler {
       h.add(single, ratioOf(single, now));
       order = h.build();
     }
-    const walk = {
-      key: 0,
-      rest: rr ? undefined : single === undefined ? g.members.values() : [single].values(),
-      order,
-    };
-    const first = nextOf(walk);
-    if (first) heapPush(heap, { group: g, at: first, ...walk, eligible, candidates, dispatchesAt });
+    let rest: Iterator<Queued> | undefined;
+    let first: Queued | undefined;
+    let key = 0;
+    if (order !== undefined) {
+      first = order.pop();
+      key = order.poppedKey;
+    } else if (single !== undefined) first = single;
+    else {
+      rest = g.members.values();
+      const next = rest.next();
+      first = next.done ? undefined : next.value;
+    }
+    if (first !== undefined)
+      heapPush(heap, { group: g, at: first, key, rest, order, eligible, candidates, dispatchesAt });
   }
 
   /**
@@ -880,9 +892,22 @@ export class Scheduler {
       index.joined.length = 0;
     }
     if (index.sizedEpoch !== epoch) {
-      for (const q of g.members.values()) this.sizeMember(q, rr, epoch);
+      // Every member, in arrival order (a Map iterates in insertion order).
+      const batch = this.sizeBatch;
+      let n = 0;
+      for (const q of g.members.values()) if (q.sizeEpoch !== epoch) batch[n++] = q;
+      this.sizeMembers(n, rr, epoch);
       index.sizedEpoch = epoch;
-    } else for (const q of index.joined) if (q.slot >= 0) this.sizeMember(q, rr, epoch);
+    } else if (index.joined.length > 0) {
+      const batch = this.sizeBatch;
+      const joined = index.joined;
+      let n = 0;
+      for (let i = 0; i < joined.length; i++) {
+        const q = joined[i]!;
+        if (q.slot >= 0 && q.sizeEpoch !== epoch) batch[n++] = q;
+      }
+      this.sizeMembers(n, rr, epoch);
+    }
     index.joined.length = 0;
     if (this.ratioWalksInUse === this.ratioWalks.length)
       this.ratioWalks.push(new RatioWalk(this.ratioWalkCandidates));
@@ -892,6 +917,32 @@ export class Scheduler {
     const h = this.ratioHeap();
     for (const q of g.members.values()) h.add(q, ratioOf(q, now));
     return h.build();
+  }
+
+  /**
+   * Sizes sizeBatch's first n members (not sized in `epoch`, queued, in arrival order): all at
+   * once when the policy can (ResponseRatioOrder.sizes).
+   */
+  private sizeMembers(n: number, rr: ResponseRatioOrder, epoch: number): void {
+    const batch = this.sizeBatch;
+    if (rr.sizes === undefined) {
+      for (let i = 0; i < n; i++) this.sizeMember(batch[i]!, rr, epoch);
+      return;
+    }
+    if (n === 0) return;
+    const reqs = this.sizeReqs;
+    reqs.length = n;
+    for (let i = 0; i < n; i++) reqs[i] = batch[i]!.req;
+    if (this.sizeOut.length < n) this.sizeOut = new Float64Array(n * 2);
+    const out = this.sizeOut;
+    rr.sizes(reqs, out);
+    for (let i = 0; i < n; i++) {
+      const q = batch[i]!;
+      const s = out[i]!;
+      q.size = Number.isFinite(s) && s > 0 ? s : 1;
+      q.sizeEpoch = epoch;
+      q.group.ratio!.rate[q.slot] = 1 / (1000 * q.size);
+    }
   }
 
   /** Sizes a member for the response-ratio order, unless it was sized in `epoch`. */

@@ -589,6 +589,96 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
   };
 
+  /** size() of a request alone (no array per call). */
+  const sizeOne: RequestInfo[] = [];
+  const sizeOut = new Float64Array(1);
+  /** The sampled backends' prefill fits and seconds per output token alone, for sizesOf. */
+  const sizePrefill: LinearFit[] = [];
+  let sizeDecode1 = new Float64Array(8);
+
+  /**
+   * HRRN sizes (sizeOf at the best backend: bestCost) of requests, one after another: what does
+   * not depend on the request (token ratio, the fits, each backend's decode step alone) read once.
+   * Memoised per prompt length until the next completion learned from (sizeMemo).
+   */
+  const sizesOf = (reqs: readonly RequestInfo[], out: Float64Array): void => {
+    if (model !== undefined) {
+      for (let i = 0; i < reqs.length; i++) {
+        const req = reqs[i]!;
+        const promptTokens = promptTokensOf(req);
+        const predicted = predictOf(req, promptTokens);
+        out[i] = sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
+      }
+      return;
+    }
+    const perChar = tokensPerChar.value ?? p.initialTokensPerChar;
+    // bestCost's candidates: the backends with a sample, in its order.
+    let count = 0;
+    for (let j = 0; j < backendList.length; j++) {
+      const b = backendList[j]!;
+      if (b.lastSampleAt === undefined) continue;
+      if (count === sizeDecode1.length) {
+        const grown = new Float64Array(count * 2);
+        grown.set(sizeDecode1);
+        sizeDecode1 = grown;
+      }
+      sizePrefill[count] = b.prefill;
+      sizeDecode1[count] = decodeS(b, 1);
+      count++;
+    }
+    const memo = (sizeMemo ??= {
+      stamp: new Float64Array(SIZE_MEMO).fill(-1),
+      cap: new Float64Array(SIZE_MEMO),
+      model: new Array<string | undefined>(SIZE_MEMO).fill(undefined),
+      size: new Float64Array(SIZE_MEMO),
+    });
+    for (let i = 0; i < reqs.length; i++) {
+      const req = reqs[i]!;
+      const promptTokens = Math.max(1, Math.round(req.promptText.length * perChar));
+      // Every held request is sized again at each epoch; many share a prompt length.
+      const memoised = promptTokens < SIZE_MEMO;
+      const cap = req.maxTokens !== undefined && req.maxTokens > 0 ? req.maxTokens : 0;
+      if (
+        memoised &&
+        memo.stamp[promptTokens] === sizeStamp &&
+        memo.cap[promptTokens] === cap &&
+        memo.model[promptTokens] === req.model
+      ) {
+        out[i] = memo.size[promptTokens]!;
+        continue;
+      }
+      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+      // bestCost, with prefillS and decodeS at batch 1 of the best kept for sizeOf.
+      let found = false;
+      let bestT = Infinity;
+      let bestPrefill = 0;
+      let bestDecode = 0;
+      for (let j = 0; j < count; j++) {
+        const prefill = sizePrefill[j]!.at(promptTokens) ?? promptTokens * p.priorPrefillS;
+        const decode = sizeDecode1[j]!;
+        const t = prefill + predicted * decode;
+        if (t < bestT) {
+          bestT = t;
+          bestPrefill = prefill;
+          bestDecode = decode;
+          found = true;
+        }
+      }
+      const o = calibration.at(predicted) ?? predicted;
+      const size = Math.max(
+        1e-3,
+        found ? bestPrefill + o * bestDecode : promptTokens * p.priorPrefillS + o * p.priorDecodeS,
+      );
+      out[i] = size;
+      if (memoised) {
+        memo.stamp[promptTokens] = sizeStamp;
+        memo.cap[promptTokens] = cap;
+        memo.model[promptTokens] = req.model;
+        memo.size[promptTokens] = size;
+      }
+    }
+  };
+
   const tieBreak = (c: BackendView, chosen: BackendView): boolean => {
     if (c.inFlight !== chosen.inFlight) return c.inFlight < chosen.inFlight;
     const cm = stateOf(c).lastSampleAt !== undefined;
@@ -604,33 +694,11 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       p.lateBinding && p.heldOrder === 'ratio'
         ? {
             size(req) {
-              const promptTokens = promptTokensOf(req);
-              if (model !== undefined || !(promptTokens < SIZE_MEMO)) {
-                const predicted = predictOf(req, promptTokens);
-                return sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
-              }
-              // Every held request is sized again at each epoch; many share a prompt length.
-              const cap = req.maxTokens !== undefined && req.maxTokens > 0 ? req.maxTokens : 0;
-              sizeMemo ??= {
-                stamp: new Float64Array(SIZE_MEMO).fill(-1),
-                cap: new Float64Array(SIZE_MEMO),
-                model: new Array<string | undefined>(SIZE_MEMO).fill(undefined),
-                size: new Float64Array(SIZE_MEMO),
-              };
-              if (
-                sizeMemo.stamp[promptTokens] === sizeStamp &&
-                sizeMemo.cap[promptTokens] === cap &&
-                sizeMemo.model[promptTokens] === req.model
-              )
-                return sizeMemo.size[promptTokens]!;
-              const predicted = output.predict(req.model, promptTokens, req.maxTokens);
-              const size = sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
-              sizeMemo.stamp[promptTokens] = sizeStamp;
-              sizeMemo.cap[promptTokens] = cap;
-              sizeMemo.model[promptTokens] = req.model;
-              sizeMemo.size[promptTokens] = size;
-              return size;
+              sizeOne[0] = req;
+              sizesOf(sizeOne, sizeOut);
+              return sizeOut[0]!;
             },
+            sizes: (reqs, out) => sizesOf(reqs, out),
             epoch: () => sizeEpoch,
             holdsAll: (candidates) => holdForLater(candidates),
           }
