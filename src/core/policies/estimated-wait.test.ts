@@ -366,6 +366,12 @@ test('response-ratio sizes: memoised per prompt length, yet always what a fresh 
     for (let j = 0; j <= i; j++) event(fresh, j);
     const after = sizes(warm);
     assert.deepEqual(after, sizes(fresh), `after event ${i}`);
+    // All at once (as the scheduler sizes a held group), the same as one by one.
+    const batch = new Float64Array(asked.length);
+    const other = estimatedWait({ random: () => 0, params: {} });
+    for (let j = 0; j <= i; j++) event(other, j);
+    other.responseRatio!.sizes!(asked, batch);
+    assert.deepEqual([...batch], after, `all at once after event ${i}`);
     if (i < 12) assert.notDeepEqual(after, before, `event ${i} changed what sizes depend on`);
   }
   // Same prompt length, different caps and models: different sizes (not one memo entry for all).
