@@ -459,3 +459,48 @@ test('picks reuse what each backend’s flights add to an estimate, and cost exa
     }
   }
 });
+
+test('a dispatch right after its pick records what the pick found; after learning in between, what is true then', () => {
+  const a = view('a', 0);
+  const b = view('b', 1);
+  const history = (p: Policy): void => {
+    teach(p, a, 't1', 1, 10, 0);
+    teach(p, b, 't2', 2, 12, 0);
+    p.onDispatch!(req('x', 700), a, 1000);
+  };
+  const r = req('r', 2000);
+  const learnMore = (p: Policy): void =>
+    p.onComplete!(
+      req('x', 700),
+      a,
+      {
+        ok: true,
+        dispatchedAt: 1000,
+        finishedAt: 3000,
+        promptTokens: 500,
+        completionTokens: 300,
+        promptEvalMs: 900,
+        evalMs: 1000,
+      },
+      3000,
+    );
+  for (const learnBetween of [false, true]) {
+    const picked = estimatedWait({ random: () => 0, params: {} });
+    const direct = estimatedWait({ random: () => 0, params: {} });
+    history(picked);
+    history(direct);
+    const to = picked.pick(r, [a, b], 2000)!;
+    direct.pick(req('other', 10), [a, b], 2000); // the same count of decisions
+    if (learnBetween) {
+      learnMore(picked);
+      learnMore(direct);
+    }
+    picked.onDispatch!(r, to, 3000);
+    direct.onDispatch!(r, to, 3000);
+    assert.deepEqual(
+      picked.describe!(to.name),
+      direct.describe!(to.name),
+      `learned in between: ${learnBetween}`,
+    );
+  }
+});

@@ -223,6 +223,33 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       : undefined;
   /** Per candidate of the last estimates: the prompt tokens to prefill there (prefix credit applied). */
   let uncached = new Float64Array(8);
+  /**
+   * Per candidate of the current decision, found once: its state, the fits it is costed at
+   * (costOf), the sequences it runs at once (slotsOf), the prompt tokens it likely holds cached.
+   */
+  const candState: Backend[] = [];
+  const candCost: Cost[] = [];
+  let candSlots = new Float64Array(8);
+  let candCached = new Float64Array(8);
+  const growCandidates = (n: number): void => {
+    candState.length = n;
+    candCost.length = n;
+    if (candSlots.length < n) {
+      candSlots = new Float64Array(n * 2);
+      candCached = new Float64Array(n * 2);
+      uncached = new Float64Array(n * 2);
+    }
+  };
+  /**
+   * The last pick, for its dispatch (which comes right after it): the request, where it went, and
+   * what was found for it there — not looked up twice while nothing was learned in between.
+   */
+  let picked: RequestInfo | undefined;
+  let pickedView: BackendView | undefined;
+  let pickedFits = -1;
+  let pickedPromptTokens = 0;
+  let pickedPredicted = 0;
+  let pickedCached = 0;
 
   /** `backends` in the same (insertion) order, for the loops that run per decision. */
   const backendList: Backend[] = [];
@@ -400,17 +427,18 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     return l;
   };
 
-  /** Seconds from `now` until the request would finish on this backend. */
+  /**
+   * Seconds from `now` until the request would finish on this backend, costed at `c` (costOf) with
+   * `slots` (slotsOf).
+   */
   const finishEstimate = (
     b: Backend,
-    view: BackendView,
+    c: Cost,
+    slots: number,
     now: number,
     promptTokens: number,
     out: number,
-    best: Cost | undefined,
   ): number => {
-    const c = costOf(b, view, best);
-    const slots = slotsOf(b, view);
     const n = b.flights.length;
     // The batch it joins (itself included), at most what the engine runs at once.
     const batch = Math.min(n + 1, slots);
@@ -463,17 +491,18 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     return free[0]!;
   };
 
-  /** Seconds this request would add, summed, to the requests already running on the backend. */
+  /**
+   * Seconds this request would add, summed, to the requests already running on the backend
+   * (costed at `c` with `slots`, as finishEstimate).
+   */
   const delayToOthers = (
     b: Backend,
-    view: BackendView,
+    c: Cost,
+    slots: number,
     now: number,
     promptTokens: number,
     out: number,
-    best: Cost | undefined,
   ): number => {
-    const c = costOf(b, view, best);
-    const slots = slotsOf(b, view);
     const flights = b.flights;
     const n = flights.length;
     // The others it will run beside: all in flight below the limit; when the engine is full it
@@ -542,34 +571,34 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
    */
   const holdForLater = (candidates: readonly BackendView[]): boolean => {
     let room = 0;
+    if (candState.length < candidates.length) growCandidates(candidates.length);
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
-      const r = roomInside(stateOf(c), c);
+      const b = stateOf(c);
+      candState[i] = b;
+      const r = roomInside(b, c);
       open[i] = r > 0 ? 1 : 0;
       room += r;
     }
     return room === 0;
   };
 
-  /** Standard error of a backend's service estimate for this request (its fits' uncertainty). */
-  const serviceError = (
-    b: Backend,
-    view: BackendView,
-    promptTokens: number,
-    out: number,
-    best: Cost | undefined,
-  ): number => {
-    const c = costOf(b, view, best);
-    const batch = Math.min(b.flights.length + 1, slotsOf(b, view));
+  /** Standard error of candidate i's service estimate for this request (its fits' uncertainty). */
+  const serviceError = (i: number, promptTokens: number, out: number): number => {
+    const c = candCost[i]!;
+    const batch = Math.min(candState[i]!.flights.length + 1, candSlots[i]!);
     return Math.hypot(c.prefill.stderr(promptTokens), out * c.decode.stderr(batch));
   };
 
   const fill = (req: RequestInfo, candidates: readonly BackendView[], now: number, out: Float64Array) => {
     const promptTokens = promptTokensOf(req);
     const predicted = predictOf(req, promptTokens);
+    if (candState.length < candidates.length) growCandidates(candidates.length);
+    for (let i = 0; i < candidates.length; i++) candState[i] = stateOf(candidates[i]!);
     fillWith(req, candidates, now, promptTokens, predicted, bestCost(promptTokens, predicted), out);
   };
 
+  /** Per candidate of the current estimate (candState set by the caller): its costs and finish. */
   const fillWith = (
     req: RequestInfo,
     candidates: readonly BackendView[],
@@ -579,13 +608,19 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     best: Cost | undefined,
     out: Float64Array,
   ) => {
-    if (uncached.length < candidates.length) uncached = new Float64Array(candidates.length * 2);
     const keys = keysOf(req);
     for (let i = 0; i < candidates.length; i++) {
-      const c = candidates[i]!;
-      const u = creditedPrefill(promptTokens, cachedOf(req, keys, c.name, promptTokens));
+      const view = candidates[i]!;
+      const b = candState[i]!;
+      const c = costOf(b, view, best);
+      const slots = slotsOf(b, view);
+      candCost[i] = c;
+      candSlots[i] = slots;
+      const cached = cachedOf(req, keys, view.name, promptTokens);
+      candCached[i] = cached;
+      const u = creditedPrefill(promptTokens, cached);
       uncached[i] = u;
-      out[i] = finishEstimate(stateOf(c), c, now, u, predicted, best);
+      out[i] = finishEstimate(b, c, slots, now, u, predicted);
     }
   };
 
@@ -679,10 +714,13 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
   };
 
-  const tieBreak = (c: BackendView, chosen: BackendView): boolean => {
+  /** Whether candidate i goes before candidate j among near-best estimates. */
+  const tieBreak = (candidates: readonly BackendView[], i: number, j: number): boolean => {
+    const c = candidates[i]!;
+    const chosen = candidates[j]!;
     if (c.inFlight !== chosen.inFlight) return c.inFlight < chosen.inFlight;
-    const cm = stateOf(c).lastSampleAt !== undefined;
-    const xm = stateOf(chosen).lastSampleAt !== undefined;
+    const cm = candState[i]!.lastSampleAt !== undefined;
+    const xm = candState[j]!.lastSampleAt !== undefined;
     if (cm !== xm) return !cm;
     return rrBefore(c.index, chosen.index, cursor);
   };
@@ -705,14 +743,19 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         : undefined,
     pick(req, candidates, now) {
       lastNow = now;
-      if (candidates.length === 0) return undefined;
-      if (scratch.length < candidates.length) {
-        scratch = new Float64Array(candidates.length * 2);
-        open = new Uint8Array(candidates.length * 2);
+      picked = undefined;
+      const n = candidates.length;
+      if (n === 0) return undefined;
+      if (scratch.length < n) {
+        scratch = new Float64Array(n * 2);
+        open = new Uint8Array(n * 2);
       }
       heldOnLoad = false;
-      if (!p.lateBinding) open.fill(1, 0, candidates.length);
-      else if (holdForLater(candidates)) {
+      if (!p.lateBinding) {
+        open.fill(1, 0, n);
+        if (candState.length < n) growCandidates(n);
+        for (let i = 0; i < n; i++) candState[i] = stateOf(candidates[i]!);
+      } else if (holdForLater(candidates)) {
         heldOnLoad = true;
         return undefined;
       }
@@ -721,14 +764,15 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const best = bestCost(promptTokens, predicted);
       fillWith(req, candidates, now, promptTokens, predicted, best, scratch);
       if (p.othersWeight > 0) {
-        for (let i = 0; i < candidates.length; i++) {
-          const c = candidates[i]!;
-          scratch[i]! += p.othersWeight * delayToOthers(stateOf(c), c, now, uncached[i]!, predicted, best);
+        for (let i = 0; i < n; i++) {
+          scratch[i]! +=
+            p.othersWeight *
+            delayToOthers(candState[i]!, candCost[i]!, candSlots[i]!, now, uncached[i]!, predicted);
         }
       }
       let min = Infinity;
       let at = -1;
-      for (let i = 0; i < candidates.length; i++) {
+      for (let i = 0; i < n; i++) {
         if (open[i] === 1 && scratch[i]! < min) {
           min = scratch[i]!;
           at = i;
@@ -738,27 +782,32 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       // Near-best estimates are ties: fewer in flight, then an unmeasured backend (to measure
       // it), then round-robin order. Near: within tieTolerance, or within tieStdErrors of the
       // two fits' combined standard error.
-      const errOf = (i: number): number =>
-        p.tieStdErrors > 0
-          ? serviceError(stateOf(candidates[i]!), candidates[i]!, promptTokens, predicted, best)
-          : 0;
-      const minErr = errOf(at);
-      let chosen: BackendView | undefined;
-      for (let i = 0; i < candidates.length; i++) {
+      const errors = p.tieStdErrors > 0;
+      const minErr = errors ? serviceError(at, promptTokens, predicted) : 0;
+      let chosen = -1;
+      for (let i = 0; i < n; i++) {
         if (open[i] !== 1) continue;
-        const c = candidates[i]!;
         const t = scratch[i]!;
         const near =
-          t <= min * (1 + p.tieTolerance) + 1e-12 || t - min <= p.tieStdErrors * Math.hypot(errOf(i), minErr);
+          t <= min * (1 + p.tieTolerance) + 1e-12 ||
+          t - min <=
+            p.tieStdErrors * Math.hypot(errors ? serviceError(i, promptTokens, predicted) : 0, minErr);
         if (!near) continue;
-        if (chosen === undefined || tieBreak(c, chosen)) chosen = c;
+        if (chosen < 0 || tieBreak(candidates, i, chosen)) chosen = i;
       }
       // Every estimate is finite and ≥ 0 (fits are clamped), so one is always within the limit.
-      chosen ??= candidates[at]!;
-      cursor = chosen.index + 1;
+      if (chosen < 0) chosen = at;
+      const view = candidates[chosen]!;
+      cursor = view.index + 1;
       decisions++;
-      lastCount = candidates.length;
-      return chosen;
+      lastCount = n;
+      picked = req;
+      pickedView = view;
+      pickedFits = fitsVersion;
+      pickedPromptTokens = promptTokens;
+      pickedPredicted = predicted;
+      pickedCached = candCached[chosen]!;
+      return view;
     },
     explainLast() {
       // Copied only when a decision is explained; scratch holds the last pick's estimates.
@@ -769,15 +818,27 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     },
     estimates(req, candidates, now, out) {
       lastNow = now;
+      picked = undefined;
       fill(req, candidates, now, out);
       decisions++;
     },
     onDispatch(req, backend, now) {
       lastNow = now;
       const b = stateOf(backend);
-      const promptTokens = promptTokensOf(req);
-      const predicted = predictOf(req, promptTokens);
-      const cachedTokens = cachedOf(req, keysOf(req), backend.name, promptTokens);
+      let promptTokens: number;
+      let predicted: number;
+      let cachedTokens: number;
+      if (req === picked && backend === pickedView && fitsVersion === pickedFits) {
+        // Just picked (nothing learned since): what the pick found for it there.
+        promptTokens = pickedPromptTokens;
+        predicted = pickedPredicted;
+        cachedTokens = pickedCached;
+      } else {
+        promptTokens = promptTokensOf(req);
+        predicted = predictOf(req, promptTokens);
+        cachedTokens = cachedOf(req, keysOf(req), backend.name, promptTokens);
+      }
+      picked = undefined;
       const prefillTokens = creditedPrefill(promptTokens, cachedTokens);
       credit?.record(req.id, backend.name, req.promptText);
       advance(b, now);
@@ -815,6 +876,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       learn(b, backend, req, f, report, now);
     },
     onBackendRemoved(name) {
+      picked = undefined;
       sizeStamp++; // bestCost no longer sees it: sizes memoised with it are stale
       const b = backends.get(name);
       if (b !== undefined) {
