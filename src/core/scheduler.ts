@@ -66,6 +66,8 @@ interface Group {
   members: Map<string, Queued>;
   /** The members in slot arrays for the response-ratio order; made at the group's first ordering. */
   ratio: RatioIndex | undefined;
+  /** Its place in Scheduler.dirty's list (-1: not dirty). */
+  dirtyAt: number;
   /**
    * The last pump stopped at a member held on load alone or with no backend below its cap: every
    * member, and any that joins, is held until a backend serving the model changes. Otherwise its
@@ -274,6 +276,8 @@ class RatioWalk implements RatioOrder {
   private index: RatioIndex | undefined;
   private stamp = 0;
   private now = 0;
+  /** Every member's estimate, by slot (scratch). */
+  private estimates = new Float64Array(64);
   private readonly topEstimates: Float64Array;
   private readonly topSlots: Int32Array;
   poppedKey = 0;
@@ -309,13 +313,22 @@ class RatioWalk implements RatioOrder {
       this.bound = -Infinity;
       return true;
     }
-    // The `most` highest estimates: a min-heap of them, and the highest of the others.
+    // Every estimate first (a tight loop), then the `most` highest: a min-heap of them (its least
+    // is the bar to enter), and the highest of the others.
+    if (this.estimates.length < n) this.estimates = new Float64Array(n * 2);
+    const all = this.estimates;
+    for (let i = 0; i < n; i++) all[i] = Math.max(0, now - arrived[i]!) * rate[i]!;
     const est = this.topEstimates;
     const slots = this.topSlots;
     let size = 0;
+    let bar = -Infinity;
     let others = -Infinity;
     for (let i = 0; i < n; i++) {
-      const e = Math.max(0, now - arrived[i]!) * rate[i]!;
+      const e = all[i]!;
+      if (e <= bar) {
+        if (e > others) others = e;
+        continue;
+      }
       if (!(e < Infinity)) return false; // NaN or ∞
       if (size < most) {
         let j = size++;
@@ -328,22 +341,24 @@ class RatioWalk implements RatioOrder {
         }
         est[j] = e;
         slots[j] = i;
-      } else if (e > est[0]!) {
-        if (est[0]! > others) others = est[0]!;
-        let j = 0;
-        for (;;) {
-          const l = 2 * j + 1;
-          if (l >= size) break;
-          const r = l + 1;
-          const c = r < size && est[r]! < est[l]! ? r : l;
-          if (est[c]! >= e) break;
-          est[j] = est[c]!;
-          slots[j] = slots[c]!;
-          j = c;
-        }
-        est[j] = e;
-        slots[j] = i;
-      } else if (e > others) others = e;
+        if (size === most) bar = est[0]!;
+        continue;
+      }
+      if (bar > others) others = bar;
+      let j = 0;
+      for (;;) {
+        const l = 2 * j + 1;
+        if (l >= size) break;
+        const r = l + 1;
+        const c = r < size && est[r]! < est[l]! ? r : l;
+        if (est[c]! >= e) break;
+        est[j] = est[c]!;
+        slots[j] = slots[c]!;
+        j = c;
+      }
+      est[j] = e;
+      slots[j] = i;
+      bar = est[0]!;
     }
     for (let j = 0; j < size; j++) {
       const q = members[slots[j]!]!;
@@ -379,6 +394,45 @@ class RatioWalk implements RatioOrder {
     const q = this.rest.pop();
     this.poppedKey = this.rest.poppedKey;
     return q;
+  }
+}
+
+/**
+ * Groups to ask again, in the order they were marked (as a Set keeps them), kept in a list with
+ * each group's place on it: marking, checking and clearing after every pump (every metrics probe
+ * marks them) without a hash lookup or a new table per clear.
+ */
+class DirtyGroups {
+  /** Marked groups at their place; an entry whose group's dirtyAt is not its index is stale. */
+  readonly list: Group[] = [];
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  has(g: Group): boolean {
+    return g.dirtyAt >= 0;
+  }
+
+  add(g: Group): void {
+    if (g.dirtyAt >= 0) return;
+    g.dirtyAt = this.list.length;
+    this.list.push(g);
+    this.count++;
+  }
+
+  delete(g: Group): void {
+    if (g.dirtyAt < 0) return;
+    g.dirtyAt = -1;
+    this.count--;
+  }
+
+  clear(): void {
+    const list = this.list;
+    for (let i = 0; i < list.length; i++) if (list[i]!.dirtyAt === i) list[i]!.dirtyAt = -1;
+    list.length = 0;
+    this.count = 0;
   }
 }
 
@@ -485,7 +539,7 @@ export class Scheduler {
    * Groups to ask again at the next pump: a backend serving their model changed (a slot freed,
    * metrics, health, settings), or they are new. The others' first member is held and stays so.
    */
-  private readonly dirty = new Set<Group>();
+  private readonly dirty = new DirtyGroups();
   /** Groups with a member the policy held for another reason than load: asked on every pump. */
   private readonly volatile = new Set<Group>();
   /** Requests that joined a group whose members are held one by one: asked alone at the next pump. */
@@ -510,6 +564,8 @@ export class Scheduler {
   private ratioHeapsInUse = 0;
   private readonly ratioWalks: RatioWalk[] = [];
   private ratioWalksInUse = 0;
+  /** The pump's cursors in offer order (a heap; reused). */
+  private readonly cursors: Cursor[] = [];
   /** Numbers the ratio walks (Queued.walk). */
   private walkStamp = 0;
   /** sizeMembers' scratch: the members it sizes, their requests, and the sizes. */
@@ -778,21 +834,27 @@ export class Scheduler {
     const out: Decision[] = [];
     if (this.queue.size === 0 || (this.dirty.size === 0 && this.volatile.size === 0 && this.fresh.size === 0))
       return out;
-    const heap: Cursor[] = [];
+    const heap = this.cursors;
+    heap.length = 0; // empty unless a policy threw in the last pump
     this.ratioHeapsInUse = 0;
     this.ratioWalksInUse = 0;
     let pushes = 0;
     const rr = this.policy.responseRatio;
     const epoch = rr?.epoch() ?? 0;
-    for (const g of this.dirty) this.startCursor(heap, g, undefined, rr, epoch, now);
+    const dirty = this.dirty.list;
+    for (let i = 0; i < dirty.length; i++) {
+      const g = dirty[i]!;
+      if (g.dirtyAt === i) this.startCursor(heap, g, undefined, rr, epoch, now);
+    }
     for (const g of this.volatile)
       if (!this.dirty.has(g)) this.startCursor(heap, g, undefined, rr, epoch, now);
     for (const q of this.fresh)
       if (!this.dirty.has(q.group) && !this.volatile.has(q.group))
         this.startCursor(heap, q.group, q, rr, epoch, now);
     this.dirty.clear();
-    this.volatile.clear();
-    this.fresh.clear();
+    // (Set.clear allocates a table, even for an empty set.)
+    if (this.volatile.size > 0) this.volatile.clear();
+    if (this.fresh.size > 0) this.fresh.clear();
     while (heap.length > 0) {
       const c = heapPop(heap);
       const q = c.at;
@@ -1002,6 +1064,7 @@ export class Scheduler {
         servingAt: -1,
         members: new Map(),
         ratio: undefined,
+        dirtyAt: -1,
         allHeld: false,
       };
       groups.set(key, g);
@@ -1028,7 +1091,7 @@ export class Scheduler {
 
   private dequeue(q: Queued): void {
     this.queue.delete(q.req.id);
-    this.fresh.delete(q);
+    if (this.fresh.size > 0) this.fresh.delete(q);
     const g = q.group;
     g.members.delete(q.req.id);
     if (q.slot >= 0) g.ratio!.remove(q);
@@ -1037,7 +1100,7 @@ export class Scheduler {
     (g.exclude.size === 0 ? this.plainGroups : this.groups).delete(g.key);
     this.groupsByModel.get(g.model)?.delete(g);
     this.dirty.delete(g);
-    this.volatile.delete(g);
+    if (this.volatile.size > 0) this.volatile.delete(g);
   }
 
   /**
