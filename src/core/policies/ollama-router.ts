@@ -36,19 +36,19 @@ interface InFlight {
   estimate: number;
 }
 
-/** Characters excluding runs of whitespace (a run counts as one). */
+/** Runs of two or more whitespace characters (space, \t, \n, \v, \f, \r). */
+const WHITESPACE_RUNS = /[\t\n\v\f\r ]{2,}/g;
+
+/**
+ * Characters excluding runs of whitespace (a run counts as one): the length less each run's extra
+ * characters. Prompts have few runs, and the regex engine skips to them in native code (a loop
+ * over every character cost ~7x more on mixed-4x's prompts, and prompts run to tens of thousands
+ * of characters).
+ */
 export function collapsedLength(text: string): number {
-  // Every character counts but a whitespace character right after another one.
   let n = text.length;
-  let ws = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    // Space, \t, \n, \v, \f, \r.
-    if (c === 32 || (c <= 13 && c >= 9)) {
-      if (ws) n--;
-      ws = true;
-    } else ws = false;
-  }
+  WHITESPACE_RUNS.lastIndex = 0;
+  for (let m = WHITESPACE_RUNS.exec(text); m !== null; m = WHITESPACE_RUNS.exec(text)) n -= m[0].length - 1;
   return n;
 }
 
