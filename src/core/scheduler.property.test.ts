@@ -51,7 +51,25 @@ function ratio(): Policy {
   };
 }
 
-const POLICIES: (PolicySpec | 'moody' | 'ratio')[] = [
+/**
+ * A response-ratio policy that also holds requests for other reasons than load (every third
+ * pick, as moody): the walk goes on past a held member, which must not come up again.
+ */
+function ratioMoody(): Policy {
+  let epoch = 0;
+  let calls = 0;
+  return {
+    name: 'ratio-moody',
+    responseRatio: {
+      size: (r) => 0.25 + ((Number(r.id.slice(1)) * 3 + epoch) % 7),
+      epoch: () => epoch,
+    },
+    pick: (_r, c) => (++calls % 3 === 1 ? undefined : c[calls % c.length]),
+    onComplete: () => void (calls % 2 === 0 && epoch++),
+  };
+}
+
+const POLICIES: (PolicySpec | 'moody' | 'ratio' | 'ratio-moody')[] = [
   { name: 'least-connections' },
   { name: 'least-connections', params: { push: 'sp-p' } },
   { name: 'least-connections', params: { push: 'sp-o', maxOutstanding: 2 } },
@@ -61,6 +79,7 @@ const POLICIES: (PolicySpec | 'moody' | 'ratio')[] = [
   { name: 'random' },
   'moody',
   'ratio',
+  'ratio-moody',
   { name: 'estimated-wait' },
   // Holds one by one until a backend changes (kv-fit-filter with backfill), blind to metrics.
   { name: 'workload-aware', params: { kvCapacityTokens: 300 } },
@@ -69,7 +88,13 @@ const POLICIES: (PolicySpec | 'moody' | 'ratio')[] = [
 
 const build = (i: number): Policy => {
   const p = POLICIES[i]!;
-  return p === 'moody' ? moody() : p === 'ratio' ? ratio() : createPolicy(p, createRng(7));
+  return p === 'moody'
+    ? moody()
+    : p === 'ratio'
+      ? ratio()
+      : p === 'ratio-moody'
+        ? ratioMoody()
+        : createPolicy(p, createRng(7));
 };
 
 type Event =
@@ -212,8 +237,10 @@ test('the incremental pump decides exactly as rescanning every held request did'
       fc.nat(POLICIES.length - 1),
       fc.array(fc.tuple(modelMask, cap), { minLength: 1, maxLength: NAMES.length }),
       fc.array(fc.tuple(event, fc.nat(20)), { minLength: 30, maxLength: 150, size: 'max' }),
-      (p, fleet, events) => {
-        const next = new Scheduler({ policy: build(p), maxQueueLength: 40 });
+      // Few members sorted up front by a response-ratio walk: small queues go past them too.
+      fc.constantFrom(1, 2, 3, 32),
+      (p, fleet, events, walk) => {
+        const next = new Scheduler({ policy: build(p), maxQueueLength: 40, ratioWalkCandidates: walk });
         const ref = new ReferenceScheduler({ policy: build(p), maxQueueLength: 40 });
         fleet.forEach(([mask, c], i) => {
           next.addBackend(spec(NAMES[i]!, mask, c));
@@ -259,5 +286,88 @@ test('the incremental pump decides exactly as rescanning every held request did'
       },
     ),
     { numRuns: 250, seed: 22 },
+  );
+});
+
+test('response-ratio walks over long queues order exactly as sorting every held request', () => {
+  // Long queues on one model and slots that free one at a time, sizes that move with each
+  // completion, members that join between orderings: the walk's estimates, candidates and bound
+  // (RatioWalk) against the reference, which sorts every request by its exact ratio.
+  const ratioPolicies = [
+    POLICIES.indexOf('ratio'),
+    POLICIES.indexOf('ratio-moody'),
+    POLICIES.findIndex((p) => typeof p === 'object' && p.name === 'estimated-wait'),
+  ];
+  const busy: fc.Arbitrary<Event> = fc.oneof(
+    {
+      weight: 10,
+      arbitrary: fc.record({
+        k: fc.constant('submit' as const),
+        model: fc.constant(0),
+        exclude: fc.constant(0),
+        prompt: fc.nat(5),
+      }),
+    },
+    {
+      weight: 5,
+      arbitrary: fc.record({ k: fc.constant('complete' as const), pick: fc.nat(), ok: fc.boolean() }),
+    },
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        k: fc.constant('metrics' as const),
+        b: fc.nat(1),
+        waiting: fc.nat(2),
+        running: fc.nat(3),
+      }),
+    },
+    { weight: 1, arbitrary: fc.record({ k: fc.constant('pump' as const) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({ k: fc.constant('cancel' as const), pick: fc.nat(), queued: fc.constant(true) }),
+    },
+    // Another policy: every size is asked again (its epochs start over).
+    {
+      weight: 1,
+      arbitrary: fc.record({ k: fc.constant('policy' as const), p: fc.constantFrom(...ratioPolicies) }),
+    },
+  );
+  fc.assert(
+    fc.property(
+      fc.constantFrom(...ratioPolicies),
+      fc.array(fc.tuple(busy, fc.nat(400)), { minLength: 100, maxLength: 400 }),
+      fc.constantFrom(1, 2, 4, 8),
+      (p, events, walk) => {
+        const next = new Scheduler({ policy: build(p), ratioWalkCandidates: walk });
+        const ref = new ReferenceScheduler({ policy: build(p) });
+        for (const s of [next, ref]) {
+          s.addBackend(spec('a', 1, 2));
+          s.addBackend(spec('b', 1, 1));
+        }
+        const pushed: string[] = [];
+        const queued = new Set<string>();
+        let now = 0;
+        events.forEach(([e, dt], seq) => {
+          now += dt;
+          const snapshot = [...pushed];
+          const waiting = [...queued];
+          const want = step(ref, e, now, seq, snapshot, waiting);
+          const got = step(next, e, now, seq, snapshot, waiting);
+          assert.deepEqual(got, want, `event ${seq} ${JSON.stringify(e)}`);
+          if (e.k === 'submit' && !want.some((l) => l.includes(` r${seq} `))) queued.add(`r${seq}`);
+          for (const line of want) {
+            const [type, id] = line.split(' ');
+            if (type === 'dispatch') {
+              queued.delete(id!);
+              pushed.push(id!);
+            } else if (type === 'reject') queued.delete(id!);
+          }
+          if (e.k === 'complete' && snapshot.length > 0) pushed.splice(e.pick % snapshot.length, 1);
+          if (e.k === 'cancel' && waiting.length > 0) queued.delete(waiting[e.pick % waiting.length]!);
+          assert.equal(next.queueLength, ref.queueLength, `queue after event ${seq}`);
+        });
+      },
+    ),
+    { numRuns: 120, seed: 5 },
   );
 });

@@ -28,10 +28,14 @@ interface BackendState {
   completedSinceMetrics: number;
   /** Left the fleet; kept only until its in-flight requests finish. */
   removed: boolean;
+  /** The waiting groups of each of its models, in `models` order (undefined: to gather again). */
+  groupSets: Set<Group>[] | undefined;
 }
 
 interface Queued {
   req: RequestInfo;
+  /** req.arrivedAt (read for every held member at each response-ratio ordering). */
+  arrivedAt: number;
   enqueuedAt: number;
   /** Arrival order in the router queue. */
   seq: number;
@@ -39,6 +43,10 @@ interface Queued {
   /** Its size for the response-ratio order (Policy.responseRatio), as of `sizeEpoch` (NaN: none yet). */
   size: number;
   sizeEpoch: number;
+  /** Its place in its group's RatioIndex (-1: none, or left the queue). */
+  slot: number;
+  /** The ratio walk that last offered it (RatioWalk: not offered again in the same walk). */
+  walk: number;
 }
 
 /**
@@ -49,9 +57,17 @@ interface Queued {
 interface Group {
   model: string;
   exclude: ReadonlySet<string>;
+  /** Its key in Scheduler.groups (the model alone when nothing is excluded, in plainGroups). */
   key: string;
+  /** Live backends serving the model, as of fleet version `servingAt`. */
+  serving: readonly BackendState[];
+  servingAt: number;
   /** FIFO (a Map keeps insertion order and deletes anywhere in O(1)). */
   members: Map<string, Queued>;
+  /** The members in slot arrays for the response-ratio order; made at the group's first ordering. */
+  ratio: RatioIndex | undefined;
+  /** Its place in Scheduler.dirty's list (-1: not dirty). */
+  dirtyAt: number;
   /**
    * The last pump stopped at a member held on load alone or with no backend below its cap: every
    * member, and any that joins, is held until a backend serving the model changes. Otherwise its
@@ -66,10 +82,10 @@ interface Cursor {
   at: Queued;
   /** Offer order across groups: higher first, then earlier arrival (0 in FIFO order). */
   key: number;
-  /** FIFO order: the members after `at`. */
+  /** FIFO order: the members after `at` (undefined: `at` alone). */
   rest: Iterator<Queued> | undefined;
   /** Response-ratio order: the members not offered yet. */
-  order: RatioHeap | undefined;
+  order: RatioOrder | undefined;
   /** Some backend serving the model is up and untried (fixed during a pump). */
   eligible: boolean;
   /** Its candidates below their cap, as of `dispatchesAt` pushes into the pump (only pushes change them). */
@@ -77,68 +93,346 @@ interface Cursor {
   dispatchesAt: number;
 }
 
-/**
- * A group's members by response ratio at one instant, highest first (then earlier arrival): built
- * in O(n), popped in O(log n), so a pump that stops after a few offers costs O(n), not a sort.
- */
-class RatioHeap {
-  private readonly items: Queued[] = [];
-  private readonly keys: number[] = [];
+/** A member's response ratio at `now`: (waited + size) / size, waited in seconds. */
+function ratioOf(q: Queued, now: number): number {
+  return (Math.max(0, now - q.arrivedAt) / 1000 + q.size) / q.size;
+}
 
-  constructor(members: Iterable<Queued>, rr: ResponseRatioOrder, epoch: number, now: number) {
-    for (const q of members) {
-      if (q.sizeEpoch !== epoch) {
-        const s = rr.size(q.req);
-        q.size = Number.isFinite(s) && s > 0 ? s : 1;
-        q.sizeEpoch = epoch;
-      }
-      this.items.push(q);
-      this.keys.push((Math.max(0, now - q.req.arrivedAt) / 1000 + q.size) / q.size);
-    }
-    for (let i = (this.items.length >> 1) - 1; i >= 0; i--) this.down(i);
-  }
-
+/** Members in response-ratio order, highest first (then earlier arrival). */
+interface RatioOrder {
+  /** The highest member not offered yet, removed; undefined when none is left. */
+  pop(): Queued | undefined;
   /** The ratio of the member pop() returned last. */
+  readonly poppedKey: number;
+}
+
+/**
+ * Members by response ratio at one instant, highest first (then earlier arrival): built in O(n),
+ * popped in O(log n). Reused from pump to pump (a queue of hundreds held by late binding is
+ * ordered again at every pump that may let one go; fresh arrays each time were garbage).
+ */
+class RatioHeap implements RatioOrder {
+  /** Members in heap order in [0, n); entries past n are stale (overwritten by the next fill). */
+  private readonly items: Queued[] = [];
+  private keys = new Float64Array(64);
+  private n = 0;
   poppedKey = 0;
 
-  /** The highest member, removed; undefined when none is left. */
+  get size(): number {
+    return this.n;
+  }
+
+  /** The highest ratio (the heap must not be empty). */
+  get topKey(): number {
+    return this.keys[0]!;
+  }
+
+  clear(): this {
+    this.n = 0;
+    return this;
+  }
+
+  /** Adds a member with its ratio; build() orders them. */
+  add(q: Queued, key: number): void {
+    const n = this.n;
+    if (n === this.keys.length) {
+      const grown = new Float64Array(n * 2);
+      grown.set(this.keys);
+      this.keys = grown;
+    }
+    this.items[n] = q;
+    this.keys[n] = key;
+    this.n = n + 1;
+  }
+
+  build(): this {
+    for (let i = (this.n >> 1) - 1; i >= 0; i--) this.down(i);
+    return this;
+  }
+
   pop(): Queued | undefined {
-    const n = this.items.length;
+    const n = this.n;
     if (n === 0) return undefined;
-    const top = this.items[0]!;
-    this.poppedKey = this.keys[0]!;
-    const lastQ = this.items.pop()!;
-    const lastK = this.keys.pop()!;
-    if (n > 1) {
-      this.items[0] = lastQ;
-      this.keys[0] = lastK;
+    const items = this.items;
+    const keys = this.keys;
+    const top = items[0]!;
+    this.poppedKey = keys[0]!;
+    const last = n - 1;
+    this.n = last;
+    if (last > 0) {
+      items[0] = items[last]!;
+      keys[0] = keys[last]!;
       this.down(0);
     }
     return top;
   }
 
-  private above(i: number, j: number): boolean {
-    const ki = this.keys[i]!;
-    const kj = this.keys[j]!;
-    return ki > kj || (ki === kj && this.items[i]!.seq < this.items[j]!.seq);
-  }
-
   private down(i: number): void {
-    const n = this.items.length;
+    const n = this.n;
+    const items = this.items;
+    const keys = this.keys;
+    const q = items[i]!;
+    const k = keys[i]!;
     for (;;) {
       const l = 2 * i + 1;
-      if (l >= n) return;
+      if (l >= n) break;
       const r = l + 1;
-      const m = r < n && this.above(r, l) ? r : l;
-      if (!this.above(m, i)) return;
-      const q = this.items[i]!;
-      const k = this.keys[i]!;
-      this.items[i] = this.items[m]!;
-      this.keys[i] = this.keys[m]!;
-      this.items[m] = q;
-      this.keys[m] = k;
+      let m = l;
+      let km = keys[l]!;
+      if (r < n) {
+        const kr = keys[r]!;
+        if (kr > km || (kr === km && items[r]!.seq < items[l]!.seq)) {
+          m = r;
+          km = kr;
+        }
+      }
+      // Stop when the child is not above the one sinking.
+      if (!(km > k || (km === k && items[m]!.seq < q.seq))) break;
+      items[i] = items[m]!;
+      keys[i] = km;
       i = m;
     }
+    items[i] = q;
+    keys[i] = k;
+  }
+}
+
+/**
+ * A group's members in slot arrays (a member leaving takes the last one's slot), for ordering
+ * them by response ratio without visiting each member object: arrival times and 1 / (1000 size)
+ * side by side, read in one tight loop (RatioWalk).
+ */
+class RatioIndex {
+  members: Queued[] = [];
+  arrived = new Float64Array(16);
+  /** 1 / (1000 · size), as of the member's size. */
+  rate = new Float64Array(16);
+  n = 0;
+  /** Every member present at the last sizing sweep was sized in this epoch (NaN: sweep again). */
+  sizedEpoch = NaN;
+  /** Members that joined since that sweep, in arrival order (sized at the next walk). */
+  joined: Queued[] = [];
+
+  add(q: Queued): void {
+    const n = this.n;
+    if (n === this.arrived.length) {
+      const arrived = new Float64Array(n * 2);
+      arrived.set(this.arrived);
+      this.arrived = arrived;
+      const rate = new Float64Array(n * 2);
+      rate.set(this.rate);
+      this.rate = rate;
+    }
+    this.members[n] = q;
+    this.arrived[n] = q.arrivedAt;
+    this.rate[n] = 1 / (1000 * q.size);
+    q.slot = n;
+    this.n = n + 1;
+    this.joined.push(q);
+    // A group that is never ordered (always held) must not pile up joiners: sweep it all instead.
+    if (this.joined.length > 64 && this.joined.length > 2 * n) {
+      this.joined.length = 0;
+      this.sizedEpoch = NaN;
+    }
+  }
+
+  remove(q: Queued): void {
+    const i = q.slot;
+    const last = --this.n;
+    if (i !== last) {
+      const moved = this.members[last]!;
+      this.members[i] = moved;
+      this.arrived[i] = this.arrived[last]!;
+      this.rate[i] = this.rate[last]!;
+      moved.slot = i;
+    }
+    this.members.length = last;
+    q.slot = -1;
+  }
+}
+
+/** Members a walk orders exactly up front (by ratio, computed); the rest only if these run out. */
+const WALK_CANDIDATES = 32;
+
+/**
+ * A whole group in response-ratio order at one instant, without computing every member's ratio:
+ * a pump usually offers a few members before one is held (the freed room is taken), yet the
+ * group may hold hundreds. Each member's ratio is about 1 + waited · rate (rate = 1 / (1000
+ * size)); this product, a multiplication instead of two divisions, is within a few units in the
+ * last place of the ratio the order uses. The `candidates` members highest by it are ordered
+ * by their exact ratio; one is offered only while its exact ratio is above what any other member's
+ * could be (the others' highest estimate, widened by 1e-12 — far more than the rounding). Past
+ * that, every member not offered yet is ordered exactly, as before. The order is the same as
+ * ordering every member exactly: each member offered is the highest by exact ratio (then
+ * arrival) of those left.
+ */
+class RatioWalk implements RatioOrder {
+  private readonly candidates = new RatioHeap();
+  /** Every member not offered yet, once the candidates are not enough. */
+  private readonly rest = new RatioHeap();
+  private full = false;
+  /** No member outside the candidates has an exact ratio at or above this. */
+  private bound = -Infinity;
+  private index: RatioIndex | undefined;
+  private stamp = 0;
+  private now = 0;
+  /** Every member's estimate, by slot (scratch). */
+  private estimates = new Float64Array(64);
+  private readonly topEstimates: Float64Array;
+  private readonly topSlots: Int32Array;
+  poppedKey = 0;
+
+  constructor(private readonly size: number) {
+    this.topEstimates = new Float64Array(size);
+    this.topSlots = new Int32Array(size);
+  }
+
+  /**
+   * Starts a walk over the index's members (every one sized). False when an estimate is not a
+   * finite number (a NaN arrival, an overflow): the caller orders every member exactly instead.
+   */
+  start(index: RatioIndex, stamp: number, now: number): boolean {
+    this.index = index;
+    this.stamp = stamp;
+    this.now = now;
+    this.full = false;
+    this.candidates.clear();
+    const n = index.n;
+    const members = index.members;
+    const arrived = index.arrived;
+    const rate = index.rate;
+    const most = this.size;
+    if (n <= most) {
+      for (let i = 0; i < n; i++) {
+        const q = members[i]!;
+        const k = ratioOf(q, now);
+        if (!Number.isFinite(k)) return false;
+        this.candidates.add(q, k);
+      }
+      this.candidates.build();
+      this.bound = -Infinity;
+      return true;
+    }
+    // Every estimate first (a tight loop), then the `most` highest: a min-heap of them (its least
+    // is the bar to enter), and the highest of the others.
+    if (this.estimates.length < n) this.estimates = new Float64Array(n * 2);
+    const all = this.estimates;
+    for (let i = 0; i < n; i++) all[i] = Math.max(0, now - arrived[i]!) * rate[i]!;
+    const est = this.topEstimates;
+    const slots = this.topSlots;
+    let size = 0;
+    let bar = -Infinity;
+    let others = -Infinity;
+    for (let i = 0; i < n; i++) {
+      const e = all[i]!;
+      if (e <= bar) {
+        if (e > others) others = e;
+        continue;
+      }
+      if (!(e < Infinity)) return false; // NaN or ∞
+      if (size < most) {
+        let j = size++;
+        while (j > 0) {
+          const p = (j - 1) >> 1;
+          if (est[p]! <= e) break;
+          est[j] = est[p]!;
+          slots[j] = slots[p]!;
+          j = p;
+        }
+        est[j] = e;
+        slots[j] = i;
+        if (size === most) bar = est[0]!;
+        continue;
+      }
+      if (bar > others) others = bar;
+      let j = 0;
+      for (;;) {
+        const l = 2 * j + 1;
+        if (l >= size) break;
+        const r = l + 1;
+        const c = r < size && est[r]! < est[l]! ? r : l;
+        if (est[c]! >= e) break;
+        est[j] = est[c]!;
+        slots[j] = slots[c]!;
+        j = c;
+      }
+      est[j] = e;
+      slots[j] = i;
+      bar = est[0]!;
+    }
+    for (let j = 0; j < size; j++) {
+      const q = members[slots[j]!]!;
+      const k = ratioOf(q, now);
+      if (!Number.isFinite(k)) return false;
+      this.candidates.add(q, k);
+    }
+    this.candidates.build();
+    this.bound = (others + 1) * (1 + 1e-12);
+    return true;
+  }
+
+  pop(): Queued | undefined {
+    if (!this.full) {
+      const c = this.candidates;
+      if (c.size > 0 && c.topKey > this.bound) {
+        const q = c.pop()!;
+        this.poppedKey = c.poppedKey;
+        q.walk = this.stamp;
+        return q;
+      }
+      if (this.bound === -Infinity) return undefined; // the candidates were every member
+      // Past what the candidates can tell: order every member not offered yet exactly.
+      this.full = true;
+      const index = this.index!;
+      const rest = this.rest.clear();
+      for (let i = 0; i < index.n; i++) {
+        const q = index.members[i]!;
+        if (q.walk !== this.stamp) rest.add(q, ratioOf(q, this.now));
+      }
+      rest.build();
+    }
+    const q = this.rest.pop();
+    this.poppedKey = this.rest.poppedKey;
+    return q;
+  }
+}
+
+/**
+ * Groups to ask again, in the order they were marked (as a Set keeps them), kept in a list with
+ * each group's place on it: marking, checking and clearing after every pump (every metrics probe
+ * marks them) without a hash lookup or a new table per clear.
+ */
+class DirtyGroups {
+  /** Marked groups at their place; an entry whose group's dirtyAt is not its index is stale. */
+  readonly list: Group[] = [];
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  has(g: Group): boolean {
+    return g.dirtyAt >= 0;
+  }
+
+  add(g: Group): void {
+    if (g.dirtyAt >= 0) return;
+    g.dirtyAt = this.list.length;
+    this.list.push(g);
+    this.count++;
+  }
+
+  delete(g: Group): void {
+    if (g.dirtyAt < 0) return;
+    g.dirtyAt = -1;
+    this.count--;
+  }
+
+  clear(): void {
+    const list = this.list;
+    for (let i = 0; i < list.length; i++) if (list[i]!.dirtyAt === i) list[i]!.dirtyAt = -1;
+    list.length = 0;
+    this.count = 0;
   }
 }
 
@@ -155,12 +449,19 @@ export interface SchedulerOptions {
   policy: Policy;
   /** Most requests waiting in the router queue; more are rejected 'queue-full'. */
   maxQueueLength?: number;
+  /**
+   * Members a response-ratio ordering sorts exactly up front (RatioWalk; 32). Tests set a small
+   * one so that their small queues go past it.
+   */
+  ratioWalkCandidates?: number;
 }
 
 export type BackendPatch = Partial<Pick<BackendSpec, 'weight' | 'maxConcurrency' | 'region' | 'models'>>;
 
 const EMPTY: ReadonlySet<string> = new Set();
 const NONE: readonly BackendState[] = [];
+/** Cursors of groups not probed for a hold start with none (gathered at their first offer). */
+const NO_CANDIDATES: BackendState[] = [];
 
 function groupKey(model: string, exclude: ReadonlySet<string>): string {
   return JSON.stringify(exclude.size === 0 ? [model] : [model, ...[...exclude].sort()]);
@@ -209,7 +510,8 @@ function nextOf(c: Pick<Cursor, 'rest' | 'order' | 'key'>): Queued | undefined {
     c.key = c.order.poppedKey;
     return q;
   }
-  const next = c.rest!.next();
+  if (c.rest === undefined) return undefined; // a walk of one member
+  const next = c.rest.next();
   return next.done ? undefined : next.value;
 }
 
@@ -227,13 +529,17 @@ export class Scheduler {
   private readonly backends = new Map<string, BackendState>();
   /** The router queue in FIFO order, by request id. */
   private readonly queue = new Map<string, Queued>();
+  /** Groups with backends excluded (retries), by groupKey. */
   private readonly groups = new Map<string, Group>();
+  /** Groups with nothing excluded (most), by model: no key to build per request. */
+  private readonly plainGroups = new Map<string, Group>();
+  /** Per model, its groups (kept when empty: backends hold these sets, BackendState.groupSets). */
   private readonly groupsByModel = new Map<string, Set<Group>>();
   /**
    * Groups to ask again at the next pump: a backend serving their model changed (a slot freed,
    * metrics, health, settings), or they are new. The others' first member is held and stays so.
    */
-  private readonly dirty = new Set<Group>();
+  private readonly dirty = new DirtyGroups();
   /** Groups with a member the policy held for another reason than load: asked on every pump. */
   private readonly volatile = new Set<Group>();
   /** Requests that joined a group whose members are held one by one: asked alone at the next pump. */
@@ -245,13 +551,32 @@ export class Scheduler {
   /** Every enqueue came at or after the previous one, so the queue is in enqueuedAt order too. */
   private enqueuedInOrder = true;
   private maxQueueLength: number;
+  private readonly ratioWalkCandidates: number;
   private modelsCache: Set<string> | undefined;
   /** Live backends serving each model, in registration order (the order candidates are offered). */
   private servingCache: Map<string, BackendState[]> | undefined;
+  /** Bumped whenever servingCache is dropped (Group.servingAt). */
+  private fleetVersion = 0;
+  /** startCursor's candidates while the policy is asked whether it holds them all (reused). */
+  private readonly probeCandidates: BackendState[] = [];
+  /** Response-ratio heaps and walks kept for reuse; the first `…InUse` belong to the running pump. */
+  private readonly ratioHeaps: RatioHeap[] = [];
+  private ratioHeapsInUse = 0;
+  private readonly ratioWalks: RatioWalk[] = [];
+  private ratioWalksInUse = 0;
+  /** The pump's cursors in offer order (a heap; reused). */
+  private readonly cursors: Cursor[] = [];
+  /** Numbers the ratio walks (Queued.walk). */
+  private walkStamp = 0;
+  /** sizeMembers' scratch: the members it sizes, their requests, and the sizes. */
+  private readonly sizeBatch: Queued[] = [];
+  private readonly sizeReqs: RequestInfo[] = [];
+  private sizeOut = new Float64Array(64);
 
   constructor(opts: SchedulerOptions) {
     this.policy = opts.policy;
     this.maxQueueLength = opts.maxQueueLength ?? Infinity;
+    this.ratioWalkCandidates = Math.max(1, opts.ratioWalkCandidates ?? WALK_CANDIDATES);
   }
 
   get policyName(): string {
@@ -268,6 +593,9 @@ export class Scheduler {
     this.policy = policy;
     // Sizes came from the old policy.
     for (const q of this.queue.values()) q.sizeEpoch = NaN;
+    for (const g of this.plainGroups.values()) if (g.ratio) g.ratio.sizedEpoch = NaN;
+    for (const g of this.groups.values()) if (g.ratio) g.ratio.sizedEpoch = NaN;
+    for (const g of this.plainGroups.values()) this.dirty.add(g);
     for (const g of this.groups.values()) this.dirty.add(g);
     return this.pump(now);
   }
@@ -296,6 +624,7 @@ export class Scheduler {
         dispatchedSinceMetrics: 0,
         completedSinceMetrics: 0,
         removed: false,
+        groupSets: undefined,
       });
       return;
     }
@@ -315,6 +644,7 @@ export class Scheduler {
       dispatchedSinceMetrics: 0,
       completedSinceMetrics: 0,
       removed: false,
+      groupSets: undefined,
     });
   }
 
@@ -332,6 +662,7 @@ export class Scheduler {
     if (patch.region !== undefined) b.region = patch.region;
     if (patch.models !== undefined) {
       b.models = new Set(patch.models);
+      b.groupSets = undefined;
       this.fleetChanged();
       this.touch(b);
     }
@@ -428,7 +759,7 @@ export class Scheduler {
       throw new Error(`request '${req.id}' is already scheduled`);
     }
     const ex = exclude ?? EMPTY;
-    if (!this.hasEligible(req.model, ex)) {
+    if (!this.hasEligible(this.serving(req.model), ex)) {
       return [{ type: 'reject', request: req, reason: 'no-backend' }];
     }
     if (this.queue.size >= this.maxQueueLength) {
@@ -503,19 +834,27 @@ export class Scheduler {
     const out: Decision[] = [];
     if (this.queue.size === 0 || (this.dirty.size === 0 && this.volatile.size === 0 && this.fresh.size === 0))
       return out;
-    const heap: Cursor[] = [];
+    const heap = this.cursors;
+    heap.length = 0; // empty unless a policy threw in the last pump
+    this.ratioHeapsInUse = 0;
+    this.ratioWalksInUse = 0;
     let pushes = 0;
     const rr = this.policy.responseRatio;
     const epoch = rr?.epoch() ?? 0;
-    for (const g of this.dirty) this.startCursor(heap, g, g.members.values(), rr, epoch, now);
+    const dirty = this.dirty.list;
+    for (let i = 0; i < dirty.length; i++) {
+      const g = dirty[i]!;
+      if (g.dirtyAt === i) this.startCursor(heap, g, undefined, rr, epoch, now);
+    }
     for (const g of this.volatile)
-      if (!this.dirty.has(g)) this.startCursor(heap, g, g.members.values(), rr, epoch, now);
+      if (!this.dirty.has(g)) this.startCursor(heap, g, undefined, rr, epoch, now);
     for (const q of this.fresh)
       if (!this.dirty.has(q.group) && !this.volatile.has(q.group))
-        this.startCursor(heap, q.group, [q].values(), rr, epoch, now);
+        this.startCursor(heap, q.group, q, rr, epoch, now);
     this.dirty.clear();
-    this.volatile.clear();
-    this.fresh.clear();
+    // (Set.clear allocates a table, even for an empty set.)
+    if (this.volatile.size > 0) this.volatile.clear();
+    if (this.fresh.size > 0) this.fresh.clear();
     while (heap.length > 0) {
       const c = heapPop(heap);
       const q = c.at;
@@ -526,7 +865,8 @@ export class Scheduler {
         // Within a pump only a push changes who is below its cap: the group's candidates are
         // gathered again after one, not for every member offered.
         if (c.dispatchesAt !== pushes) {
-          c.candidates = this.candidatesFor(c.group.model, c.group.exclude); // a new array: a policy may keep the last one
+          c.candidates = []; // a new array: a policy may keep the last one
+          this.gatherCandidates(this.servingOf(c.group), c.group.exclude, c.candidates);
           c.dispatchesAt = pushes;
         }
         const d = this.offer(q.req, c.candidates, now);
@@ -552,56 +892,197 @@ export class Scheduler {
     return out;
   }
 
+  /** Starts walking the group's members, or only `single` (one that joined), in offer order. */
   private startCursor(
     heap: Cursor[],
     g: Group,
-    members: Iterator<Queued> & Iterable<Queued>,
+    single: Queued | undefined,
     rr: ResponseRatioOrder | undefined,
     epoch: number,
     now: number,
   ): void {
-    const eligible = this.hasEligible(g.model, g.exclude);
-    // Ordering costs a pass over the group: skip it when none of them could go now anyway.
-    if (rr && eligible && this.blocked(g, rr)) {
-      g.allHeld = true;
-      return;
+    const eligible = this.hasEligible(this.servingOf(g), g.exclude);
+    let candidates: BackendState[] = NO_CANDIDATES;
+    let dispatchesAt = -1;
+    if (rr && eligible) {
+      // Ordering costs a pass over the group: skip it when none of them could go now anyway.
+      const probe = this.probeCandidates;
+      probe.length = 0;
+      this.gatherCandidates(this.servingOf(g), g.exclude, probe);
+      if (probe.length === 0 || rr.holdsAll?.(probe) === true) {
+        g.allHeld = true;
+        return;
+      }
+      // Nothing was pushed in this pump yet (cursors start before any offer): still current.
+      candidates = probe.slice();
+      dispatchesAt = 0;
     }
-    const walk = {
-      key: 0,
-      rest: rr ? undefined : members,
-      order: rr ? new RatioHeap(members, rr, epoch, now) : undefined,
-    };
-    const first = nextOf(walk);
-    if (first) heapPush(heap, { group: g, at: first, ...walk, eligible, candidates: [], dispatchesAt: -1 });
+    let order: RatioOrder | undefined;
+    if (rr === undefined) order = undefined;
+    else if (single === undefined) order = this.ratioOrder(g, rr, epoch, now);
+    else {
+      this.sizeMember(single, rr, epoch);
+      const h = this.ratioHeap();
+      h.add(single, ratioOf(single, now));
+      order = h.build();
+    }
+    let rest: Iterator<Queued> | undefined;
+    let first: Queued | undefined;
+    let key = 0;
+    if (order !== undefined) {
+      first = order.pop();
+      key = order.poppedKey;
+    } else if (single !== undefined) first = single;
+    else {
+      rest = g.members.values();
+      const next = rest.next();
+      first = next.done ? undefined : next.value;
+    }
+    if (first !== undefined)
+      heapPush(heap, { group: g, at: first, key, rest, order, eligible, candidates, dispatchesAt });
   }
 
-  /** No backend below its cap, or the policy holds every request on these candidates' load. */
-  private blocked(g: Group, rr: ResponseRatioOrder): boolean {
-    const candidates = this.candidatesFor(g.model, g.exclude);
-    return candidates.length === 0 || rr.holdsAll?.(candidates) === true;
+  /**
+   * The group's members in response-ratio order at `now`, every one sized in `epoch` first (in
+   * arrival order): all of them when the epoch moved, else those that joined since.
+   */
+  private ratioOrder(g: Group, rr: ResponseRatioOrder, epoch: number, now: number): RatioOrder {
+    let index = g.ratio;
+    if (index === undefined) {
+      index = g.ratio = new RatioIndex();
+      for (const q of g.members.values()) index.add(q);
+      index.joined.length = 0;
+    }
+    if (index.sizedEpoch !== epoch) {
+      // Every member, in arrival order (a Map iterates in insertion order).
+      const batch = this.sizeBatch;
+      let n = 0;
+      for (const q of g.members.values()) if (q.sizeEpoch !== epoch) batch[n++] = q;
+      this.sizeMembers(n, rr, epoch);
+      index.sizedEpoch = epoch;
+    } else if (index.joined.length > 0) {
+      const batch = this.sizeBatch;
+      const joined = index.joined;
+      let n = 0;
+      for (let i = 0; i < joined.length; i++) {
+        const q = joined[i]!;
+        if (q.slot >= 0 && q.sizeEpoch !== epoch) batch[n++] = q;
+      }
+      this.sizeMembers(n, rr, epoch);
+    }
+    index.joined.length = 0;
+    if (this.ratioWalksInUse === this.ratioWalks.length)
+      this.ratioWalks.push(new RatioWalk(this.ratioWalkCandidates));
+    const walk = this.ratioWalks[this.ratioWalksInUse++]!;
+    if (walk.start(index, ++this.walkStamp, now)) return walk;
+    // A ratio that is not a finite number: order every member by it exactly, in arrival order.
+    const h = this.ratioHeap();
+    for (const q of g.members.values()) h.add(q, ratioOf(q, now));
+    return h.build();
+  }
+
+  /**
+   * Sizes sizeBatch's first n members (not sized in `epoch`, queued, in arrival order): all at
+   * once when the policy can (ResponseRatioOrder.sizes).
+   */
+  private sizeMembers(n: number, rr: ResponseRatioOrder, epoch: number): void {
+    const batch = this.sizeBatch;
+    if (rr.sizes === undefined) {
+      for (let i = 0; i < n; i++) this.sizeMember(batch[i]!, rr, epoch);
+      return;
+    }
+    if (n === 0) return;
+    const reqs = this.sizeReqs;
+    reqs.length = n;
+    for (let i = 0; i < n; i++) reqs[i] = batch[i]!.req;
+    if (this.sizeOut.length < n) this.sizeOut = new Float64Array(n * 2);
+    const out = this.sizeOut;
+    rr.sizes(reqs, out);
+    for (let i = 0; i < n; i++) {
+      const q = batch[i]!;
+      const s = out[i]!;
+      q.size = Number.isFinite(s) && s > 0 ? s : 1;
+      q.sizeEpoch = epoch;
+      q.group.ratio!.rate[q.slot] = 1 / (1000 * q.size);
+    }
+  }
+
+  /** Sizes a member for the response-ratio order, unless it was sized in `epoch`. */
+  private sizeMember(q: Queued, rr: ResponseRatioOrder, epoch: number): void {
+    if (q.sizeEpoch === epoch) return;
+    const s = rr.size(q.req);
+    q.size = Number.isFinite(s) && s > 0 ? s : 1;
+    q.sizeEpoch = epoch;
+    if (q.slot >= 0) q.group.ratio!.rate[q.slot] = 1 / (1000 * q.size);
+  }
+
+  /** An empty response-ratio heap free for this pump. */
+  private ratioHeap(): RatioHeap {
+    if (this.ratioHeapsInUse === this.ratioHeaps.length) this.ratioHeaps.push(new RatioHeap());
+    return this.ratioHeaps[this.ratioHeapsInUse++]!.clear();
   }
 
   /** The backends a request of `model` that tried `exclude` may be pushed to now (eligible, below their cap). */
   private candidatesFor(model: string, exclude: ReadonlySet<string>): BackendState[] {
     const out: BackendState[] = [];
-    for (const b of this.serving(model)) {
-      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) out.push(b);
-    }
+    this.gatherCandidates(this.serving(model), exclude, out);
     return out;
   }
 
-  private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Queued {
-    const key = groupKey(req.model, exclude);
-    let g = this.groups.get(key);
-    if (!g) {
-      g = { model: req.model, exclude, key, members: new Map(), allHeld: false };
-      this.groups.set(key, g);
-      let byModel = this.groupsByModel.get(req.model);
-      if (!byModel) this.groupsByModel.set(req.model, (byModel = new Set()));
-      byModel.add(g);
+  /** Appends to `out` those of `serving` that may take a request that tried `exclude` now. */
+  private gatherCandidates(
+    serving: readonly BackendState[],
+    exclude: ReadonlySet<string>,
+    out: BackendState[],
+  ): void {
+    for (let i = 0; i < serving.length; i++) {
+      const b = serving[i]!;
+      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) out.push(b);
     }
-    const q: Queued = { req, enqueuedAt: now, seq: this.nextSeq++, group: g, size: NaN, sizeEpoch: NaN };
+  }
+
+  /** The group's serving backends (cached on it until the fleet changes). */
+  private servingOf(g: Group): readonly BackendState[] {
+    if (g.servingAt !== this.fleetVersion) {
+      g.serving = this.serving(g.model);
+      g.servingAt = this.fleetVersion;
+    }
+    return g.serving;
+  }
+
+  private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Queued {
+    const plain = exclude.size === 0;
+    const key = plain ? req.model : groupKey(req.model, exclude);
+    const groups = plain ? this.plainGroups : this.groups;
+    let g = groups.get(key);
+    if (!g) {
+      g = {
+        model: req.model,
+        exclude,
+        key,
+        serving: NONE,
+        servingAt: -1,
+        members: new Map(),
+        ratio: undefined,
+        dirtyAt: -1,
+        allHeld: false,
+      };
+      groups.set(key, g);
+      this.groupSet(req.model).add(g);
+    }
+    const q: Queued = {
+      req,
+      arrivedAt: req.arrivedAt,
+      enqueuedAt: now,
+      seq: this.nextSeq++,
+      group: g,
+      size: NaN,
+      sizeEpoch: NaN,
+      slot: -1,
+      walk: 0,
+    };
     g.members.set(req.id, q);
+    g.ratio?.add(q);
     this.queue.set(req.id, q);
     if (now < this.lastEnqueuedAt) this.enqueuedInOrder = false;
     this.lastEnqueuedAt = now;
@@ -610,22 +1091,33 @@ export class Scheduler {
 
   private dequeue(q: Queued): void {
     this.queue.delete(q.req.id);
-    this.fresh.delete(q);
+    if (this.fresh.size > 0) this.fresh.delete(q);
     const g = q.group;
     g.members.delete(q.req.id);
+    if (q.slot >= 0) g.ratio!.remove(q);
     if (g.members.size > 0) return;
     // Empty groups go, so retries' one-off exclude sets do not pile up.
-    this.groups.delete(g.key);
-    const byModel = this.groupsByModel.get(g.model);
-    byModel?.delete(g);
-    if (byModel?.size === 0) this.groupsByModel.delete(g.model);
+    (g.exclude.size === 0 ? this.plainGroups : this.groups).delete(g.key);
+    this.groupsByModel.get(g.model)?.delete(g);
     this.dirty.delete(g);
-    this.volatile.delete(g);
+    if (this.volatile.size > 0) this.volatile.delete(g);
   }
 
-  /** Something about `b` changed: waiters for its models are asked again at the next pump. */
+  /**
+   * Something about `b` changed: waiters for its models are asked again at the next pump. (Every
+   * metrics probe of every backend comes here: its models' group sets are kept on it.)
+   */
   private touch(b: BackendState): void {
-    for (const m of b.models) this.touchModel(m);
+    let sets = b.groupSets;
+    if (sets === undefined) {
+      sets = [];
+      for (const m of b.models) sets.push(this.groupSet(m));
+      b.groupSets = sets;
+    }
+    for (let i = 0; i < sets.length; i++) {
+      const gs = sets[i]!;
+      if (gs.size !== 0) for (const g of gs) this.dirty.add(g);
+    }
   }
 
   private touchModel(model: string): void {
@@ -633,9 +1125,17 @@ export class Scheduler {
     if (gs) for (const g of gs) this.dirty.add(g);
   }
 
+  /** The model's groups (created empty; kept, since backends hold it: BackendState.groupSets). */
+  private groupSet(model: string): Set<Group> {
+    let gs = this.groupsByModel.get(model);
+    if (!gs) this.groupsByModel.set(model, (gs = new Set()));
+    return gs;
+  }
+
   private fleetChanged(): void {
     this.modelsCache = undefined;
     this.servingCache = undefined;
+    this.fleetVersion++;
   }
 
   private serving(model: string): readonly BackendState[] {
@@ -663,7 +1163,10 @@ export class Scheduler {
     if (candidates.length === 0) return 'full';
     const chosen = this.policy.pick(req, candidates, now);
     if (!chosen) return 'held';
-    const b = this.backends.get(chosen.name);
+    // Policies return one of the candidates: no lookup by name then.
+    const b = candidates.includes(chosen as BackendState)
+      ? (chosen as BackendState)
+      : this.backends.get(chosen.name);
     if (!b || !candidates.includes(b)) throw new Error(`policy ${this.policy.name} picked a non-candidate`);
     b.inFlight++;
     if (b.metrics) b.dispatchedSinceMetrics++;
@@ -674,11 +1177,11 @@ export class Scheduler {
 
   /** b serves the model (the caller's list says so) and may take it. */
   private eligible(b: BackendState, exclude: ReadonlySet<string>): boolean {
-    return b.healthy && !b.draining && !exclude.has(b.name);
+    return b.healthy && !b.draining && (exclude.size === 0 || !exclude.has(b.name));
   }
 
-  private hasEligible(model: string, exclude: ReadonlySet<string>): boolean {
-    for (const b of this.serving(model)) if (this.eligible(b, exclude)) return true;
+  private hasEligible(serving: readonly BackendState[], exclude: ReadonlySet<string>): boolean {
+    for (let i = 0; i < serving.length; i++) if (this.eligible(serving[i]!, exclude)) return true;
     return false;
   }
 

@@ -80,6 +80,12 @@ export type RequestClass = 'LL' | 'LH' | 'HL' | 'HH';
 /** See Policy.responseRatio. */
 export interface ResponseRatioOrder {
   size(req: RequestInfo): number;
+  /**
+   * Optional: writes to out[i] what size(reqs[i]) would give, the requests sized one after another
+   * in this order (the scheduler sizes every held request again when the epoch moves: hundreds
+   * at once, whose common work this may do once).
+   */
+  sizes?(reqs: readonly RequestInfo[], out: Float64Array): void;
   epoch(): number;
   /**
    * True when any request offered these candidates now would be held on load alone (as

@@ -50,3 +50,45 @@ test('bad samples are ignored; before any sample there is no estimate', () => {
   f.update(2, 3);
   assert.equal(f.at(5), 3);
 });
+
+test('the fit read between updates is the one its sums give after each update (cached, not stale)', () => {
+  for (const opts of [
+    { alpha: 0.05, minSpread: 8, throughOrigin: true },
+    { alpha: 0.05, minSpread: 0.5 },
+  ]) {
+    const f = new LinearFit(opts);
+    const rng = createRng(3);
+    let w = 0;
+    let sx = 0;
+    let sy = 0;
+    let sxx = 0;
+    let sxy = 0;
+    for (let i = 0; i < 300; i++) {
+      // Bad samples (ignored) among good ones; spread grows after the first 20 samples.
+      const bad = i % 17 === 5;
+      const x = bad ? -1 : i < 20 ? 40 + rng() * 4 : rng() * 400;
+      const y = 0.001 * x + rng() * 0.01;
+      f.update(x, y);
+      if (!bad) {
+        const keep = w === 0 ? 0 : 1 - opts.alpha;
+        w = keep * w + 1;
+        sx = keep * sx + x;
+        sy = keep * sy + y;
+        sxx = keep * sxx + x * x;
+        sxy = keep * sxy + x * y;
+      }
+      const mx = sx / w;
+      const my = sy / w;
+      const varX = Math.max(0, sxx / w - mx * mx);
+      const cap = mx > 0 ? my / mx : 0;
+      const slope =
+        varX < opts.minSpread * opts.minSpread
+          ? opts.throughOrigin === true
+            ? cap
+            : 0
+          : Math.min(cap, Math.max(0, (sxy / w - mx * my) / varX));
+      assert.equal(f.slope, slope, `slope after sample ${i}`);
+      assert.equal(f.at(123), Math.max(0, my + slope * (123 - mx)), `at(123) after sample ${i}`);
+    }
+  }
+});

@@ -30,6 +30,14 @@ export class LinearFit {
   /** Σ weight², for the effective sample count. */
   private ww = 0;
   private n = 0;
+  /**
+   * The fit as of the last update (read far more often than updated: once per candidate and per
+   * request in flight at each decision): slope (undefined before any sample), means, x variance.
+   */
+  private fitted: number | undefined = undefined;
+  private mx = 0;
+  private my = 0;
+  private varX = 0;
 
   constructor(private readonly opts: LinearFitOptions) {}
 
@@ -49,30 +57,35 @@ export class LinearFit {
     this.syy = keep * this.syy + weight * y * y;
     this.ww = keep * keep * this.ww + weight * weight;
     this.n++;
+    this.refit();
+  }
+
+  private refit(): void {
+    const mx = this.sx / this.w;
+    const my = this.sy / this.w;
+    const varX = Math.max(0, this.sxx / this.w - mx * mx);
+    this.mx = mx;
+    this.my = my;
+    this.varX = varX;
+    if (varX < this.opts.minSpread * this.opts.minSpread) {
+      this.fitted = this.opts.throughOrigin && mx > 0 ? my / mx : 0;
+      return;
+    }
+    const s = (this.sxy / this.w - mx * my) / varX;
+    const cap = mx > 0 ? my / mx : 0;
+    this.fitted = Math.min(cap, Math.max(0, s));
   }
 
   /** Fitted slope (0 without enough spread; the ratio when through the origin). */
   get slope(): number | undefined {
-    if (this.n === 0) return undefined;
-    const mx = this.sx / this.w;
-    const my = this.sy / this.w;
-    const varX = Math.max(0, this.sxx / this.w - mx * mx);
-    if (varX < this.opts.minSpread * this.opts.minSpread) {
-      if (!this.opts.throughOrigin) return 0;
-      return mx > 0 ? my / mx : 0;
-    }
-    const s = (this.sxy / this.w - mx * my) / varX;
-    const cap = mx > 0 ? my / mx : 0;
-    return Math.min(cap, Math.max(0, s));
+    return this.fitted;
   }
 
   /** Fitted y at x; undefined before any sample. */
   at(x: number): number | undefined {
-    const s = this.slope;
+    const s = this.fitted;
     if (s === undefined) return undefined;
-    const mx = this.sx / this.w;
-    const my = this.sy / this.w;
-    return Math.max(0, my + s * (x - mx));
+    return Math.max(0, this.my + s * (x - this.mx));
   }
 
   /**
@@ -82,10 +95,10 @@ export class LinearFit {
    */
   stderr(x: number): number {
     if (this.n < 2) return 0;
-    const s = this.slope ?? 0;
-    const mx = this.sx / this.w;
-    const my = this.sy / this.w;
-    const varX = Math.max(0, this.sxx / this.w - mx * mx);
+    const s = this.fitted ?? 0;
+    const mx = this.mx;
+    const my = this.my;
+    const varX = this.varX;
     const cov = this.sxy / this.w - mx * my;
     const varY = Math.max(0, this.syy / this.w - my * my);
     const flat = !this.opts.throughOrigin && s === 0;

@@ -12,11 +12,25 @@ import { Ema } from './guard.js';
  * clients cap every answer at the length they want (seed 002's workload.py), predicting
  * min(EMA, cap) would keep the default forever: nothing uncapped is ever seen (issue #20).
  */
+/** What the predictor learned for one model. */
+interface ModelStats {
+  /** Length EMA per prompt-length bucket (index: the bucket). */
+  readonly byBucket: (Ema | undefined)[];
+  /** Length EMA over every bucket. */
+  readonly overall: Ema;
+  /** Share of capped requests whose answer reached the cap (EMA of 0/1). */
+  readonly capHit: Ema;
+}
+
 export class OutputLengthPredictor {
-  private readonly byBucket = new Map<string, Ema>();
-  private readonly byModel = new Map<string, Ema>();
-  /** Per model: share of capped requests whose answer reached the cap (EMA of 0/1). */
-  private readonly capHit = new Map<string, Ema>();
+  /**
+   * Per model, everything it learned: one lookup per prediction (predictions are made for every
+   * request in flight after each answer, so a key built per call cost more than the rest).
+   */
+  private readonly byModel = new Map<string, ModelStats>();
+  /** The last model looked up (traffic is mostly one model: no hashing then). */
+  private lastModel: string | undefined;
+  private lastStats: ModelStats | undefined;
   private observed = 0;
 
   constructor(
@@ -29,19 +43,32 @@ export class OutputLengthPredictor {
     return this.observed;
   }
 
+  /** floor(log2(promptTokens)), 0 at or below 1. */
   private static bucket(promptTokens: number): number {
-    return promptTokens <= 1 ? 0 : Math.floor(Math.log2(promptTokens));
+    if (promptTokens <= 1) return 0;
+    // An integer count (the common case) needs no logarithm; the same value as Math.log2 gives.
+    if (promptTokens < 2 ** 31 && (promptTokens | 0) === promptTokens) return 31 - Math.clz32(promptTokens);
+    return Math.floor(Math.log2(promptTokens));
+  }
+
+  private stats(model: string): ModelStats | undefined {
+    if (model === this.lastModel) return this.lastStats;
+    const s = this.byModel.get(model);
+    if (s !== undefined) {
+      this.lastModel = model;
+      this.lastStats = s;
+    }
+    return s;
   }
 
   predict(model: string, promptTokens: number, maxTokens: number | undefined): number {
+    const s = this.stats(model);
     const v =
-      this.byBucket.get(`${model}\u0000${OutputLengthPredictor.bucket(promptTokens)}`)?.value ??
-      this.byModel.get(model)?.value ??
-      this.fallback;
+      s?.byBucket[OutputLengthPredictor.bucket(promptTokens)]?.value ?? s?.overall.value ?? this.fallback;
     const n = Math.max(1, v);
     if (maxTokens === undefined || !(maxTokens > 0)) return n;
     const natural = Math.min(n, maxTokens);
-    const hit = this.capHit.get(model)?.value;
+    const hit = s?.capHit.value;
     // Expected length: the cap with the probability answers reach it, the natural length otherwise.
     return hit === undefined ? natural : hit * maxTokens + (1 - hit) * natural;
   }
@@ -50,20 +77,21 @@ export class OutputLengthPredictor {
   observe(model: string, promptTokens: number, outputTokens: number, maxTokens?: number): void {
     if (!(outputTokens > 0) || !Number.isFinite(outputTokens)) return;
     this.observed++;
+    let s = this.stats(model);
+    if (s === undefined) {
+      s = { byBucket: [], overall: new Ema(this.alpha), capHit: new Ema(this.alpha) };
+      this.byModel.set(model, s);
+    }
     const capped = maxTokens !== undefined && maxTokens > 0;
     if (capped) {
-      let h = this.capHit.get(model);
-      if (!h) this.capHit.set(model, (h = new Ema(this.alpha)));
       const reached = outputTokens >= maxTokens;
-      h.update(reached ? 1 : 0);
+      s.capHit.update(reached ? 1 : 0);
       if (reached) return; // censored: a lower bound on the natural length, not a sample of it
     }
-    const key = `${model}\u0000${OutputLengthPredictor.bucket(promptTokens)}`;
-    let e = this.byBucket.get(key);
-    if (!e) this.byBucket.set(key, (e = new Ema(this.alpha)));
+    const bucket = OutputLengthPredictor.bucket(promptTokens);
+    let e = s.byBucket[bucket];
+    if (!e) s.byBucket[bucket] = e = new Ema(this.alpha);
     e.update(outputTokens);
-    let m = this.byModel.get(model);
-    if (!m) this.byModel.set(model, (m = new Ema(this.alpha)));
-    m.update(outputTokens);
+    s.overall.update(outputTokens);
   }
 }

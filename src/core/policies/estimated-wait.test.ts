@@ -320,3 +320,187 @@ test('issue #17: outputLength: learned predicts answer length from the prompt te
   const prior = pending({});
   assert.equal(prior.long, prior.short);
 });
+
+test('response-ratio sizes: memoised per prompt length, yet always what a fresh policy computes', () => {
+  // `warm` is asked for sizes after every event (its memo is filled and must be dropped as it
+  // learns); a fresh policy fed the same history is asked once, at each check.
+  const a = view('a', 0);
+  const b = view('b', 1);
+  // Prompt lengths far apart (one memo entry each, kept from one event to the next), and pairs of
+  // the same length with other caps and models (one entry for both: each replaces the other).
+  const asked: RequestInfo[] = [];
+  for (const chars of [40, 400, 1200, 4000, 80_000])
+    for (const max of [undefined, 0, 8, 300])
+      asked.push(req(`s${chars}-${max}`, chars + 97 * (max ?? 1), max));
+  for (const [model, max] of [
+    ['m', 8],
+    ['m', undefined],
+    ['other', undefined],
+  ] as const)
+    asked.push({ ...req(`${model}-${max}`, 400, max), model });
+  const sizes = (p: Policy): number[] => asked.map((r) => p.responseRatio!.size(r));
+  const event = (p: Policy, i: number): void => {
+    if (i === 12) return p.onBackendRemoved!('a');
+    const r = req(`t${i}`, 100 + 300 * i, i % 3 === 0 ? 50 : undefined);
+    p.onDispatch!(r, i % 2 ? a : b, i * 1000);
+    p.onComplete!(
+      r,
+      i % 2 ? a : b,
+      {
+        ok: true,
+        dispatchedAt: i * 1000,
+        finishedAt: i * 1000 + 500,
+        promptTokens: 25 + 75 * i,
+        completionTokens: 20 + 17 * i,
+        promptEvalMs: 50 + i,
+        evalMs: 400 + 9 * i,
+      },
+      i * 1000 + 500,
+    );
+  };
+  const warm = estimatedWait({ random: () => 0, params: {} });
+  for (let i = 0; i <= 12; i++) {
+    const before = sizes(warm);
+    event(warm, i);
+    const fresh = estimatedWait({ random: () => 0, params: {} });
+    for (let j = 0; j <= i; j++) event(fresh, j);
+    const after = sizes(warm);
+    assert.deepEqual(after, sizes(fresh), `after event ${i}`);
+    // All at once (as the scheduler sizes a held group), the same as one by one.
+    const batch = new Float64Array(asked.length);
+    const other = estimatedWait({ random: () => 0, params: {} });
+    for (let j = 0; j <= i; j++) event(other, j);
+    other.responseRatio!.sizes!(asked, batch);
+    assert.deepEqual([...batch], after, `all at once after event ${i}`);
+    if (i < 12) assert.notDeepEqual(after, before, `event ${i} changed what sizes depend on`);
+  }
+  // Same prompt length, different caps and models: different sizes (not one memo entry for all).
+  const s = sizes(warm);
+  const at = (id: string): number => s[asked.findIndex((r) => r.id === id)]!;
+  assert.notEqual(at('m-undefined'), at('m-8'));
+  assert.notEqual(at('m-undefined'), at('other-undefined'));
+});
+
+test('picks reuse what each backend’s flights add to an estimate, and cost exactly what a fresh policy does', () => {
+  // Measured backends are costed at their own fits (no exploring), and every candidate is open:
+  // the estimates then depend on the history and the instant alone, not on the count of decisions.
+  const params = { exploreAfterDecisions: 1e9, lateBinding: false, defaultSlots: 4 };
+  // a: full (its metrics say 2 run and 1 waits); b: full at 3 (its cap); c: batching, never full;
+  // d: never measured, so costed at the fits of the backend best for each request (a or c).
+  const a = backendView('a', 0, { metrics: { waiting: 1, running: 2, kvUsage: 0.5, at: 0 } });
+  const b = backendView('b', 1, { maxConcurrency: 3 });
+  const c = backendView('c', 2);
+  const d = backendView('d', 3);
+  const views = [a, b, c, d];
+  const history: ((p: Policy) => void)[] = [
+    (p) => teach(p, a, 'ta', 1, 10, 0),
+    (p) => teach(p, b, 'tb', 2, 12, 0),
+    (p) => teach(p, c, 'tc', 0.1, 16, 0),
+  ];
+  for (let i = 0; i < 12; i++) {
+    const v = views[i % 4]!;
+    const r = req(`f${i}`, 200 + 150 * i);
+    history.push((p) => p.onDispatch!(r, v, 4000 + 100 * i));
+  }
+  const warm = estimatedWait({ random: () => 0, params });
+  for (const h of history) h(warm);
+  // [request, prompt characters, now, dispatched after its pick]; 'done': f5 (on b) completes,
+  // 'failed': f9 (on b) fails (nothing learned, one flight less).
+  const steps: [string, number, number, boolean][] = [
+    ['q0', 300, 5000, true],
+    ['q1', 9000, 5000, false],
+    ['q2', 200, 5000, false],
+    ['done', 0, 5000, false],
+    ['q3', 9000, 5000, false],
+    ['q4', 400, 5000, true],
+    ['q5', 8000, 5020, false],
+    ['failed', 0, 5020, false],
+    ['q6', 8000, 5020, true],
+    ['q7', 100, 5020, false],
+  ];
+  for (const [id, chars, now, dispatched] of steps) {
+    if (id === 'done') {
+      const done = (p: Policy): void =>
+        p.onComplete!(
+          req('f5', 950),
+          b,
+          {
+            ok: true,
+            dispatchedAt: 4500,
+            finishedAt: now,
+            promptTokens: 200,
+            completionTokens: 90,
+            promptEvalMs: 150,
+            evalMs: 400,
+          },
+          now,
+        );
+      done(warm);
+      history.push(done);
+      continue;
+    }
+    if (id === 'failed') {
+      const failed = (p: Policy): void =>
+        p.onComplete!(req('f9', 1550), b, { ok: false, dispatchedAt: 4900, finishedAt: now }, now);
+      failed(warm);
+      history.push(failed);
+      continue;
+    }
+    const r = req(id, chars);
+    const chosen = warm.pick(r, views, now)!;
+    const fresh = estimatedWait({ random: () => 0, params });
+    for (const h of history) h(fresh);
+    fresh.pick(r, views, now);
+    assert.ok(warm.explainLast?.()?.scores.length === 4);
+    assert.deepEqual(warm.explainLast?.()?.scores, fresh.explainLast?.()?.scores, `estimates for ${id}`);
+    if (dispatched) {
+      warm.onDispatch!(r, chosen, now);
+      history.push((p) => p.onDispatch!(r, chosen, now));
+    }
+  }
+});
+
+test('a dispatch right after its pick records what the pick found; after learning in between, what is true then', () => {
+  const a = view('a', 0);
+  const b = view('b', 1);
+  const history = (p: Policy): void => {
+    teach(p, a, 't1', 1, 10, 0);
+    teach(p, b, 't2', 2, 12, 0);
+    p.onDispatch!(req('x', 700), a, 1000);
+  };
+  const r = req('r', 2000);
+  const learnMore = (p: Policy): void =>
+    p.onComplete!(
+      req('x', 700),
+      a,
+      {
+        ok: true,
+        dispatchedAt: 1000,
+        finishedAt: 3000,
+        promptTokens: 500,
+        completionTokens: 300,
+        promptEvalMs: 900,
+        evalMs: 1000,
+      },
+      3000,
+    );
+  for (const learnBetween of [false, true]) {
+    const picked = estimatedWait({ random: () => 0, params: {} });
+    const direct = estimatedWait({ random: () => 0, params: {} });
+    history(picked);
+    history(direct);
+    const to = picked.pick(r, [a, b], 2000)!;
+    direct.pick(req('other', 10), [a, b], 2000); // the same count of decisions
+    if (learnBetween) {
+      learnMore(picked);
+      learnMore(direct);
+    }
+    picked.onDispatch!(r, to, 3000);
+    direct.onDispatch!(r, to, 3000);
+    assert.deepEqual(
+      picked.describe!(to.name),
+      direct.describe!(to.name),
+      `learned in between: ${learnBetween}`,
+    );
+  }
+});

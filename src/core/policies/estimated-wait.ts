@@ -133,6 +133,7 @@ interface Flight {
 }
 
 interface Backend {
+  readonly name: string;
   /** Prefill seconds (first-token time in the engine) against prompt tokens. */
   readonly prefill: LinearFit;
   /** Seconds per output token against the batch it ran in. */
@@ -147,8 +148,14 @@ interface Backend {
   /** ∫ in-flight dt (request·ms), for each request's mean batch. */
   area: number;
   areaAt: number;
-  /** In dispatch order (Map keeps insertion order). */
-  readonly flights: Map<string, Flight>;
+  /** In dispatch order (an array: every estimate walks it, for each candidate of each decision). */
+  readonly flights: Flight[];
+  /** The same flights by request id. */
+  readonly flightById: Map<string, Flight>;
+  /** Bumped whenever `flights` changes (FlightsLoad). */
+  flightsVersion: number;
+  /** What its flights add to a request's estimate, kept for the next one (FlightsLoad). */
+  readonly load: FlightsLoad;
 }
 
 /** Fitted cost of a backend: prefill seconds for a prompt, seconds per output token in a batch. */
@@ -180,6 +187,15 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   let lastCount = 0;
   /** Completions learned from (token ratio, predictor, calibration, fits). */
   let learned = 0;
+  /** Bumped by each completion learned from, before it changes any fit or the predictor (FlightsLoad). */
+  let fitsVersion = 0;
+  /** Bumped by each completion learned from and each backend removed: all a request's size depends on. */
+  let sizeStamp = 0;
+  /**
+   * The last size computed per prompt length (below SIZE_MEMO tokens), with what it was computed
+   * for: `sizeStamp` then, the model and the output cap (0: none). Valid while those match.
+   */
+  let sizeMemo: SizeMemo | undefined;
   /**
    * Version of the HRRN sizes (Policy.responseRatio): bumped when the learning has grown by a
    * sixteenth since the last bump (at least every 64 completions) and when a backend leaves.
@@ -207,11 +223,44 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       : undefined;
   /** Per candidate of the last estimates: the prompt tokens to prefill there (prefix credit applied). */
   let uncached = new Float64Array(8);
+  /**
+   * Per candidate of the current decision, found once: its state, the fits it is costed at
+   * (costOf), the sequences it runs at once (slotsOf), the prompt tokens it likely holds cached.
+   */
+  const candState: Backend[] = [];
+  const candCost: Cost[] = [];
+  let candSlots = new Float64Array(8);
+  let candCached = new Float64Array(8);
+  const growCandidates = (n: number): void => {
+    candState.length = n;
+    candCost.length = n;
+    if (candSlots.length < n) {
+      candSlots = new Float64Array(n * 2);
+      candCached = new Float64Array(n * 2);
+      uncached = new Float64Array(n * 2);
+    }
+  };
+  /**
+   * The last pick, for its dispatch (which comes right after it): the request, where it went, and
+   * what was found for it there — not looked up twice while nothing was learned in between.
+   */
+  let picked: RequestInfo | undefined;
+  let pickedView: BackendView | undefined;
+  let pickedFits = -1;
+  let pickedPromptTokens = 0;
+  let pickedPredicted = 0;
+  let pickedCached = 0;
+
+  /** `backends` in the same (insertion) order, for the loops that run per decision. */
+  const backendList: Backend[] = [];
+  /** Per BackendView.index, its state (a lookup by name cost more than the rest of a candidate's check). */
+  const byIndex: (Backend | undefined)[] = [];
 
   const state = (name: string): Backend => {
     let b = backends.get(name);
     if (!b) {
       b = {
+        name,
         // Prompt lengths spread widely in real traffic; a spread of 8 tokens is enough to fit.
         prefill: new LinearFit({ alpha: p.alpha, minSpread: 8, throughOrigin: true }),
         // Batch sizes: half a request of spread before a slope is believed.
@@ -222,11 +271,33 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         lastSampleDecision: 0,
         area: 0,
         areaAt: 0,
-        flights: new Map(),
+        flights: [],
+        flightById: new Map(),
+        flightsVersion: 0,
+        load: {
+          flightsVersion: -1,
+          fitsVersion: -1,
+          now: NaN,
+          cost: undefined,
+          slots: NaN,
+          hasWait: false,
+          wait: 0,
+          hasRemaining: false,
+          remaining: new Float64Array(8),
+        },
       };
       backends.set(name, b);
+      backendList.push(b);
     }
     return b;
+  };
+  const stateOf = (view: BackendView): Backend => {
+    const i = view.index;
+    const b = byIndex[i];
+    if (b !== undefined && b.name === view.name) return b;
+    const s = state(view.name);
+    if (Number.isInteger(i) && i >= 0 && i < 65_536) byIndex[i] = s;
+    return s;
   };
   const promptTokensOf = (req: RequestInfo): number =>
     Math.max(1, Math.round(req.promptText.length * (tokensPerChar.value ?? p.initialTokensPerChar)));
@@ -281,7 +352,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
 
   /** Bring the in-flight area up to `now` (call before flights change). */
   const advance = (b: Backend, now: number): void => {
-    if (now > b.areaAt) b.area += b.flights.size * (now - b.areaAt);
+    if (now > b.areaAt) b.area += b.flights.length * (now - b.areaAt);
     b.areaAt = Math.max(b.areaAt, now);
   };
 
@@ -293,7 +364,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   const bestCost = (promptTokens: number, out: number): Cost | undefined => {
     let best: Cost | undefined;
     let bestT = Infinity;
-    for (const b of backends.values()) {
+    for (let i = 0; i < backendList.length; i++) {
+      const b = backendList[i]!;
       if (b.lastSampleAt === undefined) continue;
       const t = prefillS(b, promptTokens) + out * decodeS(b, 1);
       if (t < bestT) {
@@ -328,77 +400,134 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     return stale && best ? best : b;
   };
 
-  /** Seconds from `now` until the request would finish on this backend. */
+  /** finishEstimate's min-heap of the times each slot frees (reused: one per call was garbage). */
+  let freeAt = new Float64Array(64);
+
+  /**
+   * b's flights-load cache, made current for this estimate: what it holds was computed for the
+   * same flights, fits, predictions, instant, cost and slots, or it is emptied and re-keyed.
+   */
+  const loadFor = (b: Backend, now: number, c: Cost, slots: number): FlightsLoad => {
+    const l = b.load;
+    if (
+      l.flightsVersion !== b.flightsVersion ||
+      l.fitsVersion !== fitsVersion ||
+      l.now !== now ||
+      l.cost !== c ||
+      l.slots !== slots
+    ) {
+      l.flightsVersion = b.flightsVersion;
+      l.fitsVersion = fitsVersion;
+      l.now = now;
+      l.cost = c;
+      l.slots = slots;
+      l.hasWait = false;
+      l.hasRemaining = false;
+    }
+    return l;
+  };
+
+  /**
+   * Seconds from `now` until the request would finish on this backend, costed at `c` (costOf) with
+   * `slots` (slotsOf).
+   */
   const finishEstimate = (
     b: Backend,
-    view: BackendView,
+    c: Cost,
+    slots: number,
     now: number,
     promptTokens: number,
     out: number,
-    best: Cost | undefined,
   ): number => {
-    const c = costOf(b, view, best);
-    const slots = slotsOf(b, view);
-    const n = b.flights.size;
+    const n = b.flights.length;
     // The batch it joins (itself included), at most what the engine runs at once.
     const batch = Math.min(n + 1, slots);
     const step = decodeS(c, batch);
     const service = prefillS(c, promptTokens) + out * step;
-    if (n < slots) {
-      // An engine runs a prompt's prefill as one step the whole batch waits on: a request pushed
-      // while earlier prompts are still in prefill starts after them.
-      let prefilling = 0;
-      for (const f of b.flights.values()) {
-        const left = prefillS(c, f.prefillTokens) - (now - f.dispatchedAt) / 1000;
-        if (left > prefilling) prefilling = left;
-      }
-      return prefilling + service;
+    const load = loadFor(b, now, c, slots);
+    if (!load.hasWait) {
+      load.wait = n < slots ? prefillWait(b, c, now) : slotWait(b, c, now, slots, step);
+      load.hasWait = true;
     }
-    // All slots busy: replay the in-flight requests FIFO over `slots` servers (a min-heap of the
-    // times each server frees) and see when one frees for this request.
-    const free: number[] = [];
-    let i = 0;
-    for (const f of b.flights.values()) {
+    return load.wait + service;
+  };
+
+  /**
+   * Seconds until the prompts in prefill on b are done: an engine runs a prompt's prefill as one
+   * step the whole batch waits on, so a request pushed while earlier prompts are still in prefill
+   * starts after them.
+   */
+  const prefillWait = (b: Backend, c: Cost, now: number): number => {
+    const flights = b.flights;
+    let prefilling = 0;
+    for (let j = 0; j < flights.length; j++) {
+      const f = flights[j]!;
+      const left = prefillS(c, f.prefillTokens) - (now - f.dispatchedAt) / 1000;
+      if (left > prefilling) prefilling = left;
+    }
+    return prefilling;
+  };
+
+  /**
+   * All slots busy: seconds until one frees for a new request, replaying the in-flight requests
+   * FIFO over `slots` servers (a min-heap of the times each server frees).
+   */
+  const slotWait = (b: Backend, c: Cost, now: number, slots: number, step: number): number => {
+    const flights = b.flights;
+    const n = flights.length;
+    if (freeAt.length < n) freeAt = new Float64Array(n * 2);
+    const free = freeAt;
+    let size = 0;
+    for (let i = 0; i < n; i++) {
+      const f = flights[i]!;
       const work = prefillS(c, f.prefillTokens) + expectedOf(f) * step;
       if (i < slots) {
         // Running: what is left of its expected work (at least a sliver: it has not finished yet).
-        heapPush(free, Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
+        heapPush(free, size++, Math.max(work * 0.05, work - (now - f.dispatchedAt) / 1000));
       } else {
-        heapReplaceTop(free, free[0]! + work);
+        heapReplaceTop(free, size, free[0]! + work);
       }
-      i++;
     }
-    return free[0]! + service;
+    return free[0]!;
   };
 
-  /** Seconds this request would add, summed, to the requests already running on the backend. */
+  /**
+   * Seconds this request would add, summed, to the requests already running on the backend
+   * (costed at `c` with `slots`, as finishEstimate).
+   */
   const delayToOthers = (
     b: Backend,
-    view: BackendView,
+    c: Cost,
+    slots: number,
     now: number,
     promptTokens: number,
     out: number,
-    best: Cost | undefined,
   ): number => {
-    const c = costOf(b, view, best);
-    const slots = slotsOf(b, view);
-    const n = b.flights.size;
+    const flights = b.flights;
+    const n = flights.length;
     // The others it will run beside: all in flight below the limit; when the engine is full it
     // queues and, once admitted, runs in a full batch (slots - 1 others).
     const k = Math.min(n, slots - 1);
     if (k <= 0) return 0;
     const stall = (c.prefill.slope ?? p.priorPrefillS) * promptTokens;
     const v = c.decode.slope ?? 0;
-    const step = decodeS(c, k + 1);
-    let overlap = 0;
-    let i = 0;
-    for (const f of b.flights.values()) {
-      // Queued case: the last k pushed are the ones still running when it is admitted.
-      if (n - i++ > k) continue;
-      const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.prefillTokens);
-      const rem = Math.max(1, expectedOf(f) - Math.max(0, elapsed) / step);
-      overlap += Math.min(out, rem);
+    const from = Math.ceil(n - k);
+    // Queued case: the last k pushed are the ones still running when it is admitted.
+    const load = loadFor(b, now, c, slots);
+    if (!load.hasRemaining) {
+      if (load.remaining.length < n) load.remaining = new Float64Array(n * 2);
+      const remaining = load.remaining;
+      const step = decodeS(c, k + 1);
+      for (let i = from; i < n; i++) {
+        const f = flights[i]!;
+        const elapsed = n >= slots ? 0 : (now - f.dispatchedAt) / 1000 - prefillS(c, f.prefillTokens);
+        remaining[i] = Math.max(1, expectedOf(f) - Math.max(0, elapsed) / step);
+      }
+      load.hasRemaining = true;
     }
+    const remaining = load.remaining;
+    let overlap = 0;
+    for (let i = from; i < n; i++) overlap += Math.min(out, remaining[i]!);
     return k * stall + v * overlap;
   };
 
@@ -442,34 +571,34 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
    */
   const holdForLater = (candidates: readonly BackendView[]): boolean => {
     let room = 0;
+    if (candState.length < candidates.length) growCandidates(candidates.length);
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
-      const r = roomInside(state(c.name), c);
+      const b = stateOf(c);
+      candState[i] = b;
+      const r = roomInside(b, c);
       open[i] = r > 0 ? 1 : 0;
       room += r;
     }
     return room === 0;
   };
 
-  /** Standard error of a backend's service estimate for this request (its fits' uncertainty). */
-  const serviceError = (
-    b: Backend,
-    view: BackendView,
-    promptTokens: number,
-    out: number,
-    best: Cost | undefined,
-  ): number => {
-    const c = costOf(b, view, best);
-    const batch = Math.min(b.flights.size + 1, slotsOf(b, view));
+  /** Standard error of candidate i's service estimate for this request (its fits' uncertainty). */
+  const serviceError = (i: number, promptTokens: number, out: number): number => {
+    const c = candCost[i]!;
+    const batch = Math.min(candState[i]!.flights.length + 1, candSlots[i]!);
     return Math.hypot(c.prefill.stderr(promptTokens), out * c.decode.stderr(batch));
   };
 
   const fill = (req: RequestInfo, candidates: readonly BackendView[], now: number, out: Float64Array) => {
     const promptTokens = promptTokensOf(req);
     const predicted = predictOf(req, promptTokens);
+    if (candState.length < candidates.length) growCandidates(candidates.length);
+    for (let i = 0; i < candidates.length; i++) candState[i] = stateOf(candidates[i]!);
     fillWith(req, candidates, now, promptTokens, predicted, bestCost(promptTokens, predicted), out);
   };
 
+  /** Per candidate of the current estimate (candState set by the caller): its costs and finish. */
   const fillWith = (
     req: RequestInfo,
     candidates: readonly BackendView[],
@@ -479,20 +608,119 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     best: Cost | undefined,
     out: Float64Array,
   ) => {
-    if (uncached.length < candidates.length) uncached = new Float64Array(candidates.length * 2);
     const keys = keysOf(req);
     for (let i = 0; i < candidates.length; i++) {
-      const c = candidates[i]!;
-      const u = creditedPrefill(promptTokens, cachedOf(req, keys, c.name, promptTokens));
+      const view = candidates[i]!;
+      const b = candState[i]!;
+      const c = costOf(b, view, best);
+      const slots = slotsOf(b, view);
+      candCost[i] = c;
+      candSlots[i] = slots;
+      const cached = cachedOf(req, keys, view.name, promptTokens);
+      candCached[i] = cached;
+      const u = creditedPrefill(promptTokens, cached);
       uncached[i] = u;
-      out[i] = finishEstimate(state(c.name), c, now, u, predicted, best);
+      out[i] = finishEstimate(b, c, slots, now, u, predicted);
     }
   };
 
-  const tieBreak = (c: BackendView, chosen: BackendView): boolean => {
+  /** size() of a request alone (no array per call). */
+  const sizeOne: RequestInfo[] = [];
+  const sizeOut = new Float64Array(1);
+  /** The sampled backends' prefill fits and seconds per output token alone, for sizesOf. */
+  const sizePrefill: LinearFit[] = [];
+  let sizeDecode1 = new Float64Array(8);
+
+  /**
+   * HRRN sizes (sizeOf at the best backend: bestCost) of requests, one after another: what does
+   * not depend on the request (token ratio, the fits, each backend's decode step alone) read once.
+   * Memoised per prompt length until the next completion learned from (sizeMemo).
+   */
+  const sizesOf = (reqs: readonly RequestInfo[], out: Float64Array): void => {
+    if (model !== undefined) {
+      for (let i = 0; i < reqs.length; i++) {
+        const req = reqs[i]!;
+        const promptTokens = promptTokensOf(req);
+        const predicted = predictOf(req, promptTokens);
+        out[i] = sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
+      }
+      return;
+    }
+    const perChar = tokensPerChar.value ?? p.initialTokensPerChar;
+    // bestCost's candidates: the backends with a sample, in its order.
+    let count = 0;
+    for (let j = 0; j < backendList.length; j++) {
+      const b = backendList[j]!;
+      if (b.lastSampleAt === undefined) continue;
+      if (count === sizeDecode1.length) {
+        const grown = new Float64Array(count * 2);
+        grown.set(sizeDecode1);
+        sizeDecode1 = grown;
+      }
+      sizePrefill[count] = b.prefill;
+      sizeDecode1[count] = decodeS(b, 1);
+      count++;
+    }
+    const memo = (sizeMemo ??= {
+      stamp: new Float64Array(SIZE_MEMO).fill(-1),
+      cap: new Float64Array(SIZE_MEMO),
+      model: new Array<string | undefined>(SIZE_MEMO).fill(undefined),
+      size: new Float64Array(SIZE_MEMO),
+    });
+    for (let i = 0; i < reqs.length; i++) {
+      const req = reqs[i]!;
+      const promptTokens = Math.max(1, Math.round(req.promptText.length * perChar));
+      // Every held request is sized again at each epoch; many share a prompt length.
+      const memoised = promptTokens < SIZE_MEMO;
+      const cap = req.maxTokens !== undefined && req.maxTokens > 0 ? req.maxTokens : 0;
+      if (
+        memoised &&
+        memo.stamp[promptTokens] === sizeStamp &&
+        memo.cap[promptTokens] === cap &&
+        memo.model[promptTokens] === req.model
+      ) {
+        out[i] = memo.size[promptTokens]!;
+        continue;
+      }
+      const predicted = output.predict(req.model, promptTokens, req.maxTokens);
+      // bestCost, with prefillS and decodeS at batch 1 of the best kept for sizeOf.
+      let found = false;
+      let bestT = Infinity;
+      let bestPrefill = 0;
+      let bestDecode = 0;
+      for (let j = 0; j < count; j++) {
+        const prefill = sizePrefill[j]!.at(promptTokens) ?? promptTokens * p.priorPrefillS;
+        const decode = sizeDecode1[j]!;
+        const t = prefill + predicted * decode;
+        if (t < bestT) {
+          bestT = t;
+          bestPrefill = prefill;
+          bestDecode = decode;
+          found = true;
+        }
+      }
+      const o = calibration.at(predicted) ?? predicted;
+      const size = Math.max(
+        1e-3,
+        found ? bestPrefill + o * bestDecode : promptTokens * p.priorPrefillS + o * p.priorDecodeS,
+      );
+      out[i] = size;
+      if (memoised) {
+        memo.stamp[promptTokens] = sizeStamp;
+        memo.cap[promptTokens] = cap;
+        memo.model[promptTokens] = req.model;
+        memo.size[promptTokens] = size;
+      }
+    }
+  };
+
+  /** Whether candidate i goes before candidate j among near-best estimates. */
+  const tieBreak = (candidates: readonly BackendView[], i: number, j: number): boolean => {
+    const c = candidates[i]!;
+    const chosen = candidates[j]!;
     if (c.inFlight !== chosen.inFlight) return c.inFlight < chosen.inFlight;
-    const cm = backends.get(c.name)?.lastSampleAt !== undefined;
-    const xm = backends.get(chosen.name)?.lastSampleAt !== undefined;
+    const cm = candState[i]!.lastSampleAt !== undefined;
+    const xm = candState[j]!.lastSampleAt !== undefined;
     if (cm !== xm) return !cm;
     return rrBefore(c.index, chosen.index, cursor);
   };
@@ -504,24 +732,30 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       p.lateBinding && p.heldOrder === 'ratio'
         ? {
             size(req) {
-              const promptTokens = promptTokensOf(req);
-              const predicted = predictOf(req, promptTokens);
-              return sizeOf(promptTokens, predicted, bestCost(promptTokens, predicted));
+              sizeOne[0] = req;
+              sizesOf(sizeOne, sizeOut);
+              return sizeOut[0]!;
             },
+            sizes: (reqs, out) => sizesOf(reqs, out),
             epoch: () => sizeEpoch,
             holdsAll: (candidates) => holdForLater(candidates),
           }
         : undefined,
     pick(req, candidates, now) {
       lastNow = now;
-      if (candidates.length === 0) return undefined;
-      if (scratch.length < candidates.length) {
-        scratch = new Float64Array(candidates.length * 2);
-        open = new Uint8Array(candidates.length * 2);
+      picked = undefined;
+      const n = candidates.length;
+      if (n === 0) return undefined;
+      if (scratch.length < n) {
+        scratch = new Float64Array(n * 2);
+        open = new Uint8Array(n * 2);
       }
       heldOnLoad = false;
-      if (!p.lateBinding) open.fill(1, 0, candidates.length);
-      else if (holdForLater(candidates)) {
+      if (!p.lateBinding) {
+        open.fill(1, 0, n);
+        if (candState.length < n) growCandidates(n);
+        for (let i = 0; i < n; i++) candState[i] = stateOf(candidates[i]!);
+      } else if (holdForLater(candidates)) {
         heldOnLoad = true;
         return undefined;
       }
@@ -530,14 +764,15 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const best = bestCost(promptTokens, predicted);
       fillWith(req, candidates, now, promptTokens, predicted, best, scratch);
       if (p.othersWeight > 0) {
-        for (let i = 0; i < candidates.length; i++) {
-          const c = candidates[i]!;
-          scratch[i]! += p.othersWeight * delayToOthers(state(c.name), c, now, uncached[i]!, predicted, best);
+        for (let i = 0; i < n; i++) {
+          scratch[i]! +=
+            p.othersWeight *
+            delayToOthers(candState[i]!, candCost[i]!, candSlots[i]!, now, uncached[i]!, predicted);
         }
       }
       let min = Infinity;
       let at = -1;
-      for (let i = 0; i < candidates.length; i++) {
+      for (let i = 0; i < n; i++) {
         if (open[i] === 1 && scratch[i]! < min) {
           min = scratch[i]!;
           at = i;
@@ -547,27 +782,32 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       // Near-best estimates are ties: fewer in flight, then an unmeasured backend (to measure
       // it), then round-robin order. Near: within tieTolerance, or within tieStdErrors of the
       // two fits' combined standard error.
-      const errOf = (i: number): number =>
-        p.tieStdErrors > 0
-          ? serviceError(state(candidates[i]!.name), candidates[i]!, promptTokens, predicted, best)
-          : 0;
-      const minErr = errOf(at);
-      let chosen: BackendView | undefined;
-      for (let i = 0; i < candidates.length; i++) {
+      const errors = p.tieStdErrors > 0;
+      const minErr = errors ? serviceError(at, promptTokens, predicted) : 0;
+      let chosen = -1;
+      for (let i = 0; i < n; i++) {
         if (open[i] !== 1) continue;
-        const c = candidates[i]!;
         const t = scratch[i]!;
         const near =
-          t <= min * (1 + p.tieTolerance) + 1e-12 || t - min <= p.tieStdErrors * Math.hypot(errOf(i), minErr);
+          t <= min * (1 + p.tieTolerance) + 1e-12 ||
+          t - min <=
+            p.tieStdErrors * Math.hypot(errors ? serviceError(i, promptTokens, predicted) : 0, minErr);
         if (!near) continue;
-        if (chosen === undefined || tieBreak(c, chosen)) chosen = c;
+        if (chosen < 0 || tieBreak(candidates, i, chosen)) chosen = i;
       }
       // Every estimate is finite and ≥ 0 (fits are clamped), so one is always within the limit.
-      chosen ??= candidates[at]!;
-      cursor = chosen.index + 1;
+      if (chosen < 0) chosen = at;
+      const view = candidates[chosen]!;
+      cursor = view.index + 1;
       decisions++;
-      lastCount = candidates.length;
-      return chosen;
+      lastCount = n;
+      picked = req;
+      pickedView = view;
+      pickedFits = fitsVersion;
+      pickedPromptTokens = promptTokens;
+      pickedPredicted = predicted;
+      pickedCached = candCached[chosen]!;
+      return view;
     },
     explainLast() {
       // Copied only when a decision is explained; scratch holds the last pick's estimates.
@@ -578,19 +818,31 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     },
     estimates(req, candidates, now, out) {
       lastNow = now;
+      picked = undefined;
       fill(req, candidates, now, out);
       decisions++;
     },
     onDispatch(req, backend, now) {
       lastNow = now;
-      const b = state(backend.name);
-      const promptTokens = promptTokensOf(req);
-      const predicted = predictOf(req, promptTokens);
-      const cachedTokens = cachedOf(req, keysOf(req), backend.name, promptTokens);
+      const b = stateOf(backend);
+      let promptTokens: number;
+      let predicted: number;
+      let cachedTokens: number;
+      if (req === picked && backend === pickedView && fitsVersion === pickedFits) {
+        // Just picked (nothing learned since): what the pick found for it there.
+        promptTokens = pickedPromptTokens;
+        predicted = pickedPredicted;
+        cachedTokens = pickedCached;
+      } else {
+        promptTokens = promptTokensOf(req);
+        predicted = predictOf(req, promptTokens);
+        cachedTokens = cachedOf(req, keysOf(req), backend.name, promptTokens);
+      }
+      picked = undefined;
       const prefillTokens = creditedPrefill(promptTokens, cachedTokens);
       credit?.record(req.id, backend.name, req.promptText);
       advance(b, now);
-      b.flights.set(req.id, {
+      const f: Flight = {
         dispatchedAt: now,
         promptTokens,
         prefillTokens,
@@ -600,32 +852,47 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         expectedOut: predicted,
         predictedAtPush: predicted,
         ver: output.version,
-        ahead: b.flights.size,
+        ahead: b.flights.length,
         area0: b.area,
-      });
+      };
+      const old = b.flightById.get(req.id);
+      // Pushed again under the same id before it ended: it keeps its place (as a Map's set would).
+      if (old !== undefined) b.flights[b.flights.indexOf(old)] = f;
+      else b.flights.push(f);
+      b.flightsVersion++;
+      b.flightById.set(req.id, f);
     },
     onComplete(req, backend, report, now) {
       lastNow = now;
-      const b = state(backend.name);
-      const f = b.flights.get(req.id);
+      const b = stateOf(backend);
+      const f = b.flightById.get(req.id);
       if (!f) return;
       advance(b, now);
-      b.flights.delete(req.id);
+      b.flightById.delete(req.id);
+      b.flights.splice(b.flights.indexOf(f), 1);
+      b.flightsVersion++;
       learnedOut.delete(req.id);
       if (!report.ok) return;
       learn(b, backend, req, f, report, now);
     },
     onBackendRemoved(name) {
-      backends.delete(name);
+      picked = undefined;
+      sizeStamp++; // bestCost no longer sees it: sizes memoised with it are stale
+      const b = backends.get(name);
+      if (b !== undefined) {
+        backends.delete(name);
+        backendList.splice(backendList.indexOf(b), 1);
+        for (let i = 0; i < byIndex.length; i++) if (byIndex[i] === b) byIndex[i] = undefined;
+      }
       credit?.removeBackend(name);
       sizeEpoch++;
     },
     describe(name) {
       const b = backends.get(name);
       if (!b) return {};
-      const out: Record<string, number> = { slots: b.slots, inFlightTracked: b.flights.size };
+      const out: Record<string, number> = { slots: b.slots, inFlightTracked: b.flights.length };
       if (Number.isFinite(b.queuedAt)) out.queuedAtInFlight = b.queuedAt;
-      const batch = Math.max(1, b.flights.size);
+      const batch = Math.max(1, b.flights.length);
       const prefill = b.prefill.slope;
       if (prefill !== undefined) out.prefillSPerToken = prefill;
       const decode = b.decode.at(batch);
@@ -634,7 +901,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         out.decodeSlopeSPerSeq = b.decode.slope ?? 0;
       }
       let pending = 0;
-      for (const f of b.flights.values()) {
+      for (const f of b.flights) {
         pending += Math.max(
           0,
           prefillS(b, f.prefillTokens) +
@@ -656,6 +923,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     r: CompletionReport,
     now: number,
   ): void {
+    fitsVersion++;
     const promptTokens = r.promptTokens;
     const outTokens = r.completionTokens;
     if (promptTokens !== undefined && promptTokens > 0 && req.promptText.length > 0) {
@@ -719,6 +987,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     }
     b.lastSampleAt = now;
     b.lastSampleDecision = decisions;
+    sizeStamp++;
     if (++learned >= resizeAt) {
       sizeEpoch++;
       resizeAt = learned + Math.min(64, Math.max(1, Math.ceil(learned / 16)));
@@ -730,6 +999,37 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   }
 }
 
+/**
+ * What a backend's requests in flight add to the estimate of one more request there: the wait
+ * before it starts (finishEstimate) and how much of their answers is left (delayToOthers). The
+ * same for every request costed there until its flights, the fits or predictions change, or time
+ * moves: the picks of one pump (a freed slot lets several held requests go) reuse it rather than
+ * walking every flight per candidate per request.
+ */
+interface FlightsLoad {
+  flightsVersion: number;
+  fitsVersion: number;
+  now: number;
+  /** The fits the values were computed with (the backend's own, or the fleet's best: costOf). */
+  cost: Cost | undefined;
+  slots: number;
+  hasWait: boolean;
+  wait: number;
+  /** Per flight index (delayToOthers' last k), its predicted output tokens still to come. */
+  hasRemaining: boolean;
+  remaining: Float64Array;
+}
+
+/** Prompt lengths (tokens) below which HRRN sizes are memoised. */
+const SIZE_MEMO = 4096;
+
+interface SizeMemo {
+  readonly stamp: Float64Array;
+  readonly cap: Float64Array;
+  readonly model: (string | undefined)[];
+  readonly size: Float64Array;
+}
+
 /** Whether index a comes before index b in round-robin order starting at `cursor`. */
 function rrBefore(a: number, b: number, cursor: number): boolean {
   const da = a >= cursor ? a - cursor : a - cursor + 1e9;
@@ -737,9 +1037,9 @@ function rrBefore(a: number, b: number, cursor: number): boolean {
   return da < db;
 }
 
-function heapPush(h: number[], v: number): void {
-  let i = h.length;
-  h.push(v);
+/** Adds `v` to the min-heap in h[0, n). */
+function heapPush(h: Float64Array, n: number, v: number): void {
+  let i = n;
   while (i > 0) {
     const p = (i - 1) >> 1;
     if (h[p]! <= v) break;
@@ -749,9 +1049,8 @@ function heapPush(h: number[], v: number): void {
   h[i] = v;
 }
 
-/** Replace the minimum with `v` and restore the heap. */
-function heapReplaceTop(h: number[], v: number): void {
-  const n = h.length;
+/** Replace the minimum of the min-heap in h[0, n) with `v` and restore the heap. */
+function heapReplaceTop(h: Float64Array, n: number, v: number): void {
   let i = 0;
   for (;;) {
     const l = 2 * i + 1;

@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { collapsedLength, ollamaRouter } from './ollama-router.js';
 import { backendView, requestInfo } from '../testing.js';
 
@@ -9,6 +10,23 @@ const req = (id: string, promptText: string) => requestInfo(id, promptText);
 test('whitespace runs count as one character', () => {
   assert.equal(collapsedLength('a  b\n\n\tc'), 5);
   assert.equal(collapsedLength(''), 0);
+  assert.equal(
+    collapsedLength(' \u000b\f\r x\u00a0\u00a0\u0008\u000e '),
+    7,
+    'only space and \\t-\\r are whitespace',
+  );
+  // Against a run-by-run count: every run of [ \t\n\v\f\r] is one character.
+  fc.assert(
+    fc.property(
+      fc.string({
+        unit: fc.constantFrom(' ', '\t', '\n', '\u000b', '\f', '\r', 'a', '\u00a0', '\u0008', 'é'),
+        maxLength: 60,
+      }),
+      (t) => {
+        assert.equal(collapsedLength(t), t.replace(/[ \t\n\v\f\r]+/g, ' ').length);
+      },
+    ),
+  );
 });
 
 test('Algorithm 1: untimed idle backends first, then the smallest estimated wait; EMA updates per §4.3', () => {
@@ -68,4 +86,14 @@ test('an empty prompt, zero tokens and failures leave estimates finite', () => {
 test('bad parameters are refused at construction', () => {
   assert.throws(() => ollamaRouter({ random: () => 0, params: { alpha: 2 } }), /ollama-router.*alpha/);
   assert.throws(() => ollamaRouter({ random: () => 0, params: { nope: 1 } }), /ollama-router/);
+});
+
+test('the queue counts the dispatched prompt, whichever prompt was picked last', () => {
+  const p = ollamaRouter({ random: () => 0, params: {} });
+  const a = view('a', 0);
+  p.pick(req('1', 'x'.repeat(400)), [a], 0);
+  p.onDispatch!(req('2', 'y  y'), a, 0);
+  assert.equal(p.describe!('a').queueChars, 3);
+  p.onDispatch!(req('1', 'x'.repeat(400)), a, 0);
+  assert.equal(p.describe!('a').queueChars, 403);
 });

@@ -44,6 +44,8 @@ export class PrefixCredit {
   readonly capacityChunks: number;
   /** Hashes prompts into chunk keys (its node arrays are never used: nothing is inserted). */
   private readonly hasher: PrefixTrie;
+  /** The same hash over a prompt's first chunk alone (headOf: no copy of the chunk to hash). */
+  private readonly headHasher: PrefixTrie;
   /** Per backend, the chunk keys sent there (two generations: an approximate LRU). */
   private readonly sent = new Map<string, Generations>();
   /** Per request until it is dispatched: its keys, or its first chunk's key while not hashed. */
@@ -63,6 +65,11 @@ export class PrefixCredit {
       chunkChars: opts.chunkChars,
       maxEntries: 1,
       maxPrefixChars: opts.maxPrefixChars,
+    });
+    this.headHasher = new PrefixTrie({
+      chunkChars: opts.chunkChars,
+      maxEntries: 1,
+      maxPrefixChars: Math.min(opts.chunkChars, opts.maxPrefixChars),
     });
   }
 
@@ -144,9 +151,8 @@ export class PrefixCredit {
 
   /** The key of a text's first chunk (undefined: shorter than a chunk, never matched). */
   private headOf(text: string): number | undefined {
-    const c = this.chunkChars;
-    if (text.length < c) return undefined;
-    return this.hasher.keys(text.length === c ? text : text.slice(0, c))[0];
+    if (text.length < this.chunkChars) return undefined;
+    return this.headHasher.keys(text)[0];
   }
 
   /** A prompt kept unhashed with this first chunk is recorded now (a later one shares it). */
