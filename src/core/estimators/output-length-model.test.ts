@@ -6,7 +6,9 @@ import { flattenMessages } from '../prompt.js';
 import {
   crossEntropy,
   crossEntropyGrad,
+  logitsOf,
   OutputLengthModel,
+  softmax,
   type Features,
   type LengthQuery,
 } from './output-length-model.js';
@@ -148,4 +150,79 @@ test('task-mix (seed 004 workload): bucket accuracy with and without the task hi
   );
   assert.ok(withHint > ceiling - 0.06, `with hint ${withHint} (ceiling ${ceiling})`);
   assert.ok(without > ceiling - 0.06, `without hint ${without} (ceiling ${ceiling})`);
+});
+
+/** The model as first written: separate w, m, v and Adam applied through crossEntropyGrad. */
+class ReferenceModel {
+  private readonly inner = new OutputLengthModel();
+  private readonly K = 3;
+  private readonly w = new Float64Array((1 << 14) * 3);
+  private readonly m = new Float64Array((1 << 14) * 3);
+  private readonly v = new Float64Array((1 << 14) * 3);
+  private step = 0;
+  observe(q: LengthQuery, out: number): void {
+    const f = this.inner.features(q);
+    const label = this.inner.bucketOf(out);
+    this.step++;
+    const c1 = 1 - 0.9 ** this.step;
+    const c2 = 1 - 0.999 ** this.step;
+    const { w, m, v } = this;
+    crossEntropyGrad(w, f, this.K, label, (i, g) => {
+      m[i] = 0.9 * m[i]! + (1 - 0.9) * g;
+      v[i] = 0.999 * v[i]! + (1 - 0.999) * g * g;
+      w[i] = w[i]! - (0.01 * (m[i]! / c1)) / (Math.sqrt(v[i]! / c2) + 1e-8);
+    });
+  }
+  probs(q: LengthQuery): number[] {
+    const z = new Float64Array(this.K);
+    const p = new Float64Array(this.K);
+    logitsOf(this.w, this.inner.features(q), this.K, z);
+    softmax(z, p);
+    return [...p];
+  }
+}
+
+test('learning steps are exactly Adam on crossEntropyGrad (the inlined step changes no bit)', () => {
+  const ref = new ReferenceModel();
+  const m = new OutputLengthModel();
+  const samples = taskMix(4, 400, false);
+  for (const s of samples) {
+    ref.observe(s.q, s.out);
+    m.observe(s.q, s.out);
+  }
+  for (const s of taskMix(5, 50, false)) {
+    const p = ref.probs(s.q);
+    const k = p.indexOf(Math.max(...p));
+    const got = m.predict(s.q);
+    assert.equal(got.confidence, p[k]);
+  }
+});
+
+test('kept features predict and learn exactly as the request itself; long ones are not kept', () => {
+  const a = new OutputLengthModel();
+  const b = new OutputLengthModel();
+  const samples = taskMix(6, 300, true);
+  const handles: number[] = [];
+  // Predict all first (as a router does at arrival), learn later, out of order.
+  for (const s of samples) {
+    const f = b.features(s.q);
+    const kept = b.keep(f);
+    assert.ok(kept >= 0);
+    handles.push(kept);
+    assert.deepEqual(b.predictKept(kept, s.q.maxTokens), a.predict(s.q));
+  }
+  const order = samples.map((_, i) => i).reverse();
+  for (const i of order) {
+    a.observe(samples[i]!.q, samples[i]!.out);
+    b.observeKept(handles[i]!, samples[i]!.out);
+    b.release(handles[i]!);
+  }
+  const probe = taskMix(7, 20, true);
+  for (const s of probe) assert.deepEqual(b.predict(s.q), a.predict(s.q));
+  // Released handles are handed out again; a vector longer than a block is not kept.
+  assert.ok(handles.includes(b.keep(b.features(probe[0]!.q))));
+  const long = Array.from({ length: 400 }, (_, i) => i.toString(36).padStart(2, '0')).join(' ');
+  const lf = b.features({ model: 'm', promptTokens: 100, text: long });
+  assert.ok(lf.n > 192, `${lf.n} features`);
+  assert.equal(b.keep(lf), -1);
 });
