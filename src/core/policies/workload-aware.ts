@@ -69,36 +69,38 @@ const NONE: readonly BackendView[] = Object.freeze([]);
 /**
  * kv-fit-filter with a memoised answer for a request that fits on no candidate (the same test,
  * so the same decisions). With backfill every held request is offered again on each pump (each
- * completion, probe and arrival), and hundreds may wait: per tracker state and instant, each
- * candidate's idleness and free KV are read once, not once per held request.
+ * completion, probe and arrival), and hundreds may wait: per tracker state, instant and set of
+ * candidates, whether one is idle and the most KV free on any are read once, and each held
+ * request costs one comparison.
  */
 function heldFast(inner: Filter, tracker: WorkloadTracker): Filter {
   let at = NaN;
   let version = -1;
-  const views: (BackendView | undefined)[] = [];
-  const idle: boolean[] = [];
-  const free: number[] = [];
+  const views: BackendView[] = [];
+  let anyIdle = false;
+  let maxFree = -Infinity;
   return {
     ...inner,
     filter(req, candidates, now) {
-      if (now !== at || tracker.version !== version) {
+      const n = candidates.length;
+      let same = now === at && tracker.version === version && views.length === n;
+      for (let i = 0; same && i < n; i++) same = views[i] === candidates[i];
+      if (!same) {
         at = now;
         version = tracker.version;
-        views.fill(undefined);
-      }
-      const { promptTokens, expectedOut } = tracker.predict(req);
-      const need = promptTokens + expectedOut;
-      for (let i = 0; i < candidates.length; i++) {
-        const c = candidates[i]!;
-        if (views[i] !== c) {
-          views[i] = c;
-          idle[i] = tracker.flights(c.name) === 0;
-          free[i] = tracker.freeTokens(c.name, now);
+        views.length = 0;
+        anyIdle = false;
+        maxFree = -Infinity;
+        for (let i = 0; i < n; i++) {
+          const c = candidates[i]!;
+          views.push(c);
+          if (tracker.flights(c.name) === 0) anyIdle = true;
+          else maxFree = Math.max(maxFree, tracker.freeTokens(c.name, now));
         }
-        // Fits somewhere: the filter proper says where.
-        if (idle[i] || free[i]! >= need) return inner.filter(req, candidates, now);
       }
-      return NONE;
+      const p = tracker.predict(req);
+      // Fits somewhere: the filter proper says where.
+      return anyIdle || maxFree >= p.promptTokens + p.expectedOut ? inner.filter(req, candidates, now) : NONE;
     },
   };
 }

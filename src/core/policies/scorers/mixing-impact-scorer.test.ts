@@ -119,3 +119,23 @@ test('composable in EndpointPickerConfig with kv-fit-filter; the built-ins build
     );
   assert.throws(() => createPolicy({ name: 'jsq', params: { nope: 1 } }, () => 0.5), /nope/);
 });
+
+test('workload-aware: its memoised "fits nowhere" answer follows the candidates it is asked about', () => {
+  const wa = createPolicy({ name: 'workload-aware', params: { kvCapacityTokens: 1000 } }, () => 0.5);
+  const a = backendView('a', 0);
+  const b = backendView('b', 1);
+  const first = requestInfo('f', 'x'.repeat(1600));
+  wa.onDispatch!(first, { ...a, inFlight: 1 }, 0);
+  wa.onDispatch!(requestInfo('g', 'x'.repeat(1600)), { ...b, inFlight: 1 }, 0);
+  const big = requestInfo('big', 'x'.repeat(3600), { maxTokens: 1 });
+  // Same instant and tracker state: held on [a] and on [a, b] (both hold 400 tokens)...
+  assert.equal(wa.pick(big, [a], 0), undefined);
+  assert.equal(wa.pick(big, [a, b], 0), undefined);
+  // ...but an idle backend takes it, whichever array it comes in.
+  const c = backendView('c', 2);
+  assert.equal(wa.pick(big, [a, c], 0)?.name, 'c');
+  assert.equal(wa.pick(big, [a], 0), undefined);
+  // A completion frees a: it fits again.
+  wa.onComplete!(first, a, { ok: true, dispatchedAt: 0, finishedAt: 10, completionTokens: 5 }, 10);
+  assert.equal(wa.pick(big, [a, b], 10)?.name, 'a');
+});
