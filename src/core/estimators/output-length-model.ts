@@ -171,6 +171,8 @@ export function crossEntropyGrad(
 const KEPT_BLOCK = 192;
 /** Kept vectors at most (~2.3 MB): past it, requests' features are extracted again when learning. */
 const MAX_KEPT = 1024;
+/** Kept vectors per chunk of the store (chunks are added as needed, never copied). */
+const KEPT_CHUNK = 64;
 
 export class OutputLengthModel {
   readonly edges: readonly number[];
@@ -199,12 +201,13 @@ export class OutputLengthModel {
   private readonly z: Float64Array;
   private readonly p: Float64Array;
   /**
-   * Kept feature vectors (keep): vector h holds keptLen[h] entries from h · KEPT_BLOCK of keptIdx
-   * and keptVal. Freed ones are reused last-freed first (still in cache). No allocation per request.
+   * Kept feature vectors (keep): vector h holds keptLen[h] entries from (h mod KEPT_CHUNK) ·
+   * KEPT_BLOCK in chunk ⌊h / KEPT_CHUNK⌋ of keptIdx and keptVal. Freed ones are reused last-freed
+   * first (still in cache). No allocation per request.
    */
-  private keptIdx = new Int32Array(64 * KEPT_BLOCK);
-  private keptVal = new Float64Array(64 * KEPT_BLOCK);
-  private keptLen = new Int32Array(64);
+  private readonly keptIdx: Int32Array[] = [];
+  private readonly keptVal: Float64Array[] = [];
+  private readonly keptLen = new Int32Array(MAX_KEPT);
   private keptUsed = 0;
   /** Written by learnAt so that its cache-warming reads are not optimised away. */
   private touched = 0;
@@ -328,10 +331,14 @@ export class OutputLengthModel {
     if (h === undefined) {
       if (this.keptUsed >= MAX_KEPT) return -1;
       h = this.keptUsed++;
-      if (h === this.keptLen.length) this.growKept();
+      if (h % KEPT_CHUNK === 0) {
+        this.keptIdx.push(new Int32Array(KEPT_CHUNK * KEPT_BLOCK));
+        this.keptVal.push(new Float64Array(KEPT_CHUNK * KEPT_BLOCK));
+      }
     }
-    const off = h * KEPT_BLOCK;
-    const { keptIdx, keptVal } = this;
+    const off = (h % KEPT_CHUNK) * KEPT_BLOCK;
+    const keptIdx = this.keptIdx[(h / KEPT_CHUNK) | 0]!;
+    const keptVal = this.keptVal[(h / KEPT_CHUNK) | 0]!;
     for (let j = 0; j < n; j++) {
       keptIdx[off + j] = f.idx[j]!;
       keptVal[off + j] = f.val[j]!;
@@ -343,19 +350,6 @@ export class OutputLengthModel {
   /** A handle from `keep` is no longer used (-1: none). */
   release(h: number): void {
     if (h >= 0) this.keptFree.push(h);
-  }
-
-  private growKept(): void {
-    const cap = this.keptLen.length * 2;
-    const idx = new Int32Array(cap * KEPT_BLOCK);
-    const val = new Float64Array(cap * KEPT_BLOCK);
-    const len = new Int32Array(cap);
-    idx.set(this.keptIdx);
-    val.set(this.keptVal);
-    len.set(this.keptLen);
-    this.keptIdx = idx;
-    this.keptVal = val;
-    this.keptLen = len;
   }
 
   /** Adds x to feature h (hashed into the table), deduplicating through `acc`. */
@@ -418,7 +412,9 @@ export class OutputLengthModel {
 
   /** predict() from kept features (a handle from `keep`). */
   predictKept(h: number, maxTokens: number | undefined): LengthPrediction {
-    return this.predictAt(this.keptIdx, this.keptVal, h * KEPT_BLOCK, this.keptLen[h]!, maxTokens);
+    const c = (h / KEPT_CHUNK) | 0;
+    const off = (h % KEPT_CHUNK) * KEPT_BLOCK;
+    return this.predictAt(this.keptIdx[c]!, this.keptVal[c]!, off, this.keptLen[h]!, maxTokens);
   }
 
   private predictAt(
@@ -452,7 +448,9 @@ export class OutputLengthModel {
   /** observe() from kept features (a handle from `keep`). */
   observeKept(h: number, outputTokens: number): void {
     if (!(Number.isFinite(outputTokens) && outputTokens > 0)) return;
-    this.learnAt(this.keptIdx, this.keptVal, h * KEPT_BLOCK, this.keptLen[h]!, outputTokens);
+    const c = (h / KEPT_CHUNK) | 0;
+    const off = (h % KEPT_CHUNK) * KEPT_BLOCK;
+    this.learnAt(this.keptIdx[c]!, this.keptVal[c]!, off, this.keptLen[h]!, outputTokens);
   }
 
   /**
