@@ -67,18 +67,21 @@ export function workloadAware(ctx: PolicyContext): Omit<ProfileDefinition, 'name
 const NONE: readonly BackendView[] = Object.freeze([]);
 
 /**
- * kv-fit-filter with a memoised answer for a request that fits on no candidate (the same test,
- * so the same decisions). With backfill every held request is offered again on each pump (each
- * completion, probe and arrival), and hundreds may wait: per tracker state, instant and set of
- * candidates, whether one is idle and the most KV free on any are read once, and each held
- * request costs one comparison.
+ * kv-fit-filter's answer from memoised numbers (the same test, so the same decisions). With
+ * backfill every held request is offered again on each pump (each completion, probe and
+ * arrival), and hundreds may wait: per tracker state, instant and candidate list, each
+ * candidate's idleness and free KV, whether any is idle and the most KV free on any are read
+ * once, so a request that fits nowhere costs one comparison, and one that fits a pass over them.
  */
 function heldFast(inner: Filter, tracker: WorkloadTracker): Filter {
   let at = NaN;
   let version = -1;
   const views: BackendView[] = [];
+  const idle: boolean[] = [];
+  const free: number[] = [];
   let anyIdle = false;
   let maxFree = -Infinity;
+  const out: BackendView[] = [];
   return {
     ...inner,
     filter(req, candidates, now) {
@@ -94,13 +97,22 @@ function heldFast(inner: Filter, tracker: WorkloadTracker): Filter {
         for (let i = 0; i < n; i++) {
           const c = candidates[i]!;
           views.push(c);
-          if (tracker.flights(c.name) === 0) anyIdle = true;
-          else maxFree = Math.max(maxFree, tracker.freeTokens(c.name, now));
+          idle[i] = tracker.flights(c.name) === 0;
+          free[i] = tracker.freeTokens(c.name, now);
+          if (idle[i]) anyIdle = true;
+          else maxFree = Math.max(maxFree, free[i]!);
         }
       }
       const p = tracker.predict(req);
-      // Fits somewhere: the filter proper says where.
-      return anyIdle || maxFree >= p.promptTokens + p.expectedOut ? inner.filter(req, candidates, now) : NONE;
+      const need = p.promptTokens + p.expectedOut;
+      if (!anyIdle && !(maxFree >= need)) return NONE;
+      // Where it fits (kv-fit-filter: idle, or room for its prompt and predicted answer).
+      let all = true;
+      for (let i = 0; all && i < n; i++) all = idle[i]! || free[i]! >= need;
+      if (all) return candidates;
+      out.length = 0;
+      for (let i = 0; i < n; i++) if (idle[i]! || free[i]! >= need) out.push(candidates[i]!);
+      return out;
     },
   };
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { backendView, makePlugin, requestInfo, scoresOf } from '../../testing.js';
 import { createPolicy } from '../index.js';
 import type { ProfilePolicy } from '../profile.js';
-import { mixingTerms } from './mixing-impact-scorer.js';
+import { mixingScore, mixingTerms } from './mixing-impact-scorer.js';
 
 const SEED = { grad1: 3.2e-4, grad2: 3.3e-5, epsilonS: 0.5, mixAlpha: 0.5 };
 const close = (a: number, b: number): void => assert.ok(Math.abs(a - b) < 1e-12, `${a} != ${b}`);
@@ -11,6 +11,8 @@ const close = (a: number, b: number): void => assert.ok(Math.abs(a - b) < 1e-12,
 test('Eq. 1–2 by hand: prompt impact over ε is penalised, decode impact grows with context', () => {
   // p_i = 40, d_i = 100, Σ(p_j + d_j) = 1000.
   const t = mixingTerms(40, 100, 1000, SEED);
+  assert.equal(mixingScore(40, 100, 1000, SEED), t.r);
+  assert.equal(mixingScore(20, 50, 9000, SEED), mixingTerms(20, 50, 9000, SEED).r);
   close(t.tp, 3.2e-4 * (1600 + 1000)); // 0.832 s > ε
   close(t.rp, 1 - 0.832 / 0.5); // −0.664
   close(t.rd, -3.3e-5 * (1000 + 40 + 100)); // −0.03762
