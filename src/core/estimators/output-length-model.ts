@@ -169,8 +169,12 @@ export function crossEntropyGrad(
  * features; a longer vector is not kept (its features are extracted again when learning).
  */
 const KEPT_BLOCK = 192;
-/** Kept vectors at most (~2.3 MB): past it, requests' features are extracted again when learning. */
-const MAX_KEPT = 1024;
+/**
+ * Kept vectors at most (2.3 KB each, allocated 64 at a time as needed: ~2.5 MB for the ~1,100
+ * requests jsq has in flight on mixed-4x, 9.4 MB at most): past it, requests' features are
+ * extracted again when learning.
+ */
+const MAX_KEPT = 4096;
 /** Kept vectors per chunk of the store (chunks are added as needed, never copied). */
 const KEPT_CHUNK = 64;
 

@@ -135,19 +135,24 @@ export class WorkloadTracker {
   predict(req: RequestInfo): Prediction {
     let p = this.pending.get(req.id);
     if (!p) {
-      const promptTokens = promptTokensOf(req);
-      const predictor = this.predictor;
-      const f = predictor.features(this.query(req, promptTokens));
-      const r = predictor.predictFeatures(f, req.maxTokens);
-      const kept = predictor.keep(f);
-      p = { bucket: r.bucket, expectedOut: r.expectedTokens, promptTokens, kept };
-      if (this.pending.size >= 65536) {
-        for (const q of this.pending.values()) predictor.release(q.kept);
-        this.pending.clear();
-      }
+      p = this.fresh(req);
       this.pending.set(req.id, p);
     }
     return p;
+  }
+
+  /** A new prediction for the request (pending is cleared first when full, as predict does). */
+  private fresh(req: RequestInfo): Prediction {
+    const promptTokens = promptTokensOf(req);
+    const predictor = this.predictor;
+    const f = predictor.features(this.query(req, promptTokens));
+    const r = predictor.predictFeatures(f, req.maxTokens);
+    const kept = predictor.keep(f);
+    if (this.pending.size >= 65536) {
+      for (const q of this.pending.values()) predictor.release(q.kept);
+      this.pending.clear();
+    }
+    return { bucket: r.bucket, expectedOut: r.expectedTokens, promptTokens, kept };
   }
 
   work(name: string): BackendWork {
@@ -186,8 +191,17 @@ export class WorkloadTracker {
 
   /** LL / LH / HL / HH of a request on a backend, from that backend's learned speed. */
   classOf(promptTokens: number, expectedOut: number, backend: string): RequestClass {
-    const hp = promptTokens * this.prefillS(backend) >= this.cfg.heavyPromptS;
-    const hd = expectedOut * this.decodeS(backend) >= this.cfg.heavyDecodeS;
+    return this.classAt(promptTokens, expectedOut, this.prefillS(backend), this.decodeS(backend));
+  }
+
+  private classAt(
+    promptTokens: number,
+    expectedOut: number,
+    prefillS: number,
+    decodeS: number,
+  ): RequestClass {
+    const hp = promptTokens * prefillS >= this.cfg.heavyPromptS;
+    const hd = expectedOut * decodeS >= this.cfg.heavyDecodeS;
     return hp ? (hd ? 'HH' : 'HL') : hd ? 'LH' : 'LL';
   }
 
@@ -306,12 +320,19 @@ export class WorkloadTracker {
   }
 
   onDispatch(req: RequestInfo, backend: BackendView, now: number): void {
-    const p = this.predict(req);
-    this.pending.delete(req.id);
+    // Predicted when offered, or now (jsq never asks before): it is not pending any longer.
+    let p = this.pending.get(req.id);
+    if (p) this.pending.delete(req.id);
+    else p = this.fresh(req);
     this.version++;
     const b = this.work(backend.name);
     b.ctxAt = NaN;
-    const cls = this.classOf(p.promptTokens, p.expectedOut, backend.name);
+    const cls = this.classAt(
+      p.promptTokens,
+      p.expectedOut,
+      b.prefill.value ?? this.cfg.priorPrefillS,
+      b.decode.value ?? this.cfg.priorDecodeS,
+    );
     // The scheduler never dispatches a request twice at once; were it to, the new flight replaces the old.
     const old = b.flights.get(req.id);
     if (old) {
