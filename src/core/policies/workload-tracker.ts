@@ -303,7 +303,11 @@ export class WorkloadTracker {
 
   /** The backend can take `need` more tokens of KV now (or is idle: an oversized request cannot starve). */
   fits(name: string, need: number, now: number): boolean {
-    return this.flights(name) === 0 || this.freeTokens(name, now) >= need;
+    // flights(name) === 0 || freeTokens(name, now) >= need, with one lookup.
+    const b = this.backends.get(name);
+    if (!b || b.flights.size === 0) return true;
+    if (b.ctxAt !== now) this.scan(b, now);
+    return this.cfg.kvCapacityTokens - b.ctxValue >= need;
   }
 
   /** In-flight requests on the backend. */
