@@ -165,6 +165,30 @@ export function crossEntropyGrad(
 }
 
 /**
+ * One Adam step (β1 0.9, β2 0.999) on weight wmv[wi], its moments K and 2K further on, gradient g;
+ * c1 / c2 the bias corrections (one1 / one2: they are exactly 1, and x / 1 is x).
+ */
+function adam(
+  wmv: Float64Array,
+  wi: number,
+  K: number,
+  g: number,
+  lr: number,
+  c1: number,
+  c2: number,
+  one1: boolean,
+  one2: boolean,
+): void {
+  const mi = wi + K;
+  const vi = mi + K;
+  const m = 0.9 * wmv[mi]! + (1 - 0.9) * g;
+  const v = 0.999 * wmv[vi]! + (1 - 0.999) * g * g;
+  wmv[mi] = m;
+  wmv[vi] = v;
+  wmv[wi] = wmv[wi]! - (lr * (one1 ? m : m / c1)) / (Math.sqrt(one2 ? v : v / c2) + 1e-8);
+}
+
+/**
  * Entries of one kept feature vector (OutputLengthModel.keep). Task-mix prompts give 22–143
  * features; a longer vector is not kept (its features are extracted again when learning).
  */
@@ -500,19 +524,24 @@ export class OutputLengthModel {
     // from ~36,000), and x / 1 is x: those divisions are skipped then, the results unchanged.
     const one1 = c1 === 1;
     const one2 = c2 === 1;
-    for (let j = off; j < end; j++) {
-      const base = idx[j]! * S;
-      const x = val[j]!;
-      for (let k = 0; k < K; k++) {
-        const g = x * (probs[k]! - (k === label ? 1 : 0));
-        const wi = base + k;
-        const mi = wi + K;
-        const vi = mi + K;
-        const m = b1 * wmv[mi]! + (1 - b1) * g;
-        const v = b2 * wmv[vi]! + (1 - b2) * g * g;
-        wmv[mi] = m;
-        wmv[vi] = v;
-        wmv[wi] = wmv[wi]! - (lr * (one1 ? m : m / c1)) / (Math.sqrt(one2 ? v : v / c2) + 1e-8);
+    if (K === 3) {
+      // Unrolled: the three weights' updates are independent, and their divisions overlap.
+      const d0 = probs[0]! - (label === 0 ? 1 : 0);
+      const d1 = probs[1]! - (label === 1 ? 1 : 0);
+      const d2 = probs[2]! - (label === 2 ? 1 : 0);
+      for (let j = off; j < end; j++) {
+        const base = idx[j]! * S;
+        const x = val[j]!;
+        adam(wmv, base, 3, x * d0, lr, c1, c2, one1, one2);
+        adam(wmv, base + 1, 3, x * d1, lr, c1, c2, one1, one2);
+        adam(wmv, base + 2, 3, x * d2, lr, c1, c2, one1, one2);
+      }
+    } else {
+      for (let j = off; j < end; j++) {
+        const base = idx[j]! * S;
+        const x = val[j]!;
+        for (let k = 0; k < K; k++)
+          adam(wmv, base + k, K, x * (probs[k]! - (k === label ? 1 : 0)), lr, c1, c2, one1, one2);
       }
     }
     this.count[label] = this.count[label]! + 1;
