@@ -164,9 +164,13 @@ export function crossEntropyGrad(
   }
 }
 
+/** Adam's moment decays. */
+const B1 = 0.9;
+const B2 = 0.999;
+
 /**
- * One Adam step (β1 0.9, β2 0.999) on weight wmv[wi], its moments K and 2K further on, gradient g;
- * c1 / c2 the bias corrections (one1 / one2: they are exactly 1, and x / 1 is x).
+ * One Adam step on weight wmv[wi], its moments K and 2K further on, gradient g; c1 / c2 the bias
+ * corrections (one1 / one2: they are exactly 1, and x / 1 is x).
  */
 function adam(
   wmv: Float64Array,
@@ -181,8 +185,8 @@ function adam(
 ): void {
   const mi = wi + K;
   const vi = mi + K;
-  const m = 0.9 * wmv[mi]! + (1 - 0.9) * g;
-  const v = 0.999 * wmv[vi]! + (1 - 0.999) * g * g;
+  const m = B1 * wmv[mi]! + (1 - B1) * g;
+  const v = B2 * wmv[vi]! + (1 - B2) * g * g;
   wmv[mi] = m;
   wmv[vi] = v;
   wmv[wi] = wmv[wi]! - (lr * (one1 ? m : m / c1)) / (Math.sqrt(one2 ? v : v / c2) + 1e-8);
@@ -490,10 +494,8 @@ export class OutputLengthModel {
     const K = this.buckets;
     const S = this.stride;
     this.step++;
-    const b1 = 0.9;
-    const b2 = 0.999;
-    const c1 = 1 - b1 ** this.step;
-    const c2 = 1 - b2 ** this.step;
+    const c1 = 1 - B1 ** this.step;
+    const c2 = 1 - B2 ** this.step;
     const lr = this.lr;
     const wmv = this.wmv;
     const probs = this.p;
