@@ -6,7 +6,9 @@ import { flattenMessages } from '../prompt.js';
 import {
   crossEntropy,
   crossEntropyGrad,
+  logitsOf,
   OutputLengthModel,
+  softmax,
   type Features,
   type LengthQuery,
 } from './output-length-model.js';
@@ -148,4 +150,191 @@ test('task-mix (seed 004 workload): bucket accuracy with and without the task hi
   );
   assert.ok(withHint > ceiling - 0.06, `with hint ${withHint} (ceiling ${ceiling})`);
   assert.ok(without > ceiling - 0.06, `without hint ${without} (ceiling ${ceiling})`);
+});
+
+/** The model as first written: separate w, m, v and Adam applied through crossEntropyGrad. */
+class ReferenceModel {
+  private readonly inner = new OutputLengthModel();
+  private readonly K = 3;
+  private readonly w = new Float64Array((1 << 14) * 3);
+  private readonly m = new Float64Array((1 << 14) * 3);
+  private readonly v = new Float64Array((1 << 14) * 3);
+  private step = 0;
+  observe(q: LengthQuery, out: number): void {
+    const f = this.inner.features(q);
+    const label = this.inner.bucketOf(out);
+    this.step++;
+    const c1 = 1 - 0.9 ** this.step;
+    const c2 = 1 - 0.999 ** this.step;
+    const { w, m, v } = this;
+    crossEntropyGrad(w, f, this.K, label, (i, g) => {
+      m[i] = 0.9 * m[i]! + (1 - 0.9) * g;
+      v[i] = 0.999 * v[i]! + (1 - 0.999) * g * g;
+      w[i] = w[i]! - (0.01 * (m[i]! / c1)) / (Math.sqrt(v[i]! / c2) + 1e-8);
+    });
+  }
+  probs(q: LengthQuery): number[] {
+    const z = new Float64Array(this.K);
+    const p = new Float64Array(this.K);
+    logitsOf(this.w, this.inner.features(q), this.K, z);
+    softmax(z, p);
+    return [...p];
+  }
+}
+
+test('learning steps are exactly Adam on crossEntropyGrad (the inlined step changes no bit)', () => {
+  const ref = new ReferenceModel();
+  const m = new OutputLengthModel();
+  const samples = taskMix(4, 400, false);
+  for (const s of samples) {
+    ref.observe(s.q, s.out);
+    m.observe(s.q, s.out);
+  }
+  for (const s of taskMix(5, 50, false)) {
+    const p = ref.probs(s.q);
+    const k = p.indexOf(Math.max(...p));
+    const got = m.predict(s.q);
+    assert.equal(got.confidence, p[k]);
+  }
+});
+
+test('kept features predict and learn exactly as the request itself; long ones are not kept', () => {
+  const a = new OutputLengthModel();
+  const b = new OutputLengthModel();
+  const samples = taskMix(6, 300, true);
+  const handles: number[] = [];
+  // Predict all first (as a router does at arrival), learn later, out of order.
+  for (const s of samples) {
+    const f = b.features(s.q);
+    const kept = b.keep(f);
+    assert.ok(kept >= 0);
+    handles.push(kept);
+    assert.deepEqual(b.predictKept(kept, s.q.maxTokens), a.predict(s.q));
+  }
+  const order = samples.map((_, i) => i).reverse();
+  for (const i of order) {
+    a.observe(samples[i]!.q, samples[i]!.out);
+    b.observeKept(handles[i]!, samples[i]!.out);
+    b.release(handles[i]!);
+  }
+  const probe = taskMix(7, 20, true);
+  for (const s of probe) assert.deepEqual(b.predict(s.q), a.predict(s.q));
+  // Released handles are handed out again; a vector longer than a block is not kept.
+  assert.ok(handles.includes(b.keep(b.features(probe[0]!.q))));
+  const long = Array.from({ length: 400 }, (_, i) => i.toString(36).padStart(2, '0')).join(' ');
+  const lf = b.features({ model: 'm', promptTokens: 100, text: long });
+  assert.ok(lf.n > 192, `${lf.n} features`);
+  assert.equal(b.keep(lf), -1);
+});
+
+/**
+ * Feature extraction as first written (a dense table of totals, `acc`), to check the compact
+ * deduplication against: same entries, same order, same values — including a value-0 feature
+ * whose row another feature hashes into, and the 512-feature cap.
+ */
+function referenceFeatures(q: LengthQuery, dim: number, scan: number): { idx: number[]; val: number[] } {
+  const fnv = (s: string, h: number): number => {
+    for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+    return h >>> 0;
+  };
+  const mix = (a: number, b: number): number => Math.imul(a ^ Math.imul(b, 0x9e3779b1), 0x85ebca6b) >>> 0;
+  const log2Bucket = (n: number): number => (n < 1 ? 0 : 1 + Math.floor(Math.log2(n)));
+  const acc = new Float64Array(dim);
+  const idx: number[] = [];
+  const add = (h: number, x: number): void => {
+    const i = h & (dim - 1);
+    if (acc[i] === 0) {
+      if (idx.length >= 512) return;
+      idx.push(i);
+    }
+    acc[i] = acc[i]! + x;
+  };
+  const words = (text: string, from: number, to: number): void => {
+    let h = 0x811c9dc5;
+    let len = 0;
+    let prev = 0;
+    for (let i = from; i <= to; i++) {
+      let c = i < to ? text.charCodeAt(i) : 32;
+      if (c >= 65 && c <= 90) c += 32;
+      if ((c >= 97 && c <= 122) || (c >= 48 && c <= 57)) {
+        h = Math.imul(h ^ c, 0x01000193);
+        len++;
+      } else if (len > 0) {
+        const u = h >>> 0;
+        add(mix(u, 0x1111), 1);
+        if (prev !== 0) add(mix(prev, u), 1);
+        prev = u;
+        h = 0x811c9dc5;
+        len = 0;
+      }
+    }
+  };
+  const pb = log2Bucket(q.promptTokens);
+  const modelH = fnv(q.model, 0x1234567);
+  add(0x9e3779b9, 1);
+  add(modelH, 1);
+  add(mix(0x5000 + pb, 1), 1);
+  add(mix(modelH, 0x5000 + pb), 1);
+  add(0x77777777, Math.log1p(Math.max(0, q.promptTokens)) / 8);
+  add(mix(0x6000 + (q.maxTokens !== undefined && q.maxTokens > 0 ? log2Bucket(q.maxTokens) : 0), 2), 1);
+  const text = q.text;
+  let hint = q.hint;
+  if (hint === undefined) {
+    const re = /this is an? ([a-z][a-z0-9 _-]{0,40}?) task/i;
+    const tail = text.length > 240 ? text.slice(text.length - 240) : text;
+    let m = re.exec(tail);
+    if (!m && text.length > 240) m = re.exec(text.slice(0, 240));
+    hint = m?.[1];
+  }
+  if (hint !== undefined && hint.length > 0) {
+    const th = fnv(hint.toLowerCase(), 0x7a5c);
+    add(th, 1);
+    add(mix(th, 0x5000 + pb), 1);
+  }
+  const nl = text.indexOf('\n');
+  if (nl > 0) add(fnv(text.slice(0, Math.min(nl, 64)), 0x5e5e), 1);
+  const n0 = idx.length;
+  if (text.length <= 2 * scan) words(text, 0, text.length);
+  else {
+    words(text, 0, scan);
+    words(text, text.length - scan, text.length);
+  }
+  const grams = idx.length - n0;
+  const scale = grams > 0 ? 1 / Math.sqrt(grams) : 0;
+  for (let j = n0; j < idx.length; j++) acc[idx[j]!] = acc[idx[j]!]! * scale;
+  const val = idx.map((i) => {
+    const v = acc[i]!;
+    acc[i] = 0;
+    return v;
+  });
+  return { idx, val };
+}
+
+test('feature extraction: entries, order and values as a dense table of totals gives them', () => {
+  const rng = createRng(11);
+  const word = (): string => `w${Math.floor(rng() * 40)}`;
+  for (const [dim, scan] of [
+    [1 << 14, 160],
+    [16, 160], // every row shared: duplicates everywhere
+    [1 << 14, 4000], // past the 512-feature cap
+  ] as const) {
+    const m = new OutputLengthModel({ dim, scanChars: scan });
+    for (let i = 0; i < 200; i++) {
+      const text =
+        (rng() < 0.3 ? 'Header line\n' : '') +
+        Array.from({ length: Math.floor(rng() * (scan > 1000 ? 1500 : 120)) }, word).join(' ') +
+        (rng() < 0.3 ? ' This is a qna task' : '');
+      // promptTokens 0 gives a value-0 feature: with dim 16 other features land on its row.
+      const q: LengthQuery = {
+        model: `m${i % 3}`,
+        promptTokens: rng() < 0.3 ? 0 : Math.ceil(text.length / 4),
+        ...(rng() < 0.5 ? { maxTokens: Math.floor(rng() * 2000) } : {}),
+        text,
+      };
+      const want = referenceFeatures(q, dim, scan);
+      const got = m.features(q);
+      assert.deepEqual([...got.idx.subarray(0, got.n)], want.idx, `idx ${dim}/${scan} #${i}`);
+      assert.deepEqual([...got.val.subarray(0, got.n)], want.val, `val ${dim}/${scan} #${i}`);
+    }
+  }
 });

@@ -88,12 +88,47 @@ export function softmax(logits: Float64Array, out: Float64Array): void {
   for (let k = 0; k < logits.length; k++) out[k] = out[k]! / sum;
 }
 
-/** logits[k] = Σ_j val_j · w[idx_j · K + k]. */
-export function logitsOf(w: Float64Array, f: Features, K: number, out: Float64Array): void {
+/**
+ * logits[k] = Σ_j val_j · w[idx_j · stride + k] (stride: the row length of `w`, K when it holds
+ * only weights).
+ */
+export function logitsOf(w: Float64Array, f: Features, K: number, out: Float64Array, stride = K): void {
+  logitsAt(w, f.idx, f.val, 0, f.n, K, out, stride);
+}
+
+/** logitsOf over the n features stored from `off` in idx / val. */
+function logitsAt(
+  w: Float64Array,
+  idx: Int32Array,
+  val: Float64Array,
+  off: number,
+  n: number,
+  K: number,
+  out: Float64Array,
+  stride: number,
+): void {
+  const end = off + n;
+  if (K === 3) {
+    // The default three buckets, with the sums in registers (the same additions in the same order).
+    let z0 = 0;
+    let z1 = 0;
+    let z2 = 0;
+    for (let j = off; j < end; j++) {
+      const base = idx[j]! * stride;
+      const x = val[j]!;
+      z0 = z0 + x * w[base]!;
+      z1 = z1 + x * w[base + 1]!;
+      z2 = z2 + x * w[base + 2]!;
+    }
+    out[0] = z0;
+    out[1] = z1;
+    out[2] = z2;
+    return;
+  }
   out.fill(0);
-  for (let j = 0; j < f.n; j++) {
-    const base = f.idx[j]! * K;
-    const x = f.val[j]!;
+  for (let j = off; j < end; j++) {
+    const base = idx[j]! * stride;
+    const x = val[j]!;
     for (let k = 0; k < K; k++) out[k] = out[k]! + x * w[base + k]!;
   }
 }
@@ -129,6 +164,48 @@ export function crossEntropyGrad(
   }
 }
 
+/** Adam's moment decays. */
+const B1 = 0.9;
+const B2 = 0.999;
+
+/**
+ * One Adam step on weight wmv[wi], its moments K and 2K further on, gradient g; c1 / c2 the bias
+ * corrections (one1 / one2: they are exactly 1, and x / 1 is x).
+ */
+function adam(
+  wmv: Float64Array,
+  wi: number,
+  K: number,
+  g: number,
+  lr: number,
+  c1: number,
+  c2: number,
+  one1: boolean,
+  one2: boolean,
+): void {
+  const mi = wi + K;
+  const vi = mi + K;
+  const m = B1 * wmv[mi]! + (1 - B1) * g;
+  const v = B2 * wmv[vi]! + (1 - B2) * g * g;
+  wmv[mi] = m;
+  wmv[vi] = v;
+  wmv[wi] = wmv[wi]! - (lr * (one1 ? m : m / c1)) / (Math.sqrt(one2 ? v : v / c2) + 1e-8);
+}
+
+/**
+ * Entries of one kept feature vector (OutputLengthModel.keep). Task-mix prompts give 22–143
+ * features; a longer vector is not kept (its features are extracted again when learning).
+ */
+const KEPT_BLOCK = 192;
+/**
+ * Kept vectors at most (2.3 KB each, allocated 64 at a time as needed: ~2.5 MB for the ~1,100
+ * requests jsq has in flight on mixed-4x, 9.4 MB at most): past it, requests' features are
+ * extracted again when learning.
+ */
+const MAX_KEPT = 4096;
+/** Kept vectors per chunk of the store (chunks are added as needed, never copied). */
+const KEPT_CHUNK = 64;
+
 export class OutputLengthModel {
   readonly edges: readonly number[];
   readonly buckets: number;
@@ -136,9 +213,12 @@ export class OutputLengthModel {
   private readonly mask: number;
   private readonly lr: number;
   private readonly scan: number;
-  private readonly w: Float64Array;
-  private readonly m: Float64Array;
-  private readonly v: Float64Array;
+  /**
+   * Weights and their Adam moments, one row of 3K per hashed feature: w (K), m (K), v (K). A
+   * learning step touches all three for ~85 random rows; side by side they share cache lines.
+   */
+  private readonly wmv: Float64Array;
+  private readonly stride: number;
   private step = 0;
   /** Observed answers per bucket: count and mean tokens (for expectedTokens). */
   private readonly count: Float64Array;
@@ -152,6 +232,18 @@ export class OutputLengthModel {
   private readonly acc: Float64Array;
   private readonly z: Float64Array;
   private readonly p: Float64Array;
+  /**
+   * Kept feature vectors (keep): vector h holds keptLen[h] entries from (h mod KEPT_CHUNK) ·
+   * KEPT_BLOCK in chunk ⌊h / KEPT_CHUNK⌋ of keptIdx and keptVal. Freed ones are reused last-freed
+   * first (still in cache). No allocation per request.
+   */
+  private readonly keptIdx: Int32Array[] = [];
+  private readonly keptVal: Float64Array[] = [];
+  private readonly keptLen = new Int32Array(MAX_KEPT);
+  private keptUsed = 0;
+  /** Written by learnAt so that its cache-warming reads are not optimised away. */
+  private touched = 0;
+  private readonly keptFree: number[] = [];
   private observed = 0;
   private lastModel = '';
   private lastModelH = fnv('', 0x1234567);
@@ -171,9 +263,8 @@ export class OutputLengthModel {
     this.lr = opts.learningRate ?? 0.01;
     this.scan = opts.scanChars ?? 160;
     const K = this.buckets;
-    this.w = new Float64Array(dim * K);
-    this.m = new Float64Array(dim * K);
-    this.v = new Float64Array(dim * K);
+    this.stride = 3 * K;
+    this.wmv = new Float64Array(dim * this.stride);
     this.acc = new Float64Array(dim);
     this.z = new Float64Array(K);
     this.p = new Float64Array(K);
@@ -198,7 +289,10 @@ export class OutputLengthModel {
     return this.observed;
   }
 
-  /** The hashed features of `q` (shared scratch: valid until the next call). */
+  /**
+   * The hashed features of `q` (shared scratch: valid until the next call). A pure function of
+   * `q`: a caller may keep a copy (`keep`) and predict and learn from it later.
+   */
   features(q: LengthQuery): Features {
     const f = this.f;
     const acc = this.acc;
@@ -257,6 +351,39 @@ export class OutputLengthModel {
     return f;
   }
 
+  /**
+   * Keeps a copy of `f` (features' scratch) and returns its handle, or -1 when it is not kept
+   * (too long, or MAX_KEPT are kept): a router keeps a request's features from its prediction to
+   * its completion instead of extracting them twice. Give a handle back with `release`.
+   */
+  keep(f: Features): number {
+    const n = f.n;
+    if (n > KEPT_BLOCK) return -1;
+    let h = this.keptFree.pop();
+    if (h === undefined) {
+      if (this.keptUsed >= MAX_KEPT) return -1;
+      h = this.keptUsed++;
+      if (h % KEPT_CHUNK === 0) {
+        this.keptIdx.push(new Int32Array(KEPT_CHUNK * KEPT_BLOCK));
+        this.keptVal.push(new Float64Array(KEPT_CHUNK * KEPT_BLOCK));
+      }
+    }
+    const off = (h % KEPT_CHUNK) * KEPT_BLOCK;
+    const keptIdx = this.keptIdx[(h / KEPT_CHUNK) | 0]!;
+    const keptVal = this.keptVal[(h / KEPT_CHUNK) | 0]!;
+    for (let j = 0; j < n; j++) {
+      keptIdx[off + j] = f.idx[j]!;
+      keptVal[off + j] = f.val[j]!;
+    }
+    this.keptLen[h] = n;
+    return h;
+  }
+
+  /** A handle from `keep` is no longer used (-1: none). */
+  release(h: number): void {
+    if (h >= 0) this.keptFree.push(h);
+  }
+
   /** Adds x to feature h (hashed into the table), deduplicating through `acc`. */
   private add(h: number, x: number): void {
     const f = this.f;
@@ -268,7 +395,13 @@ export class OutputLengthModel {
     this.acc[i] = this.acc[i]! + x;
   }
 
+  /** Word uni- and bigrams of text[from, to), each added with value 1 (add's logic, inlined). */
   private words(text: string, from: number, to: number): void {
+    const f = this.f;
+    const idx = f.idx;
+    const acc = this.acc;
+    const mask = this.mask;
+    let n = f.n;
     let h = 0x811c9dc5;
     let len = 0;
     let prev = 0;
@@ -280,19 +413,51 @@ export class OutputLengthModel {
         len++;
       } else if (len > 0) {
         const u = h >>> 0;
-        this.add(mix(u, 0x1111), 1);
-        if (prev !== 0) this.add(mix(prev, u), 1);
+        let j = mix(u, 0x1111) & mask;
+        if (acc[j] !== 0 || n < MAX_FEATURES) {
+          if (acc[j] === 0) idx[n++] = j;
+          acc[j] = acc[j]! + 1;
+        }
+        if (prev !== 0) {
+          j = mix(prev, u) & mask;
+          if (acc[j] !== 0 || n < MAX_FEATURES) {
+            if (acc[j] === 0) idx[n++] = j;
+            acc[j] = acc[j]! + 1;
+          }
+        }
         prev = u;
         h = 0x811c9dc5;
         len = 0;
       }
     }
+    f.n = n;
   }
 
   predict(q: LengthQuery): LengthPrediction {
-    const f = this.features(q);
+    return this.predictFeatures(this.features(q), q.maxTokens);
+  }
+
+  /** predict() from the request's features (`features(q)`) and its maxTokens. */
+  predictFeatures(f: Features, maxTokens: number | undefined): LengthPrediction {
+    return this.predictAt(f.idx, f.val, 0, f.n, maxTokens);
+  }
+
+  /** predict() from kept features (a handle from `keep`). */
+  predictKept(h: number, maxTokens: number | undefined): LengthPrediction {
+    const c = (h / KEPT_CHUNK) | 0;
+    const off = (h % KEPT_CHUNK) * KEPT_BLOCK;
+    return this.predictAt(this.keptIdx[c]!, this.keptVal[c]!, off, this.keptLen[h]!, maxTokens);
+  }
+
+  private predictAt(
+    idx: Int32Array,
+    val: Float64Array,
+    off: number,
+    n: number,
+    maxTokens: number | undefined,
+  ): LengthPrediction {
     const K = this.buckets;
-    logitsOf(this.w, f, K, this.z);
+    logitsAt(this.wmv, idx, val, off, n, K, this.z, this.stride);
     softmax(this.z, this.p);
     let best = 0;
     let expected = 0;
@@ -300,7 +465,7 @@ export class OutputLengthModel {
       if (this.p[k]! > this.p[best]!) best = k;
       expected += this.p[k]! * this.mean[k]!;
     }
-    const cap = q.maxTokens !== undefined && q.maxTokens > 0 ? q.maxTokens : Infinity;
+    const cap = maxTokens !== undefined && maxTokens > 0 ? maxTokens : Infinity;
     if (cap < Infinity) best = Math.min(best, this.bucketOf(cap));
     return { bucket: best, confidence: this.p[best]!, expectedTokens: Math.max(1, Math.min(expected, cap)) };
   }
@@ -308,28 +473,79 @@ export class OutputLengthModel {
   /** Learn from a completed request that generated `outputTokens` (one Adam step). */
   observe(q: LengthQuery, outputTokens: number): void {
     if (!(Number.isFinite(outputTokens) && outputTokens > 0)) return;
-    const label = this.bucketOf(outputTokens);
     const f = this.features(q);
+    this.learnAt(f.idx, f.val, 0, f.n, outputTokens);
+  }
+
+  /** observe() from kept features (a handle from `keep`). */
+  observeKept(h: number, outputTokens: number): void {
+    if (!(Number.isFinite(outputTokens) && outputTokens > 0)) return;
+    const c = (h / KEPT_CHUNK) | 0;
+    const off = (h % KEPT_CHUNK) * KEPT_BLOCK;
+    this.learnAt(this.keptIdx[c]!, this.keptVal[c]!, off, this.keptLen[h]!, outputTokens);
+  }
+
+  /**
+   * One Adam step on the n features from `off` in idx / val: crossEntropyGrad's gradient, with
+   * Adam applied to each weight as it comes (the same arithmetic, without a call per weight).
+   */
+  private learnAt(idx: Int32Array, val: Float64Array, off: number, n: number, outputTokens: number): void {
+    const label = this.bucketOf(outputTokens);
     const K = this.buckets;
+    const S = this.stride;
     this.step++;
-    const b1 = 0.9;
-    const b2 = 0.999;
-    const c1 = 1 - b1 ** this.step;
-    const c2 = 1 - b2 ** this.step;
+    const c1 = 1 - B1 ** this.step;
+    const c2 = 1 - B2 ** this.step;
     const lr = this.lr;
-    const { w, m, v } = this;
-    crossEntropyGrad(
-      w,
-      f,
-      K,
-      label,
-      (i, g) => {
-        m[i] = b1 * m[i]! + (1 - b1) * g;
-        v[i] = b2 * v[i]! + (1 - b2) * g * g;
-        w[i] = w[i]! - (lr * (m[i]! / c1)) / (Math.sqrt(v[i]! / c2) + 1e-8);
-      },
-      this.p,
-    );
+    const wmv = this.wmv;
+    const probs = this.p;
+    const end = off + n;
+    if (K === 3) {
+      // logitsAt's K = 3 path, which also reads each row's last word: the rows are mostly out of
+      // cache by the time a request completes, and this pass, with nothing else to wait for,
+      // brings in both of a row's cache lines before the slower update loop needs them.
+      let z0 = 0;
+      let z1 = 0;
+      let z2 = 0;
+      let touch = 0;
+      for (let j = off; j < end; j++) {
+        const base = idx[j]! * S;
+        const x = val[j]!;
+        z0 = z0 + x * wmv[base]!;
+        z1 = z1 + x * wmv[base + 1]!;
+        z2 = z2 + x * wmv[base + 2]!;
+        touch += wmv[base + S - 1]!;
+      }
+      this.z[0] = z0;
+      this.z[1] = z1;
+      this.z[2] = z2;
+      this.touched = touch;
+    } else logitsAt(wmv, idx, val, off, n, K, this.z, S);
+    softmax(this.z, probs);
+    // Bias corrections reach exactly 1 (b1^step under half an ulp of 1 from step ~350, b2^step
+    // from ~36,000), and x / 1 is x: those divisions are skipped then, the results unchanged.
+    const one1 = c1 === 1;
+    const one2 = c2 === 1;
+    if (K === 3) {
+      // Unrolled: the three weights' updates are independent, and their divisions overlap.
+      const d0 = probs[0]! - (label === 0 ? 1 : 0);
+      const d1 = probs[1]! - (label === 1 ? 1 : 0);
+      const d2 = probs[2]! - (label === 2 ? 1 : 0);
+      for (let j = off; j < end; j++) {
+        const base = idx[j]! * S;
+        const x = val[j]!;
+        adam(wmv, base, 3, x * d0, lr, c1, c2, one1, one2);
+        adam(wmv, base + 1, 3, x * d1, lr, c1, c2, one1, one2);
+        adam(wmv, base + 2, 3, x * d2, lr, c1, c2, one1, one2);
+      }
+    } else {
+      for (let j = off; j < end; j++) {
+        const base = idx[j]! * S;
+        const x = val[j]!;
+        for (let k = 0; k < K; k++)
+          adam(wmv, base + k, K, x * (probs[k]! - (k === label ? 1 : 0)), lr, c1, c2, one1, one2);
+      }
+    }
     this.count[label] = this.count[label]! + 1;
     this.mean[label] = this.mean[label]! + (outputTokens - this.mean[label]!) / this.count[label]!;
     this.observed++;

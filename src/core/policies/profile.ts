@@ -166,7 +166,7 @@ export class ProfilePolicy implements Policy {
         return undefined;
       }
     }
-    const retry = this.fallbacks.get(req.id);
+    const retry = this.fallbacks.size > 0 ? this.fallbacks.get(req.id) : undefined;
     if (retry) {
       for (const name of retry) {
         const b = c.find((x) => x.name === name);

@@ -67,38 +67,52 @@ export function workloadAware(ctx: PolicyContext): Omit<ProfileDefinition, 'name
 const NONE: readonly BackendView[] = Object.freeze([]);
 
 /**
- * kv-fit-filter with a memoised answer for a request that fits on no candidate (the same test,
- * so the same decisions). With backfill every held request is offered again on each pump (each
- * completion, probe and arrival), and hundreds may wait: per tracker state and instant, each
- * candidate's idleness and free KV are read once, not once per held request.
+ * kv-fit-filter's answer from memoised numbers (the same test, so the same decisions). With
+ * backfill every held request is offered again on each pump (each completion, probe and
+ * arrival), and hundreds may wait: per tracker state, instant and candidate list, each
+ * candidate's idleness and free KV, whether any is idle and the most KV free on any are read
+ * once, so a request that fits nowhere costs one comparison, and one that fits a pass over them.
  */
 function heldFast(inner: Filter, tracker: WorkloadTracker): Filter {
   let at = NaN;
   let version = -1;
-  const views: (BackendView | undefined)[] = [];
+  const views: BackendView[] = [];
   const idle: boolean[] = [];
   const free: number[] = [];
+  let anyIdle = false;
+  let maxFree = -Infinity;
+  const out: BackendView[] = [];
   return {
     ...inner,
     filter(req, candidates, now) {
-      if (now !== at || tracker.version !== version) {
+      const n = candidates.length;
+      let same = now === at && tracker.version === version && views.length === n;
+      for (let i = 0; same && i < n; i++) same = views[i] === candidates[i];
+      if (!same) {
         at = now;
         version = tracker.version;
-        views.fill(undefined);
-      }
-      const { promptTokens, expectedOut } = tracker.predict(req);
-      const need = promptTokens + expectedOut;
-      for (let i = 0; i < candidates.length; i++) {
-        const c = candidates[i]!;
-        if (views[i] !== c) {
-          views[i] = c;
+        views.length = 0;
+        anyIdle = false;
+        maxFree = -Infinity;
+        for (let i = 0; i < n; i++) {
+          const c = candidates[i]!;
+          views.push(c);
           idle[i] = tracker.flights(c.name) === 0;
           free[i] = tracker.freeTokens(c.name, now);
+          if (idle[i]) anyIdle = true;
+          else maxFree = Math.max(maxFree, free[i]!);
         }
-        // Fits somewhere: the filter proper says where.
-        if (idle[i] || free[i]! >= need) return inner.filter(req, candidates, now);
       }
-      return NONE;
+      const p = tracker.predict(req);
+      const need = p.promptTokens + p.expectedOut;
+      if (!anyIdle && !(maxFree >= need)) return NONE;
+      // Where it fits (kv-fit-filter: idle, or room for its prompt and predicted answer).
+      let all = true;
+      for (let i = 0; all && i < n; i++) all = idle[i]! || free[i]! >= need;
+      if (all) return candidates;
+      out.length = 0;
+      for (let i = 0; i < n; i++) if (idle[i]! || free[i]! >= need) out.push(candidates[i]!);
+      return out;
     },
   };
 }

@@ -27,6 +27,8 @@ export function kvFitFilter(ctx: PluginContext, shared?: WorkloadTracker): Filte
   const p = parseParams(KvFitParams, ctx.params, ctx.name);
   const tracker = shared ?? new WorkloadTracker(p);
   const out: BackendView[] = [];
+  /** Per candidate of the current call: 1 where the request fits. */
+  let fit = new Uint8Array(8);
   return {
     kind: 'filter',
     type: 'kv-fit-filter',
@@ -38,11 +40,16 @@ export function kvFitFilter(ctx: PluginContext, shared?: WorkloadTracker): Filte
     filter(req, candidates, now) {
       const { promptTokens, expectedOut } = tracker.predict(req);
       const need = promptTokens + expectedOut;
-      let all = true;
-      for (const c of candidates) if (!tracker.fits(c.name, need, now)) all = false;
-      if (all) return candidates;
+      const n = candidates.length;
+      if (fit.length < n) fit = new Uint8Array(2 * n);
+      let fitting = 0;
+      for (let i = 0; i < n; i++) {
+        fit[i] = tracker.fits(candidates[i]!.name, need, now) ? 1 : 0;
+        fitting += fit[i]!;
+      }
+      if (fitting === n) return candidates;
       out.length = 0;
-      for (const c of candidates) if (tracker.fits(c.name, need, now)) out.push(c);
+      for (let i = 0; i < n; i++) if (fit[i] === 1) out.push(candidates[i]!);
       return out;
     },
     ...(shared === undefined ? trackedHooks(tracker) : {}),

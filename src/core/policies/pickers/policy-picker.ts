@@ -1,4 +1,4 @@
-import type { Policy } from '../../types.js';
+import type { BackendView, Policy } from '../../types.js';
 import type { Picker } from '../plugin.js';
 
 /**
@@ -6,14 +6,19 @@ import type { Picker } from '../plugin.js';
  * from the filtered candidates on its own estimates and ignores the profile's scores. This keeps
  * those policies exactly as measured while every policy still runs as a profile.
  */
+const NONE: readonly BackendView[] = Object.freeze([]);
+
 export function policyPicker(policy: Policy): Picker {
+  // The answer, reused: a profile reads it before its next pick (a pick is made per request).
+  const one: BackendView[] = [];
   return {
     kind: 'picker',
     type: `${policy.name}-picker`,
     name: policy.name,
     pick(req, candidates, _scores, now) {
       const b = policy.pick(req, candidates, now);
-      return b ? [b] : [];
+      if (b) one[0] = b;
+      return b ? one : NONE;
     },
     ...(policy.onDispatch ? { onDispatch: policy.onDispatch.bind(policy) } : {}),
     ...(policy.onComplete ? { onComplete: policy.onComplete.bind(policy) } : {}),

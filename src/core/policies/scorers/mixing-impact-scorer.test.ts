@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { backendView, makePlugin, requestInfo, scoresOf } from '../../testing.js';
 import { createPolicy } from '../index.js';
 import type { ProfilePolicy } from '../profile.js';
-import { mixingTerms } from './mixing-impact-scorer.js';
+import { mixingScore, mixingTerms } from './mixing-impact-scorer.js';
 
 const SEED = { grad1: 3.2e-4, grad2: 3.3e-5, epsilonS: 0.5, mixAlpha: 0.5 };
 const close = (a: number, b: number): void => assert.ok(Math.abs(a - b) < 1e-12, `${a} != ${b}`);
@@ -11,6 +11,8 @@ const close = (a: number, b: number): void => assert.ok(Math.abs(a - b) < 1e-12,
 test('Eq. 1–2 by hand: prompt impact over ε is penalised, decode impact grows with context', () => {
   // p_i = 40, d_i = 100, Σ(p_j + d_j) = 1000.
   const t = mixingTerms(40, 100, 1000, SEED);
+  assert.equal(mixingScore(40, 100, 1000, SEED), t.r);
+  assert.equal(mixingScore(20, 50, 9000, SEED), mixingTerms(20, 50, 9000, SEED).r);
   close(t.tp, 3.2e-4 * (1600 + 1000)); // 0.832 s > ε
   close(t.rp, 1 - 0.832 / 0.5); // −0.664
   close(t.rd, -3.3e-5 * (1000 + 40 + 100)); // −0.03762
@@ -118,4 +120,24 @@ test('composable in EndpointPickerConfig with kv-fit-filter; the built-ins build
       'a',
     );
   assert.throws(() => createPolicy({ name: 'jsq', params: { nope: 1 } }, () => 0.5), /nope/);
+});
+
+test('workload-aware: its memoised "fits nowhere" answer follows the candidates it is asked about', () => {
+  const wa = createPolicy({ name: 'workload-aware', params: { kvCapacityTokens: 1000 } }, () => 0.5);
+  const a = backendView('a', 0);
+  const b = backendView('b', 1);
+  const first = requestInfo('f', 'x'.repeat(1600));
+  wa.onDispatch!(first, { ...a, inFlight: 1 }, 0);
+  wa.onDispatch!(requestInfo('g', 'x'.repeat(1600)), { ...b, inFlight: 1 }, 0);
+  const big = requestInfo('big', 'x'.repeat(3600), { maxTokens: 1 });
+  // Same instant and tracker state: held on [a] and on [a, b] (both hold 400 tokens)...
+  assert.equal(wa.pick(big, [a], 0), undefined);
+  assert.equal(wa.pick(big, [a, b], 0), undefined);
+  // ...but an idle backend takes it, whichever array it comes in.
+  const c = backendView('c', 2);
+  assert.equal(wa.pick(big, [a, c], 0)?.name, 'c');
+  assert.equal(wa.pick(big, [a], 0), undefined);
+  // A completion frees a: it fits again.
+  wa.onComplete!(first, a, { ok: true, dispatchedAt: 0, finishedAt: 10, completionTokens: 5 }, 10);
+  assert.equal(wa.pick(big, [a, b], 10)?.name, 'a');
 });

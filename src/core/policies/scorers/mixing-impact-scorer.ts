@@ -41,6 +41,19 @@ export function mixingTerms(
   return { tp, rp, rd, r: o.mixAlpha * rp + (1 - o.mixAlpha) * rd };
 }
 
+/** mixingTerms(…).r without the object (a scorer computes it for every candidate of every request). */
+export function mixingScore(
+  pi: number,
+  di: number,
+  context: number,
+  o: { grad1: number; grad2: number; epsilonS: number; mixAlpha: number },
+): number {
+  const tp = o.grad1 * (pi * pi + context);
+  const rp = tp <= o.epsilonS ? 1 : 1 - tp / o.epsilonS;
+  const rd = -o.grad2 * (context + pi + di);
+  return o.mixAlpha * rp + (1 - o.mixAlpha) * rd;
+}
+
 /**
  * Mixing-impact scorer (seed 004 §4.2): r_mixing of this request on each candidate, from the
  * prompt and decode tokens of what this router has in flight there (WorkloadTracker) and the
@@ -60,12 +73,7 @@ export function mixingImpactScorer(ctx: PluginContext, shared?: WorkloadTracker)
       let min = Infinity;
       let max = -Infinity;
       for (let i = 0; i < candidates.length; i++) {
-        const r = mixingTerms(
-          promptTokens,
-          expectedOut,
-          tracker.contextTokens(candidates[i]!.name, now),
-          p,
-        ).r;
+        const r = mixingScore(promptTokens, expectedOut, tracker.contextTokens(candidates[i]!.name, now), p);
         out[i] = r;
         if (r < min) min = r;
         if (r > max) max = r;
