@@ -177,3 +177,52 @@ test('holds one by one until a backend changes: a smaller request that joins is 
   assert.deepEqual(dispatched(s.complete('C', ok, 6)), ['B->a']);
   assert.equal(s.queueLength, 1);
 });
+
+test('a fit gate: held requests are asked only once a candidate has room for them, in arrival order', () => {
+  // Each backend has 10 units of room less 3 per request in flight (an idle one takes anything);
+  // a request's size is in its id. It goes where the room is largest; one that fits nowhere is
+  // held until a change, and the fit gate says the same, so the scheduler asks it only then.
+  const units = (b: { inFlight: number }): number => (b.inFlight === 0 ? Infinity : 10 - 3 * b.inFlight);
+  const size = (r: RequestInfo): number => Number(r.id.split('-')[1]);
+  const asked: string[] = [];
+  const policy: Policy = {
+    name: 'fits',
+    heldUntilChange: () => true,
+    holdsIgnoreMetrics: true,
+    fitGate: { size, bound: (c) => Math.max(...c.map(units)) },
+    pick(r, c) {
+      asked.push(r.id);
+      let best: (typeof c)[number] | undefined;
+      for (const b of c) if (units(b) >= size(r) && (!best || units(b) > units(best))) best = b;
+      return best;
+    },
+  };
+  const s = new Scheduler({ policy });
+  s.addBackend(spec('a'));
+  s.addBackend(spec('b'));
+  assert.deepEqual(dispatched(s.submit(req('r1-1'), 0)), ['r1-1->a']);
+  s.setHealth('a', false, 0);
+  // Only b: room ∞ (idle), 7, 4, 1 as it fills.
+  assert.deepEqual(dispatched(s.submit(req('r2-1'), 0)), ['r2-1->b']);
+  for (const id of ['r3-8', 'r4-6', 'r5-6', 'r6-8', 'r7-2']) s.submit(req(id), 1);
+  assert.equal(s.queueLength, 3, 'r3-8, r5-6 and r6-8 held; r4-6 and r7-2 went to b');
+  asked.length = 0;
+  // a's request ends while a is down: nothing fits b's room of 1, and none is asked.
+  assert.deepEqual(dispatched(s.complete('r1-1', ok, 2)), []);
+  assert.deepEqual(asked, [], 'no held request asked while none fits');
+  // a is back, idle: every held one may go. r3-8 takes a (room 7 after it), r5-6 fits there
+  // too; r6-8 then fits nowhere (4 and 1) and is not asked.
+  assert.deepEqual(dispatched(s.setHealth('a', true, 3)), ['r3-8->a', 'r5-6->a']);
+  assert.deepEqual(asked, ['r3-8', 'r5-6']);
+  asked.length = 0;
+  // b frees one (room 4): still not 8.
+  assert.deepEqual(dispatched(s.complete('r7-2', ok, 4)), []);
+  assert.deepEqual(asked, []);
+  // b frees another (room 7), then a its last but one (room 7): still not; then a idle.
+  assert.deepEqual(dispatched(s.complete('r4-6', ok, 5)), []);
+  assert.deepEqual(dispatched(s.complete('r5-6', ok, 6)), []);
+  assert.deepEqual(asked, []);
+  assert.deepEqual(dispatched(s.complete('r3-8', ok, 7)), ['r6-8->a']);
+  assert.deepEqual(asked, ['r6-8']);
+  assert.equal(s.queueLength, 0);
+});

@@ -4,6 +4,7 @@ import type {
   CompletionReport,
   Decision,
   EngineMetrics,
+  FitGate,
   Policy,
   RejectReason,
   RequestInfo,
@@ -47,6 +48,15 @@ interface Queued {
   slot: number;
   /** The ratio walk that last offered it (RatioWalk: not offered again in the same walk). */
   walk: number;
+  /**
+   * Held until it fits (Policy.fitGate): its size then; NaN while not gated. A gated member is
+   * asked only once the bound of its group's candidates reaches it.
+   */
+  fit: number;
+  /** Which gating its entry in the group's FitHeap belongs to (older entries are stale). */
+  gateStamp: number;
+  /** Taken out of the FitHeap by this pump to be offered; put back if it was not. */
+  lifted: boolean;
 }
 
 /**
@@ -68,6 +78,9 @@ interface Group {
   ratio: RatioIndex | undefined;
   /** Its place in Scheduler.dirty's list (-1: not dirty). */
   dirtyAt: number;
+  /** Its gated members by size (made at the first gating), and how many are gated. */
+  gate: FitHeap | undefined;
+  gated: number;
   /**
    * The last pump stopped at a member held on load alone or with no backend below its cap: every
    * member, and any that joins, is held until a backend serving the model changes. Otherwise its
@@ -91,6 +104,9 @@ interface Cursor {
   /** Its candidates below their cap, as of `dispatchesAt` pushes into the pump (only pushes change them). */
   candidates: BackendState[];
   dispatchesAt: number;
+  /** FitGate.bound of `candidates`, computed when `boundAt` was `dispatchesAt` (-1: not yet). */
+  bound: number;
+  boundAt: number;
 }
 
 /** A member's response ratio at `now`: (waited + size) / size, waited in seconds. */
@@ -436,6 +452,104 @@ class DirtyGroups {
   }
 }
 
+/**
+ * A group's gated members (Queued.fit) by size, smallest first. Entries are (member, stamp): one
+ * whose member was ungated, gated again since or left the queue is stale and dropped on the way.
+ * A pump asks none of them while the smallest is above the bound, and otherwise lifts out only
+ * those at or below it — not a walk over hundreds of held requests at every completion.
+ */
+class FitHeap {
+  private items: Queued[] = [];
+  /** Per entry: the gating it was made for, and the member's size then (its key). */
+  private stamps: number[] = [];
+  private fits: number[] = [];
+
+  /** Entry i sorts before a (fit, seq) pair. */
+  private less(fa: number, qa: Queued, fb: number, qb: Queued): boolean {
+    return fa < fb || (fa === fb && qa.seq < qb.seq);
+  }
+
+  private live(i: number): boolean {
+    const q = this.items[i]!;
+    return q.gateStamp === this.stamps[i] && !q.lifted && q.fit === q.fit;
+  }
+
+  push(q: Queued): void {
+    const { items, stamps, fits } = this;
+    const f = q.fit;
+    let i = items.length;
+    items.push(q);
+    stamps.push(0);
+    fits.push(0);
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!this.less(f, q, fits[p]!, items[p]!)) break;
+      items[i] = items[p]!;
+      stamps[i] = stamps[p]!;
+      fits[i] = fits[p]!;
+      i = p;
+    }
+    items[i] = q;
+    stamps[i] = q.gateStamp;
+    fits[i] = f;
+  }
+
+  /** Whether a live member's size is at or below `bound` (stale entries on top dropped). */
+  hasAtMost(bound: number): boolean {
+    while (this.items.length > 0) {
+      if (this.live(0)) return this.fits[0]! <= bound;
+      this.removeTop();
+    }
+    return false;
+  }
+
+  /** The live member on top (hasAtMost said there is one), removed. */
+  pop(): Queued {
+    const q = this.items[0]!;
+    this.removeTop();
+    return q;
+  }
+
+  /** Live entries only, when stale ones outnumber them (members asked again and again). */
+  compact(live: number): void {
+    if (this.items.length <= 2 * live + 32) return;
+    const keep: Queued[] = [];
+    for (let i = 0; i < this.items.length; i++) if (this.live(i)) keep.push(this.items[i]!);
+    this.clear();
+    for (const q of keep) this.push(q);
+  }
+
+  clear(): void {
+    this.items.length = 0;
+    this.stamps.length = 0;
+    this.fits.length = 0;
+  }
+
+  private removeTop(): void {
+    const { items, stamps, fits } = this;
+    const last = items.pop()!;
+    const lastStamp = stamps.pop()!;
+    const lastFit = fits.pop()!;
+    const n = items.length;
+    if (n === 0) return;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const m = r < n && this.less(fits[r]!, items[r]!, fits[l]!, items[l]!) ? r : l;
+      if (!this.less(fits[m]!, items[m]!, lastFit, last)) break;
+      items[i] = items[m]!;
+      stamps[i] = stamps[m]!;
+      fits[i] = fits[m]!;
+      i = m;
+    }
+    items[i] = last;
+    stamps[i] = lastStamp;
+    fits[i] = lastFit;
+  }
+}
+
 /** What asking for one request gave: pushed, no backend below its cap, or the policy held it. */
 type Attempt = Decision | 'full' | 'held';
 
@@ -569,6 +683,10 @@ export class Scheduler {
   /** Numbers the ratio walks (Queued.walk). */
   private walkStamp = 0;
   /** sizeMembers' scratch: the members it sizes, their requests, and the sizes. */
+  /** Stamps gatings (Queued.gateStamp): an older FitHeap entry of a member is stale. */
+  private gatings = 0;
+  /** Members this pump lifted out of their FitHeap: those not offered go back at its end. */
+  private readonly lifted: Queued[] = [];
   private readonly sizeBatch: Queued[] = [];
   private readonly sizeReqs: RequestInfo[] = [];
   private sizeOut = new Float64Array(64);
@@ -591,8 +709,18 @@ export class Scheduler {
   /** Swap the policy at run time; in-flight accounting is untouched. */
   setPolicy(policy: Policy, now: number): Decision[] {
     this.policy = policy;
-    // Sizes came from the old policy.
-    for (const q of this.queue.values()) q.sizeEpoch = NaN;
+    // Sizes and fit gates came from the old policy.
+    for (const q of this.queue.values()) {
+      q.sizeEpoch = NaN;
+      q.fit = NaN;
+      q.lifted = false;
+    }
+    this.lifted.length = 0;
+    for (const groups of [this.plainGroups, this.groups])
+      for (const g of groups.values()) {
+        g.gated = 0;
+        g.gate?.clear();
+      }
     for (const g of this.plainGroups.values()) if (g.ratio) g.ratio.sizedEpoch = NaN;
     for (const g of this.groups.values()) if (g.ratio) g.ratio.sizedEpoch = NaN;
     for (const g of this.plainGroups.values()) this.dirty.add(g);
@@ -769,9 +897,13 @@ export class Scheduler {
     if (this.queue.size === 0) {
       const d = this.tryDispatch(req, ex, now);
       if (typeof d !== 'string') return [d];
-      const g = this.enqueue(req, ex, now).group;
+      const q = this.enqueue(req, ex, now);
+      const g = q.group;
       g.allHeld = d === 'full' || this.policy.heldByLoad?.() === true;
-      if (!g.allHeld && this.policy.heldUntilChange?.() !== true) this.volatile.add(g);
+      if (!g.allHeld) {
+        if (this.policy.heldUntilChange?.() !== true) this.volatile.add(g);
+        else this.gate(q);
+      }
       return [];
     }
     const q = this.enqueue(req, ex, now);
@@ -836,6 +968,7 @@ export class Scheduler {
       return out;
     const heap = this.cursors;
     heap.length = 0; // empty unless a policy threw in the last pump
+    this.putBackLifted(); // likewise
     this.ratioHeapsInUse = 0;
     this.ratioWalksInUse = 0;
     let pushes = 0;
@@ -869,6 +1002,15 @@ export class Scheduler {
           this.gatherCandidates(this.servingOf(c.group), c.group.exclude, c.candidates);
           c.dispatchesAt = pushes;
         }
+        if (q.fit === q.fit && this.heldAgain(q, c, now)) {
+          // Still too big for every candidate: held again without asking (Policy.fitGate).
+          const next = nextOf(c);
+          if (next) {
+            c.at = next;
+            heapPush(heap, c);
+          } else c.group.allHeld = false;
+          continue;
+        }
         const d = this.offer(q.req, c.candidates, now);
         // No backend below its cap: the same for every later member, until a slot frees.
         if (d === 'full' || (d === 'held' && this.policy.heldByLoad?.() === true)) {
@@ -877,6 +1019,7 @@ export class Scheduler {
         }
         if (d === 'held') {
           if (this.policy.heldUntilChange?.() !== true) this.volatile.add(c.group);
+          else this.gate(q);
         } else {
           this.dequeue(q);
           out.push(d);
@@ -889,7 +1032,60 @@ export class Scheduler {
         heapPush(heap, c);
       } else c.group.allHeld = false; // every member asked, none stopped the group
     }
+    this.putBackLifted();
     return out;
+  }
+
+  /**
+   * Whether gated member `q` is above its cursor's bound (held again, not asked); otherwise it
+   * is ungated, to be asked. The bound is computed once per candidate list.
+   */
+  private heldAgain(q: Queued, c: Cursor, now: number): boolean {
+    const gate = this.policy.fitGate;
+    if (gate !== undefined) {
+      if (c.boundAt !== c.dispatchesAt) {
+        c.bound = gate.bound(c.candidates, now);
+        c.boundAt = c.dispatchesAt;
+      }
+      if (q.fit > c.bound) return true;
+    }
+    this.ungate(q);
+    return false;
+  }
+
+  /** A request held until it fits (Policy.fitGate): asked again only once a bound reaches its size. */
+  private gate(q: Queued): void {
+    const gate = this.policy.fitGate;
+    if (gate === undefined) return;
+    const f = gate.size(q.req);
+    if (f !== f) return; // NaN: no size, asked at every change
+    const g = q.group;
+    if (q.fit !== q.fit) g.gated++;
+    q.fit = f;
+    q.gateStamp = ++this.gatings;
+    q.lifted = false;
+    (g.gate ??= new FitHeap()).push(q);
+    g.gate.compact(g.gated);
+  }
+
+  private ungate(q: Queued): void {
+    if (q.fit === q.fit) {
+      q.fit = NaN;
+      q.group.gated--;
+    }
+    q.lifted = false;
+  }
+
+  /** Lifted members this pump did not offer return to their FitHeap, still gated. */
+  private putBackLifted(): void {
+    const lifted = this.lifted;
+    for (let i = 0; i < lifted.length; i++) {
+      const q = lifted[i]!;
+      if (!q.lifted) continue;
+      q.lifted = false;
+      if (q.fit === q.fit) q.group.gate!.push(q);
+    }
+    lifted.length = 0;
   }
 
   /** Starts walking the group's members, or only `single` (one that joined), in offer order. */
@@ -904,6 +1100,11 @@ export class Scheduler {
     const eligible = this.hasEligible(this.servingOf(g), g.exclude);
     let candidates: BackendState[] = NO_CANDIDATES;
     let dispatchesAt = -1;
+    const gate = this.policy.fitGate;
+    if (gate && eligible && !rr && single === undefined && g.gated > 0 && g.gated === g.members.size) {
+      this.startGated(heap, g, gate, now);
+      return;
+    }
     if (rr && eligible) {
       // Ordering costs a pass over the group: skip it when none of them could go now anyway.
       const probe = this.probeCandidates;
@@ -939,7 +1140,57 @@ export class Scheduler {
       first = next.done ? undefined : next.value;
     }
     if (first !== undefined)
-      heapPush(heap, { group: g, at: first, key, rest, order, eligible, candidates, dispatchesAt });
+      heapPush(heap, {
+        group: g,
+        at: first,
+        key,
+        rest,
+        order,
+        eligible,
+        candidates,
+        dispatchesAt,
+        bound: NaN,
+        boundAt: -1,
+      });
+  }
+
+  /**
+   * A group whose every member is held until it fits: only those at or below the candidates'
+   * bound are walked (in arrival order); none when the smallest is above it.
+   */
+  private startGated(heap: Cursor[], g: Group, gate: FitGate, now: number): void {
+    const probe = this.probeCandidates;
+    probe.length = 0;
+    this.gatherCandidates(this.servingOf(g), g.exclude, probe);
+    if (probe.length === 0) {
+      g.allHeld = true; // as offering its first member would find: no backend below its cap
+      return;
+    }
+    const bound = gate.bound(probe, now);
+    const fits = g.gate!;
+    if (!fits.hasAtMost(bound)) return;
+    const list: Queued[] = [];
+    do {
+      const q = fits.pop();
+      q.lifted = true;
+      this.lifted.push(q);
+      list.push(q);
+    } while (fits.hasAtMost(bound));
+    list.sort((a, b) => a.seq - b.seq);
+    const rest = list.values();
+    // Nothing was pushed in this pump yet (cursors start before any offer): still current.
+    heapPush(heap, {
+      group: g,
+      at: rest.next().value!,
+      key: 0,
+      rest,
+      order: undefined,
+      eligible: true,
+      candidates: probe.slice(),
+      dispatchesAt: 0,
+      bound,
+      boundAt: 0,
+    });
   }
 
   /**
@@ -1065,6 +1316,8 @@ export class Scheduler {
         members: new Map(),
         ratio: undefined,
         dirtyAt: -1,
+        gate: undefined,
+        gated: 0,
         allHeld: false,
       };
       groups.set(key, g);
@@ -1080,6 +1333,9 @@ export class Scheduler {
       sizeEpoch: NaN,
       slot: -1,
       walk: 0,
+      fit: NaN,
+      gateStamp: 0,
+      lifted: false,
     };
     g.members.set(req.id, q);
     g.ratio?.add(q);
@@ -1095,6 +1351,7 @@ export class Scheduler {
     const g = q.group;
     g.members.delete(q.req.id);
     if (q.slot >= 0) g.ratio!.remove(q);
+    this.ungate(q);
     if (g.members.size > 0) return;
     // Empty groups go, so retries' one-off exclude sets do not pile up.
     (g.exclude.size === 0 ? this.plainGroups : this.groups).delete(g.key);

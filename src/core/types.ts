@@ -94,6 +94,20 @@ export interface ResponseRatioOrder {
   holdsAll?(candidates: readonly BackendView[]): boolean;
 }
 
+/**
+ * See Policy.fitGate. The promise: a request the policy held until a change, whose `size` is above
+ * `bound(candidates, now)`, would be held again if asked — so the scheduler does not ask it.
+ */
+export interface FitGate {
+  /** The request's size in the policy's unit (KV tokens: prompt + predicted answer); fixed while it waits. */
+  size(req: RequestInfo): number;
+  /**
+   * The largest size one of these candidates would take now (Infinity: any, e.g. one is idle). A
+   * dispatch or time passing never raises it (both only add KV in use); a completion may.
+   */
+  bound(candidates: readonly BackendView[], now: number): number;
+}
+
 /** How a pushed request ended, reported back to the core by the host. */
 export interface CompletionReport {
   /** true when the backend produced a full answer; false on error, timeout or client abort. */
@@ -146,6 +160,13 @@ export interface Policy {
    * A policy may also choose to decide held requests only at such changes (rl's `redecide`).
    */
   heldUntilChange?(): boolean;
+  /**
+   * For holds that stand until a change (heldUntilChange) because the request fits nowhere: the
+   * scheduler asks such a request again only once `bound` of its candidates reaches its `size`
+   * (see FitGate). Without it, every such request is asked again at every change — hundreds per
+   * completion when a fleet is short of KV.
+   */
+  readonly fitGate?: FitGate | undefined;
   /**
    * No hold of this policy reads engine metrics (EngineMetrics and the counts since): a metrics
    * update alone lifts none, so it asks no held request again.

@@ -1,6 +1,7 @@
 import type {
   BackendView,
   CompletionReport,
+  FitGate,
   PolicyParams,
   RequestClass,
   RequestInfo,
@@ -57,6 +58,11 @@ export interface Filter extends PluginHooks {
   readonly untilChange?: boolean;
   /** It reads no engine metrics (Policy.holdsIgnoreMetrics). */
   readonly ignoresMetrics?: boolean;
+  /**
+   * It holds exactly the requests whose size is above the candidates' bound (Policy.fitGate):
+   * kv-fit-filter, a request that fits in no backend's KV.
+   */
+  readonly fitGate?: FitGate | undefined;
   filter(req: RequestInfo, candidates: readonly BackendView[], now: number): readonly BackendView[];
 }
 
@@ -93,6 +99,8 @@ export interface Picker extends PluginHooks {
   heldUntilChange?(): boolean;
   /** None of its holds reads engine metrics (Policy.holdsIgnoreMetrics). */
   readonly holdsIgnoreMetrics?: boolean | undefined;
+  /** A request it held is held again while its size is above the candidates' bound (Policy.fitGate). */
+  readonly fitGate?: FitGate | undefined;
   /** The order it wants waiting requests offered in (Policy.responseRatio). */
   readonly responseRatio?: ResponseRatioOrder | undefined;
 }

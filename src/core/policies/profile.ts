@@ -1,6 +1,7 @@
 import type {
   BackendView,
   CompletionReport,
+  FitGate,
   Policy,
   RequestClass,
   RequestInfo,
@@ -78,6 +79,11 @@ export class ProfilePolicy implements Policy {
   readonly readsMetrics: boolean;
   /** The picker's queue order (estimated-wait: response ratio), if it has one. */
   readonly responseRatio: ResponseRatioOrder | undefined;
+  /**
+   * The fit gate of the one plugin that can hold (Policy.fitGate): the picker's when there are no
+   * filters, or a lone filter's when the picker never holds; none otherwise.
+   */
+  readonly fitGate: FitGate | undefined;
   /** Set by the host to receive each decision's scores (debug log, /admin/decisions). */
   explain: ((e: ScoreExplanation, req: RequestInfo) => void) | undefined;
   private readonly filters: readonly Filter[];
@@ -113,6 +119,12 @@ export class ProfilePolicy implements Policy {
     this.weights = Float64Array.from(def.scorers, (s) => s.weight);
     this.picker = def.picker;
     this.responseRatio = def.picker.responseRatio;
+    this.fitGate =
+      def.filters.length === 0
+        ? def.picker.fitGate
+        : def.filters.length === 1 && def.picker.neverHolds === true
+          ? def.filters[0]!.fitGate
+          : undefined;
     this.rules = (def.dynamicWeights ?? []).map((rule) => {
       const size = rule.signal === 'ttftSloMissRatio' ? (rule.window ?? 50) : 0;
       return {

@@ -37,6 +37,25 @@ export function kvFitFilter(ctx: PluginContext, shared?: WorkloadTracker): Filte
     // Fits nowhere stands until a backend's flights change: KV only fills as answers are generated.
     untilChange: true,
     ignoresMetrics: true,
+    // It holds exactly a request that fits nowhere: need above every busy backend's free KV, none
+    // idle. (A held request's need is its memoised prediction; the tracker forgets those only past
+    // 65,536 undispatched requests, when a re-prediction may differ.)
+    fitGate: {
+      size(req) {
+        const { promptTokens, expectedOut } = tracker.predict(req);
+        return promptTokens + expectedOut;
+      },
+      bound(candidates, now) {
+        let best = -Infinity;
+        for (const c of candidates) {
+          if (tracker.flights(c.name) === 0) return Infinity;
+          // The same number fits() compares: capacity less the context at `now`.
+          const free = tracker.freeTokens(c.name, now);
+          if (free > best) best = free;
+        }
+        return best;
+      },
+    },
     filter(req, candidates, now) {
       const { promptTokens, expectedOut } = tracker.predict(req);
       const need = promptTokens + expectedOut;

@@ -29,6 +29,7 @@ export function policyPicker(policy: Policy): Picker {
     ...(policy.heldByLoad ? { heldByLoad: policy.heldByLoad.bind(policy) } : {}),
     ...(policy.heldUntilChange ? { heldUntilChange: policy.heldUntilChange.bind(policy) } : {}),
     ...(policy.holdsIgnoreMetrics ? { holdsIgnoreMetrics: true } : {}),
+    ...(policy.fitGate ? { fitGate: policy.fitGate } : {}),
     ...(policy.responseRatio ? { responseRatio: policy.responseRatio } : {}),
   };
 }
