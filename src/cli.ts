@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { Command, InvalidArgumentError, CommanderError } from 'commander';
+import { Command, InvalidArgumentError, CommanderError, Option } from 'commander';
 import { ConfigError } from './config/load.js';
 import type { EngineCommandOptions } from './commands/engine.js';
 import { UsageError } from './commands/usage-error.js';
@@ -118,8 +118,23 @@ program
   .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
   .option('--requests <n>', "requests per episode (default: all the scenario's)", int('--requests', 1))
   .requiredOption('--out <file>', 'weights JSON (a learning-curve SVG is written beside it)')
+  .addOption(
+    new Option(
+      '--redecide <mode>',
+      'when held requests are decided again: when-fits, head (only the queue head: seed 004), on-change, every-event',
+    )
+      .choices(['when-fits', 'head', 'on-change', 'every-event'])
+      .default('when-fits'),
+  )
   .action(
-    async (o: { scenario: string; episodes: number; seed?: number; requests?: number; out: string }) => {
+    async (o: {
+      scenario: string;
+      episodes: number;
+      seed?: number;
+      requests?: number;
+      out: string;
+      redecide: 'when-fits' | 'head' | 'on-change' | 'every-event';
+    }) => {
       const { runTrainCommand } = await import('./commands/train.js');
       await runTrainCommand({
         scenarioPath: o.scenario,
@@ -127,6 +142,7 @@ program
         seed: o.seed,
         requests: o.requests,
         out: o.out,
+        redecide: o.redecide,
       });
     },
   );

@@ -4,7 +4,13 @@ import type * as vl from 'vega-lite';
 import { MixingParams, mixingTerms } from '../core/policies/scorers/mixing-impact-scorer.js';
 import { MlpNet } from '../core/estimators/mlp.js';
 import { createPolicy } from '../core/policies/index.js';
-import { rlPolicyFrom, sharedRowSize, type RlPolicy, type RlWeights } from '../core/policies/rl.js';
+import {
+  rlPolicyFrom,
+  sharedRowSize,
+  type RlPolicy,
+  type RlRedecide,
+  type RlWeights,
+} from '../core/policies/rl.js';
 import { WorkloadParams } from '../core/policies/workload-tracker.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import type { BackendView, CompletionReport, Policy, RequestInfo } from '../core/types.js';
@@ -25,6 +31,8 @@ export interface TrainOptions {
   readonly out: string;
   /** Progress output (stderr in the CLI). */
   readonly progress?: { write(s: string): unknown } | undefined;
+  /** When held requests are decided again, in training and in the written weights (default 'when-fits'). */
+  readonly redecide?: RlRedecide | undefined;
   /** Called as each episode (and its frozen evaluation) ends. */
   readonly onEpisode?: ((s: EpisodeStats) => void) | undefined;
 }
@@ -142,6 +150,7 @@ export async function train(o: TrainOptions): Promise<TrainResult> {
     backends: m,
     bucketEdges: wp.bucketEdges,
     kvCapacityTokens: Math.min(...scenario.fleet.map((b) => b.profile.kvCapacityTokens)),
+    redecide: o.redecide ?? 'when-fits',
     net: undefined,
   };
   const rand = createRng(deriveSeed(seed, 'rl-train'));

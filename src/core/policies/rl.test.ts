@@ -189,6 +189,43 @@ test('a held request is decided again when a backend changes (redecide: on-chang
   assert.equal(asks({ redecide: 'every-event' }), 4); // r1 again at the probe's pump and at r2's
 });
 
+test('redecide: when-fits — a held request is decided again only once it fits in some backend', () => {
+  const run = (redecide: string): { asks: number; r1: string | undefined } => {
+    const p = createPolicy(
+      { name: 'rl', params: { weights: shared({ [WAIT]: 5, [FREE]: 1 }), redecide } },
+      Math.random,
+    );
+    let asks = 0;
+    const pick = p.pick.bind(p);
+    p.pick = (r, c, now) => (r.id === 'r1' && asks++, pick(r, c, now));
+    const s = new Scheduler({ policy: p });
+    for (const name of ['a', 'b'])
+      s.addBackend({ name, api: 'ollama', models: ['m'], maxConcurrency: Infinity, weight: 1 });
+    s.submit(requestInfo('big-a', 'x'.repeat(4 * 2300)), 0);
+    s.submit(requestInfo('big-b', 'x'.repeat(4 * 2300)), 0);
+    assert.deepEqual(s.submit(requestInfo('r1', 'x'.repeat(400)), 0), []); // fits nowhere: waits
+    // A change that frees no KV: on-change decides r1 again, when-fits does not.
+    assert.deepEqual(s.updateBackend('a', { weight: 2 }, 1), []);
+    // big-a ends: r1 fits in a now, so it is decided again and dispatched ("wait" is not offered).
+    const ds = s.complete('big-a', { ok: true, dispatchedAt: 0, finishedAt: 2, completionTokens: 10 }, 2);
+    const d = ds.find((x) => x.request.id === 'r1');
+    return { asks, r1: d?.type === 'dispatch' ? d.backend : undefined };
+  };
+  assert.deepEqual(run('on-change'), { asks: 3, r1: 'a' });
+  assert.deepEqual(run('when-fits'), { asks: 2, r1: 'a' });
+});
+
+test('weights record the cadence they were trained under; a bad one is refused', () => {
+  const doc = { ...(shared({}) as object), redecide: 'when-fits' };
+  assert.equal(parseRlWeights(doc).meta.redecide, 'when-fits');
+  assert.throws(() => parseRlWeights({ ...doc, redecide: 'sometimes' }), /redecide must be one of/);
+  // The policy follows the file unless its parameters say otherwise.
+  const p = createPolicy({ name: 'rl', params: { weights: doc } }, Math.random);
+  assert.ok(p.fitGate, 'when-fits from the file');
+  const q = createPolicy({ name: 'rl', params: { weights: doc, redecide: 'on-change' } }, Math.random);
+  assert.equal(q.fitGate, undefined);
+});
+
 test('shared head: option rows are clipped to the training range', () => {
   const doc = shared({}) as unknown as RlWeights;
   const { net } = parseRlWeights(doc);

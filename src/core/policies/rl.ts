@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MlpNet } from '../estimators/mlp.js';
-import type { BackendView, Policy, PolicyContext, RequestInfo } from '../types.js';
+import type { BackendView, FitGate, Policy, PolicyContext, RequestInfo } from '../types.js';
 import { parseParams } from './params.js';
 import { trackedHooks } from './tracked-policy.js';
 import { WorkloadParams, WorkloadTracker, type BackendWork } from './workload-tracker.js';
@@ -30,8 +30,17 @@ export interface RlWeights {
   /** Answer-length buckets of the predictor the state one-hot encodes. */
   readonly bucketEdges: readonly number[];
   readonly kvCapacityTokens: number;
+  /**
+   * When held requests were decided again while these weights were trained (`llmlb train
+   * --redecide`): the policy's default, since Q-values learned under one cadence misjudge "wait"
+   * under another. Absent: 'on-change' (files from before it was recorded).
+   */
+  readonly redecide?: RlRedecide | undefined;
   readonly net: unknown;
 }
+
+export const RL_REDECIDE = ['when-fits', 'head', 'on-change', 'every-event'] as const;
+export type RlRedecide = (typeof RL_REDECIDE)[number];
 
 /** Flat layout: features per backend slot (bucket counts, free KV share, earliest completion, flights). */
 export const perBackendFeatures = (buckets: number): number => buckets + 3;
@@ -95,13 +104,17 @@ const Params = WorkloadParams.omit({ bucketEdges: true, kvCapacityTokens: true }
   /** Weights document itself (embedders); wins over `file`. */
   weights: z.unknown().optional(),
   /**
-   * When a held request is decided again. `on-change` (default): when a backend serving its model
-   * changes (a completion frees KV and slots, settings, health) — the events that can make
-   * dispatching it right; not at every arrival and engine probe. `every-event`: at every pump, as
-   * the network was first trained (mixed-4x 0.6–1 % better mean E2E, 4–5× slower to simulate and
-   * 7× slower to train: docs/results.md).
+   * When a held request is decided again (default: what the weights were trained under, see
+   * RlWeights.redecide). `when-fits`: the network decides whether to hold a request that fits in
+   * no backend's KV; a held one is decided again once it fits in some backend's KV (or one is
+   * idle), when it is dispatched — a backend changing that leaves it fitting nowhere does not ask
+   * it (Policy.fitGate: the scheduler skips it). `head`: seed 004's MDP — only the queue's head is decided; while it
+   * waits, the requests behind it wait too, and it is decided again when a backend serving its
+   * model changes. `on-change`: every held request is decided again, each on its own, when such a
+   * backend changes (a completion frees KV and slots, settings, health); not at every arrival and
+   * engine probe. `every-event`: every held request at every pump.
    */
-  redecide: z.enum(['on-change', 'every-event']).default('on-change'),
+  redecide: z.enum(RL_REDECIDE).optional(),
 });
 
 /** Validate a weights document; throws an Error saying what is wrong with it. */
@@ -124,6 +137,8 @@ export function parseRlWeights(doc: unknown, where = 'rl weights'): { meta: RlWe
     bad('bucketEdges must be increasing positive integers');
   if (!Number.isInteger(d.kvCapacityTokens) || (d.kvCapacityTokens as number) < 1)
     bad('kvCapacityTokens must be a positive integer');
+  if (d.redecide !== undefined && !(RL_REDECIDE as readonly unknown[]).includes(d.redecide))
+    bad(`redecide must be one of ${RL_REDECIDE.join(', ')}`);
   let net: MlpNet;
   try {
     net = MlpNet.fromJSON(d.net);
@@ -169,24 +184,58 @@ export function rlPolicyFrom(
   meta: RlWeights,
   net: MlpNet,
   params: Omit<z.output<typeof Params>, 'file' | 'weights' | 'redecide'> & {
-    redecide?: z.output<typeof Params>['redecide'];
+    redecide?: RlRedecide | undefined;
   },
   explore?: RlExplore,
 ): RlPolicy {
-  const { redecide = 'on-change', ...tracked } = params;
+  const { redecide = meta.redecide ?? 'on-change', ...tracked } = params;
   const tracker = new WorkloadTracker({
     ...tracked,
     bucketEdges: [...meta.bucketEdges],
     kvCapacityTokens: meta.kvCapacityTokens,
   });
-  // Its features read the tracker and in-flight counts, never engine metrics.
-  const cadence = redecide === 'on-change' ? { heldUntilChange: () => true, holdsIgnoreMetrics: true } : {};
+  // Its features read the tracker and in-flight counts, never engine metrics. A held head holds
+  // its whole group (heldByLoad): the scheduler asks no one behind it until a backend changes.
+  const cadence =
+    redecide === 'when-fits'
+      ? { heldUntilChange: () => true, holdsIgnoreMetrics: true, fitGate: fitGate(meta, tracker) }
+      : redecide === 'head'
+        ? { heldByLoad: () => true, holdsIgnoreMetrics: true }
+        : redecide === 'on-change'
+          ? { heldUntilChange: () => true, holdsIgnoreMetrics: true }
+          : {};
   const hooks = trackedHooks(tracker);
   if (meta.arch !== 'shared-head') {
     if (explore) throw new Error('rl: training needs the shared-head layout');
+    if (redecide === 'when-fits') throw new Error('rl: redecide when-fits needs the shared-head layout');
     return { name: 'rl', tracker, pick: flatPicker(meta, net, tracker), ...cadence, ...hooks };
   }
   return { name: 'rl', tracker, pick: sharedPicker(meta, net, tracker, explore), ...cadence, ...hooks };
+}
+
+/**
+ * "Wait" is offered only while the request fits nowhere (sharedPicker's waitOk): need above every
+ * candidate's free KV, none idle. So a held request whose need is above this bound is held again.
+ */
+function fitGate(meta: RlWeights, tracker: WorkloadTracker): FitGate {
+  const kv = meta.kvCapacityTokens;
+  const s: ScanOut = { free: 0, earliest: 0, w: undefined };
+  return {
+    size(req) {
+      const p = tracker.predict(req);
+      return p.promptTokens + p.expectedOut;
+    },
+    bound(candidates, now) {
+      let best = -Infinity;
+      for (const c of candidates) {
+        // The same free KV as the picker's scan, so the comparison is the same to the last bit.
+        const w = scanBackend(tracker, c.name, now, kv, s);
+        if (c.inFlight === 0 || w.flights.size === 0) return Infinity;
+        if (s.free > best) best = s.free;
+      }
+      return best;
+    },
+  };
 }
 
 /** Per-candidate numbers one decision needs, in preallocated typed arrays. */
