@@ -129,7 +129,7 @@ function runChild(build: string, policy: string): ChildRun {
 const median = (xs: readonly number[]): number =>
   percentile(
     [...xs].sort((a, b) => a - b),
-    50,
+    0.5,
   );
 const k = (x: number): string => (x >= 10_000 ? `${(x / 1000).toFixed(0)}k` : x.toFixed(0));
 
