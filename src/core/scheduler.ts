@@ -55,8 +55,6 @@ interface Queued {
   fit: number;
   /** Which gating its entry in the group's FitHeap belongs to (older entries are stale). */
   gateStamp: number;
-  /** Taken out of the FitHeap by this pump to be offered; put back if it was not. */
-  lifted: boolean;
 }
 
 /**
@@ -469,9 +467,44 @@ class FitHeap {
     return fa < fb || (fa === fb && qa.seq < qb.seq);
   }
 
+  /** Entry i is its member's current gating. */
   private live(i: number): boolean {
     const q = this.items[i]!;
-    return q.gateStamp === this.stamps[i] && !q.lifted && q.fit === q.fit;
+    return q.gateStamp === this.stamps[i] && q.fit === q.fit;
+  }
+
+  /** Depth-first stack for takeAtMost (reused). */
+  private readonly stack: number[] = [];
+
+  /**
+   * The earliest-arrived live member at or below `bound` that arrived after `after` (a seq);
+   * undefined when none. Reads only the entries at or below the bound (the heap orders by size:
+   * a subtree whose root is above it is skipped whole) and moves none: a walk whose bound drops
+   * after its first push pays for the few still below it, not for lifting out and putting back
+   * everything the first bound admitted.
+   */
+  firstAtMost(bound: number, after: number): Queued | undefined {
+    const { items, stamps, fits, stack } = this;
+    const n = items.length;
+    if (n === 0 || !(fits[0]! <= bound)) return undefined;
+    let best: Queued | undefined;
+    stack.length = 0;
+    stack.push(0);
+    while (stack.length > 0) {
+      const i = stack.pop()!;
+      const q = items[i]!;
+      if (
+        q.seq > after &&
+        q.gateStamp === stamps[i] &&
+        q.fit === q.fit &&
+        (best === undefined || q.seq < best.seq)
+      )
+        best = q;
+      const l = 2 * i + 1;
+      if (l < n && fits[l]! <= bound) stack.push(l);
+      if (l + 1 < n && fits[l + 1]! <= bound) stack.push(l + 1);
+    }
+    return best;
   }
 
   push(q: Queued): void {
@@ -501,13 +534,6 @@ class FitHeap {
       this.removeTop();
     }
     return false;
-  }
-
-  /** The live member on top (hasAtMost said there is one), removed. */
-  pop(): Queued {
-    const q = this.items[0]!;
-    this.removeTop();
-    return q;
   }
 
   /** Live entries only, when stale ones outnumber them (members asked again and again). */
@@ -547,6 +573,27 @@ class FitHeap {
     items[i] = last;
     stamps[i] = lastStamp;
     fits[i] = lastFit;
+  }
+}
+
+/**
+ * A gated group's walk: each step the earliest member after the last one at or below the
+ * cursor's bound as last computed. Pushes only lower a bound within a pump, so a bound not yet
+ * recomputed after one can only admit more (the pump's fit check then skips those, as the
+ * ask-everyone walk would); a member asked and held again is gated anew but lies behind the walk.
+ */
+class GatedWalk implements Iterator<Queued> {
+  cursor: Cursor | undefined;
+  constructor(
+    private readonly fits: FitHeap,
+    private after: number,
+  ) {}
+
+  next(): IteratorResult<Queued> {
+    const q = this.fits.firstAtMost(this.cursor!.bound, this.after);
+    if (q === undefined) return { done: true, value: undefined };
+    this.after = q.seq;
+    return { done: false, value: q };
   }
 }
 
@@ -685,8 +732,6 @@ export class Scheduler {
   /** sizeMembers' scratch: the members it sizes, their requests, and the sizes. */
   /** Stamps gatings (Queued.gateStamp): an older FitHeap entry of a member is stale. */
   private gatings = 0;
-  /** Members this pump lifted out of their FitHeap: those not offered go back at its end. */
-  private readonly lifted: Queued[] = [];
   private readonly sizeBatch: Queued[] = [];
   private readonly sizeReqs: RequestInfo[] = [];
   private sizeOut = new Float64Array(64);
@@ -713,9 +758,7 @@ export class Scheduler {
     for (const q of this.queue.values()) {
       q.sizeEpoch = NaN;
       q.fit = NaN;
-      q.lifted = false;
     }
-    this.lifted.length = 0;
     for (const groups of [this.plainGroups, this.groups])
       for (const g of groups.values()) {
         g.gated = 0;
@@ -968,7 +1011,6 @@ export class Scheduler {
       return out;
     const heap = this.cursors;
     heap.length = 0; // empty unless a policy threw in the last pump
-    this.putBackLifted(); // likewise
     this.ratioHeapsInUse = 0;
     this.ratioWalksInUse = 0;
     let pushes = 0;
@@ -1026,13 +1068,21 @@ export class Scheduler {
           pushes++;
         }
       }
+      if (c.rest instanceof GatedWalk && c.dispatchesAt !== pushes) {
+        // The walk picks its next member by the bound: a push lowered it, so lower it first
+        // (with the last one most of those the walk would read are above the new bound).
+        c.candidates = [];
+        this.gatherCandidates(this.servingOf(c.group), c.group.exclude, c.candidates);
+        c.dispatchesAt = pushes;
+        c.bound = this.policy.fitGate!.bound(c.candidates, now);
+        c.boundAt = pushes;
+      }
       const next = nextOf(c);
       if (next) {
         c.at = next;
         heapPush(heap, c);
       } else c.group.allHeld = false; // every member asked, none stopped the group
     }
-    this.putBackLifted();
     return out;
   }
 
@@ -1063,7 +1113,6 @@ export class Scheduler {
     if (q.fit !== q.fit) g.gated++;
     q.fit = f;
     q.gateStamp = ++this.gatings;
-    q.lifted = false;
     (g.gate ??= new FitHeap()).push(q);
     g.gate.compact(g.gated);
   }
@@ -1073,19 +1122,6 @@ export class Scheduler {
       q.fit = NaN;
       q.group.gated--;
     }
-    q.lifted = false;
-  }
-
-  /** Lifted members this pump did not offer return to their FitHeap, still gated. */
-  private putBackLifted(): void {
-    const lifted = this.lifted;
-    for (let i = 0; i < lifted.length; i++) {
-      const q = lifted[i]!;
-      if (!q.lifted) continue;
-      q.lifted = false;
-      if (q.fit === q.fit) q.group.gate!.push(q);
-    }
-    lifted.length = 0;
   }
 
   /** Starts walking the group's members, or only `single` (one that joined), in offer order. */
@@ -1169,28 +1205,23 @@ export class Scheduler {
     const bound = gate.bound(probe, now);
     const fits = g.gate!;
     if (!fits.hasAtMost(bound)) return;
-    const list: Queued[] = [];
-    do {
-      const q = fits.pop();
-      q.lifted = true;
-      this.lifted.push(q);
-      list.push(q);
-    } while (fits.hasAtMost(bound));
-    list.sort((a, b) => a.seq - b.seq);
-    const rest = list.values();
+    const first = fits.firstAtMost(bound, -Infinity)!;
+    const walk = new GatedWalk(fits, first.seq);
     // Nothing was pushed in this pump yet (cursors start before any offer): still current.
-    heapPush(heap, {
+    const c: Cursor = {
       group: g,
-      at: rest.next().value!,
+      at: first,
       key: 0,
-      rest,
+      rest: walk,
       order: undefined,
       eligible: true,
       candidates: probe.slice(),
       dispatchesAt: 0,
       bound,
       boundAt: 0,
-    });
+    };
+    walk.cursor = c;
+    heapPush(heap, c);
   }
 
   /**
@@ -1335,7 +1366,6 @@ export class Scheduler {
       walk: 0,
       fit: NaN,
       gateStamp: 0,
-      lifted: false,
     };
     g.members.set(req.id, q);
     g.ratio?.add(q);
