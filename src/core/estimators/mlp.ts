@@ -65,18 +65,8 @@ export class MlpNet {
 
   /** Output for the row at `x[off ..]` whose first inputs are those given to prepareShared. */
   forwardRest(x: Float64Array, off: number): Float64Array {
-    const nin = this.sizes[0]!;
-    const nout = this.sizes[1]!;
-    const w = this.w[0]!;
-    const g = this.shared;
-    const out = this.a[1]!;
     const relu = this.sizes.length > 2;
-    for (let o = 0; o < nout; o++) {
-      let s = this.pre[o]!;
-      const row = o * nin;
-      for (let i = g; i < nin; i++) s += w[row + i]! * x[off + i]!;
-      out[o] = relu && s < 0 ? 0 : s;
-    }
+    layer(this.w[0]!, this.pre, x, off, this.shared, this.sizes[0]!, this.sizes[1]!, this.a[1]!, relu);
     return this.run(1);
   }
 
@@ -85,21 +75,18 @@ export class MlpNet {
 
   private run(from = 0): Float64Array {
     const L = this.sizes.length - 1;
-    for (let l = from; l < L; l++) {
-      const nin = this.sizes[l]!;
-      const nout = this.sizes[l + 1]!;
-      const w = this.w[l]!;
-      const b = this.b[l]!;
-      const inp = this.a[l]!;
-      const out = this.a[l + 1]!;
-      const relu = l < L - 1;
-      for (let o = 0; o < nout; o++) {
-        let s = b[o]!;
-        const row = o * nin;
-        for (let i = 0; i < nin; i++) s += w[row + i]! * inp[i]!;
-        out[o] = relu && s < 0 ? 0 : s;
-      }
-    }
+    for (let l = from; l < L; l++)
+      layer(
+        this.w[l]!,
+        this.b[l]!,
+        this.a[l]!,
+        0,
+        0,
+        this.sizes[l]!,
+        this.sizes[l + 1]!,
+        this.a[l + 1]!,
+        l < L - 1,
+      );
     return this.a[L]!;
   }
 
@@ -145,5 +132,52 @@ export class MlpNet {
   /** Rebuild from JSON; throws a clear Error on a malformed document. */
   static fromJSON(j: unknown): MlpNet {
     return MlpNet.load(j, (sizes) => new MlpNet(sizes));
+  }
+}
+
+/**
+ * One layer: out[o] = init[o] + Σ w[o · nin + i] · x[off + i] over i from `from` to nin − 1, added in
+ * that order, then ReLU when `relu`. Four outputs at a time: their sums are independent chains
+ * that overlap, where one output's additions alone would each wait for the last (the same
+ * operations in the same order for every output, so the same values).
+ */
+function layer(
+  w: Float64Array,
+  init: Float64Array,
+  x: Float64Array,
+  off: number,
+  from: number,
+  nin: number,
+  nout: number,
+  out: Float64Array,
+  relu: boolean,
+): void {
+  let o = 0;
+  for (; o + 4 <= nout; o += 4) {
+    let s0 = init[o]!;
+    let s1 = init[o + 1]!;
+    let s2 = init[o + 2]!;
+    let s3 = init[o + 3]!;
+    const r0 = o * nin;
+    const r1 = r0 + nin;
+    const r2 = r1 + nin;
+    const r3 = r2 + nin;
+    for (let i = from; i < nin; i++) {
+      const v = x[off + i]!;
+      s0 += w[r0 + i]! * v;
+      s1 += w[r1 + i]! * v;
+      s2 += w[r2 + i]! * v;
+      s3 += w[r3 + i]! * v;
+    }
+    out[o] = relu && s0 < 0 ? 0 : s0;
+    out[o + 1] = relu && s1 < 0 ? 0 : s1;
+    out[o + 2] = relu && s2 < 0 ? 0 : s2;
+    out[o + 3] = relu && s3 < 0 ? 0 : s3;
+  }
+  for (; o < nout; o++) {
+    let s = init[o]!;
+    const row = o * nin;
+    for (let i = from; i < nin; i++) s += w[row + i]! * x[off + i]!;
+    out[o] = relu && s < 0 ? 0 : s;
   }
 }

@@ -198,7 +198,7 @@ export function rlPolicyFrom(
   // its whole group (heldByLoad): the scheduler asks no one behind it until a backend changes.
   const cadence =
     redecide === 'when-fits'
-      ? { heldUntilChange: () => true, holdsIgnoreMetrics: true, fitGate: fitGate(meta, tracker) }
+      ? { heldUntilChange: () => true, holdsIgnoreMetrics: true, fitGate: fitGate(tracker) }
       : redecide === 'head'
         ? { heldByLoad: () => true, holdsIgnoreMetrics: true }
         : redecide === 'on-change'
@@ -217,9 +217,8 @@ export function rlPolicyFrom(
  * "Wait" is offered only while the request fits nowhere (sharedPicker's waitOk): need above every
  * candidate's free KV, none idle. So a held request whose need is above this bound is held again.
  */
-function fitGate(meta: RlWeights, tracker: WorkloadTracker): FitGate {
-  const kv = meta.kvCapacityTokens;
-  const s: ScanOut = { free: 0, earliest: 0, w: undefined };
+function fitGate(tracker: WorkloadTracker): FitGate {
+  const s: ScanOut = { free: 0, earliest: 0 };
   return {
     size(req) {
       const p = tracker.predict(req);
@@ -229,7 +228,7 @@ function fitGate(meta: RlWeights, tracker: WorkloadTracker): FitGate {
       let best = -Infinity;
       for (const c of candidates) {
         // The same free KV as the picker's scan, so the comparison is the same to the last bit.
-        const w = scanBackend(tracker, c.name, now, kv, s);
+        const w = scanBackend(tracker, c.name, now, s);
         if (c.inFlight === 0 || w.flights.size === 0) return Infinity;
         if (s.free > best) best = s.free;
       }
@@ -246,37 +245,22 @@ interface Scan {
   work: (BackendWork | undefined)[];
 }
 
-/**
- * One pass over a backend's flights: KV context (Eq. 1–2's Σ p_j + d_j, as
- * WorkloadTracker.contextTokens) and the earliest completion (as earliestCompletionS).
- */
+/** A backend's free KV and earliest completion at an instant (scanBackend's answer). */
 interface ScanOut {
   free: number;
   earliest: number;
-  w: BackendWork | undefined;
 }
-function scanBackend(
-  tracker: WorkloadTracker,
-  name: string,
-  now: number,
-  kv: number,
-  out: ScanOut,
-): BackendWork {
-  const w = tracker.work(name);
-  const pf = tracker.prefillS(name);
-  const dc = tracker.decodeS(name);
-  let ctx = 0;
-  let earliest = Infinity;
-  for (const f of w.flights.values()) {
-    const el = (now - f.dispatchedAt) / 1000 - f.promptTokens * pf;
-    const produced = el <= 0 ? 0 : Math.min(f.expectedOut, el / dc);
-    ctx += f.promptTokens + produced;
-    const left = (f.expectedOut - produced) * dc;
-    if (left < earliest) earliest = left;
-  }
-  out.free = kv - ctx;
-  out.earliest = w.flights.size === 0 ? 0 : Math.max(0, earliest);
-  out.w = w;
+
+/**
+ * A backend's work, KV free (Eq. 1–2's Σ p_j + d_j below capacity, as WorkloadTracker.freeTokens)
+ * and earliest completion (as earliestCompletionS) at `now`. The tracker's pass over the flights is
+ * memoised until they change, so the fit gate and the picker asking at one instant, and every
+ * request asked between two changes, share it.
+ */
+function scanBackend(tracker: WorkloadTracker, name: string, now: number, out: ScanOut): BackendWork {
+  const w = tracker.scanned(name, now);
+  out.free = tracker.cfg.kvCapacityTokens - w.ctxValue;
+  out.earliest = w.earliestValue;
   return w;
 }
 
@@ -306,7 +290,7 @@ function sharedPicker(
     scan.earliest = new Float64Array(cap);
     scan.flights = new Float64Array(cap);
   };
-  const s: ScanOut = { free: 0, earliest: 0, w: undefined };
+  const s: ScanOut = { free: 0, earliest: 0 };
   /** Clip inputs [from, to) of the row at `o` to their training range. */
   const clip = (o: number, from: number, to: number): void => {
     for (let i = from; i < to; i++) {
@@ -330,7 +314,7 @@ function sharedPicker(
     let fewest = Infinity;
     for (let i = 0; i < n; i++) {
       const c = candidates[i]!;
-      const w = scanBackend(tracker, c.name, now, kv, s);
+      const w = scanBackend(tracker, c.name, now, s);
       const fl = w.flights.size;
       scan.free[i] = s.free / kv;
       scan.earliest[i] = s.earliest;
@@ -410,7 +394,7 @@ function flatPicker(meta: RlWeights, net: MlpNet, tracker: WorkloadTracker): Pol
   const bySlot: (BackendView | undefined)[] = new Array<BackendView | undefined>(m).fill(undefined);
   const names: (string | undefined)[] = new Array<string | undefined>(m).fill(undefined);
   const kv = meta.kvCapacityTokens;
-  const out: ScanOut = { free: 0, earliest: 0, w: undefined };
+  const out: ScanOut = { free: 0, earliest: 0 };
   return (req, candidates, now) => {
     if (candidates.length === 0) return undefined;
     bySlot.fill(undefined);
@@ -435,7 +419,7 @@ function flatPicker(meta: RlWeights, net: MlpNet, tracker: WorkloadTracker): Pol
       const name = names[s];
       if (name === undefined) continue;
       const o = 2 + nb + s * per;
-      const w = scanBackend(tracker, name, now, kv, out);
+      const w = scanBackend(tracker, name, now, out);
       const { free, earliest } = out;
       if (bySlot[s] !== undefined && (w.flights.size === 0 || free >= need)) waitOk = false;
       for (let k = 0; k < nb; k++) state[o + k] = w.bucketCounts[k]! / 16;

@@ -258,6 +258,13 @@ export class WorkloadTracker {
     b.earliestValue = n === 0 ? 0 : Math.max(0, min);
   }
 
+  /** The backend's work (made if new) with ctxValue and earliestValue current at `now`. */
+  scanned(name: string, now: number): BackendWork {
+    const b = this.work(name);
+    if (b.ctxAt !== now) this.scan(b, now);
+    return b;
+  }
+
   /** Prompt and decode tokens still to process on the backend (seed C.3.1's JSQ measure). */
   remainingTokens(name: string, now: number): number {
     const b = this.backends.get(name);
