@@ -260,7 +260,7 @@ class RatioIndex {
       this.rate[i] = this.rate[last]!;
       moved.slot = i;
     }
-    this.members.length = last;
+    this.members.pop(); // (a fast builtin; setting length is a runtime call)
     q.slot = -1;
   }
 }
@@ -417,8 +417,13 @@ class RatioWalk implements RatioOrder {
  * marks them) without a hash lookup or a new table per clear.
  */
 class DirtyGroups {
-  /** Marked groups at their place; an entry whose group's dirtyAt is not its index is stale. */
+  /**
+   * Marked groups at their place in [0, end); an entry whose group's dirtyAt is not its index is
+   * stale. Entries past `end` are left from earlier pumps: emptying the array (length = 0) would
+   * drop its storage, to be allocated again by the next probe's marks.
+   */
   readonly list: Group[] = [];
+  end = 0;
   private count = 0;
 
   get size(): number {
@@ -431,8 +436,8 @@ class DirtyGroups {
 
   add(g: Group): void {
     if (g.dirtyAt >= 0) return;
-    g.dirtyAt = this.list.length;
-    this.list.push(g);
+    g.dirtyAt = this.end;
+    this.list[this.end++] = g;
     this.count++;
   }
 
@@ -444,8 +449,8 @@ class DirtyGroups {
 
   clear(): void {
     const list = this.list;
-    for (let i = 0; i < list.length; i++) if (list[i]!.dirtyAt === i) list[i]!.dirtyAt = -1;
-    list.length = 0;
+    for (let i = 0; i < this.end; i++) if (list[i]!.dirtyAt === i) list[i]!.dirtyAt = -1;
+    this.end = 0;
     this.count = 0;
   }
 }
@@ -1010,14 +1015,14 @@ export class Scheduler {
     if (this.queue.size === 0 || (this.dirty.size === 0 && this.volatile.size === 0 && this.fresh.size === 0))
       return out;
     const heap = this.cursors;
-    heap.length = 0; // empty unless a policy threw in the last pump
+    if (heap.length !== 0) heap.length = 0; // only if a policy threw in the last pump (it drops the storage)
     this.ratioHeapsInUse = 0;
     this.ratioWalksInUse = 0;
     let pushes = 0;
     const rr = this.policy.responseRatio;
     const epoch = rr?.epoch() ?? 0;
     const dirty = this.dirty.list;
-    for (let i = 0; i < dirty.length; i++) {
+    for (let i = 0; i < this.dirty.end; i++) {
       const g = dirty[i]!;
       if (g.dirtyAt === i) this.startCursor(heap, g, undefined, rr, epoch, now);
     }
@@ -1144,8 +1149,7 @@ export class Scheduler {
     if (rr && eligible) {
       // Ordering costs a pass over the group: skip it when none of them could go now anyway.
       const probe = this.probeCandidates;
-      probe.length = 0;
-      this.gatherCandidates(this.servingOf(g), g.exclude, probe);
+      this.gatherInto(this.servingOf(g), g.exclude, probe);
       if (probe.length === 0 || rr.holdsAll?.(probe) === true) {
         g.allHeld = true;
         return;
@@ -1196,8 +1200,7 @@ export class Scheduler {
    */
   private startGated(heap: Cursor[], g: Group, gate: FitGate, now: number): void {
     const probe = this.probeCandidates;
-    probe.length = 0;
-    this.gatherCandidates(this.servingOf(g), g.exclude, probe);
+    this.gatherInto(this.servingOf(g), g.exclude, probe);
     if (probe.length === 0) {
       g.allHeld = true; // as offering its first member would find: no backend below its cap
       return;
@@ -1321,6 +1324,23 @@ export class Scheduler {
       const b = serving[i]!;
       if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) out.push(b);
     }
+  }
+
+  /**
+   * gatherCandidates into a reused array, overwriting it: emptying it first (length = 0) would drop
+   * its storage, allocated again at every probe's pump.
+   */
+  private gatherInto(
+    serving: readonly BackendState[],
+    exclude: ReadonlySet<string>,
+    out: BackendState[],
+  ): void {
+    let n = 0;
+    for (let i = 0; i < serving.length; i++) {
+      const b = serving[i]!;
+      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) out[n++] = b;
+    }
+    if (out.length !== n) out.length = n;
   }
 
   /** The group's serving backends (cached on it until the fleet changes). */

@@ -1,3 +1,4 @@
+import { chunkKeys } from '../prefix/chunk-keys.js';
 import { PrefixTrie } from '../prefix/prefix-trie.js';
 
 /**
@@ -44,8 +45,13 @@ export class PrefixCredit {
   readonly capacityChunks: number;
   /** Hashes prompts into chunk keys (its node arrays are never used: nothing is inserted). */
   private readonly hasher: PrefixTrie;
-  /** The same hash over a prompt's first chunk alone (headOf: no copy of the chunk to hash). */
-  private readonly headHasher: PrefixTrie;
+  /**
+   * headOf's key: the hasher's first key, hashed alone into a reused array (the hasher's keys()
+   * makes a typed array per call, which cost more than hashing the one chunk).
+   */
+  private readonly headKey = new Float64Array(1);
+  /** Whether a prompt's first chunk is indexed at all (maxPrefixChars holds a chunk). */
+  private readonly headIndexed: boolean;
   /** Per backend, the chunk keys sent there (two generations: an approximate LRU). */
   private readonly sent = new Map<string, Generations>();
   /** Per request until it is dispatched: its keys, or its first chunk's key while not hashed. */
@@ -66,11 +72,7 @@ export class PrefixCredit {
       maxEntries: 1,
       maxPrefixChars: opts.maxPrefixChars,
     });
-    this.headHasher = new PrefixTrie({
-      chunkChars: opts.chunkChars,
-      maxEntries: 1,
-      maxPrefixChars: Math.min(opts.chunkChars, opts.maxPrefixChars),
-    });
+    this.headIndexed = opts.maxPrefixChars >= opts.chunkChars;
   }
 
   /**
@@ -151,8 +153,9 @@ export class PrefixCredit {
 
   /** The key of a text's first chunk (undefined: shorter than a chunk, never matched). */
   private headOf(text: string): number | undefined {
-    if (text.length < this.chunkChars) return undefined;
-    return this.headHasher.keys(text)[0];
+    if (text.length < this.chunkChars || !this.headIndexed) return undefined;
+    chunkKeys(text, this.chunkChars, this.headKey);
+    return this.headKey[0];
   }
 
   /** A prompt kept unhashed with this first chunk is recorded now (a later one shares it). */

@@ -28,6 +28,12 @@ let bytes = new Uint8Array(buffer);
 let words = new Int32Array(buffer);
 let units = new Uint16Array(buffer);
 let writer = Buffer.from(buffer);
+/**
+ * Views of the scratch's first `chars` bytes, per `chars` (emptied when the scratch grows): the
+ * encoder is offered just the bytes the keys need, so a long prompt whose first chunk alone is
+ * hashed (PrefixCredit's head) is not encoded whole, with no view made per call.
+ */
+let heads = new Map<number, Uint8Array>();
 
 /** The chain so far: two 32-bit halves, carried from chunk to chunk. */
 let chainA = 0;
@@ -70,6 +76,7 @@ function reserve(byteLength: number): void {
   words = new Int32Array(buffer);
   units = new Uint16Array(buffer);
   writer = Buffer.from(buffer);
+  heads = new Map();
 }
 
 /** Writes the keys of `text`'s first `out.length` chunks of `size` characters into `out`. */
@@ -81,10 +88,14 @@ export function chunkKeys(text: string, size: number, out: Float64Array): void {
   chainB = 0x01000193;
   if (size % 4 === 0) {
     reserve(chars);
-    // The first `chars` characters are all ASCII exactly when they were read and every character
-    // read took one byte. (The whole scratch is offered, not a view of `chars` bytes: no view
-    // per call; a non-ASCII character just past them only sends the text down the general path.)
-    const r = encoder.encodeInto(text, bytes);
+    // The first `chars` characters are all ASCII exactly when they were all read and every
+    // character read took one byte.
+    let view = heads.get(chars);
+    if (view === undefined) {
+      view = bytes.subarray(0, chars);
+      heads.set(chars, view);
+    }
+    const r = encoder.encodeInto(text, view);
     if (r.read >= chars && r.read === r.written) {
       const step = size >> 2;
       for (let b = 0; b < n; b++) out[b] = mix(b * step, step, 0);
