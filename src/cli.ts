@@ -100,15 +100,23 @@ program
   .option('--policies <list>', "comma-separated policy names (default: the scenario's)")
   .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
   .option('--out <dir>', 'where results.json and charts go', 'out/simulate')
-  .action(async (o: { scenario: string; policies?: string; seed?: number; out: string }) => {
-    const { runSimulateCommand } = await import('./commands/simulate.js');
-    await runSimulateCommand({
-      scenarioPath: o.scenario,
-      policies: list(o.policies),
-      seed: o.seed,
-      outDir: o.out,
-    });
-  });
+  .option(
+    '--threads <n>',
+    'worker threads for the policies (default 1; more pay off for long runs on many cores)',
+    int('--threads', 1, 256),
+  )
+  .action(
+    async (o: { scenario: string; policies?: string; seed?: number; out: string; threads?: number }) => {
+      const { runSimulateCommand } = await import('./commands/simulate.js');
+      await runSimulateCommand({
+        scenarioPath: o.scenario,
+        policies: list(o.policies),
+        seed: o.seed,
+        outDir: o.out,
+        threads: o.threads,
+      });
+    },
+  );
 
 program
   .command('train')

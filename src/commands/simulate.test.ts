@@ -75,6 +75,25 @@ test('--policies overrides the scenario list; --oracle false skips it', async ()
   assert.doesNotMatch(out, /oracle/);
 });
 
+test('--threads: the policies on worker threads give the same results.json, charts and table', async () => {
+  const one = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
+  const two = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
+  const a = await captured(() => runSimulateCommand({ scenarioPath: SMALL, outDir: one, threads: 1 }));
+  const b = await captured(() => runSimulateCommand({ scenarioPath: SMALL, outDir: two, threads: 3 }));
+  assert.doesNotMatch(a.out, /on \d+ threads/);
+  assert.match(b.out, /\(7 policies on 3 threads\)/);
+  for (const f of ['results.json', 'latency-cdf.svg', 'queue-per-backend.svg'])
+    assert.equal(readFileSync(join(two, f), 'utf8'), readFileSync(join(one, f), 'utf8'), f);
+  // The report (what the test runner wrote before it aside), less the wall-time line and where it wrote.
+  const strip = (out: string, dir: string): string =>
+    out
+      .slice(out.indexOf('scenario small-exhaustive'))
+      .replace(/^speed: .*$/m, '')
+      .replaceAll(dir, 'DIR');
+  assert.equal(strip(b.out, two), strip(a.out, one));
+  await assert.rejects(runSimulateCommand({ scenarioPath: SMALL, outDir: one, threads: 0 }), /--threads/);
+});
+
 test('bad arguments are UsageErrors naming the problem', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
   await assert.rejects(

@@ -1,7 +1,7 @@
 /**
- * Runs trace jobs on worker threads, one job per idle worker, results in job order. Policies are
- * independent runs of the same trace, so they scale with cores; with one thread they run in this
- * thread and no worker starts.
+ * Runs simulation jobs (whatif's trace jobs, simulate's scenario jobs) on worker threads, one job
+ * per idle worker, results in job order. Policies are independent runs of the same workload, so
+ * they scale with cores; with one thread they run in this thread and no worker starts.
  *
  * A pool can be started before its jobs are known (startTracePool): its workers load the
  * simulator's modules while the caller still reads the trace (whatif's check pass), instead of
@@ -9,6 +9,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { runScenarioJob, type ScenarioJob, type ScenarioJobResult } from './scenario-job.js';
 import { runTraceJob, type TraceJob, type TraceJobResult } from './trace-job.js';
 
 /** Threads to use by default: every core (the main thread only waits). */
@@ -16,32 +17,49 @@ export function defaultThreads(): number {
   return Math.max(1, availableParallelism());
 }
 
-export interface TracePool {
+export interface SimPool<J, R> {
   /** Run `jobs` (once per pool); results in job order. */
-  run(
-    jobs: readonly TraceJob[],
-    onDone?: (r: TraceJobResult, index: number) => void,
-  ): Promise<TraceJobResult[]>;
+  run(jobs: readonly J[], onDone?: (r: R, index: number) => void): Promise<R[]>;
   /** Stop the workers (always call it, also when run() was never called or failed). */
   close(): Promise<void>;
 }
 
-type WorkerMessage = { index: number; result?: TraceJobResult; error?: string };
+export type TracePool = SimPool<TraceJob, TraceJobResult>;
+export type ScenarioPool = SimPool<ScenarioJob, ScenarioJobResult>;
 
-/** Start `threads` workers now (none for one thread: jobs then run in this thread). */
+type WorkerMessage<R> = { index: number; result?: R; error?: string };
+
+/** Start `threads` workers now for whatif's trace jobs (none for one thread: jobs then run here). */
 export function startTracePool(threads: number = defaultThreads()): TracePool {
+  return startPool(threads, runTraceJob);
+}
+
+/** Start `threads` workers now for simulate's scenario jobs (none for one thread). */
+export function startScenarioPool(threads: number = defaultThreads()): ScenarioPool {
+  return startPool(threads, (job) => runScenarioJob(job));
+}
+
+function startPool<J, R>(threads: number, runHere: (job: J) => R): SimPool<J, R> {
   const n = Math.max(1, Math.floor(threads));
   if (n <= 1) {
+    let closed = false;
     return {
       run: (jobs, onDone) =>
-        Promise.resolve(
-          jobs.map((job, i) => {
-            const r = runTraceJob(job);
-            onDone?.(r, i);
-            return r;
-          }),
-        ),
-      close: () => Promise.resolve(),
+        closed
+          ? Promise.reject(new Error('simulation pool: closed'))
+          : new Promise<R[]>((resolve) =>
+              resolve(
+                jobs.map((job, i) => {
+                  const r = runHere(job);
+                  onDone?.(r, i);
+                  return r;
+                }),
+              ),
+            ),
+      close: () => {
+        closed = true;
+        return Promise.resolve();
+      },
     };
   }
   // The worker file sits beside this one: .js once built, .ts under tsx (dev, tests), where the
@@ -57,7 +75,8 @@ export function startTracePool(threads: number = defaultThreads()): TracePool {
   // Until run() listens, a worker's failure is kept for it.
   let failure: Error | undefined;
   let fail = (e: Error): void => void (failure ??= e);
-  let exited = (code: number): void => void (failure ??= new Error(`whatif worker exited (${code}) early`));
+  let exited = (code: number): void =>
+    void (failure ??= new Error(`simulation worker exited (${code}) early`));
   const workers = Array.from({ length: n }, () => {
     const w = spawn();
     w.on('error', (e) => fail(e));
@@ -67,16 +86,17 @@ export function startTracePool(threads: number = defaultThreads()): TracePool {
   let closed = false;
   return {
     run: (jobs, onDone) =>
-      new Promise<TraceJobResult[]>((resolve, reject) => {
-        const out = new Array<TraceJobResult>(jobs.length);
+      new Promise<R[]>((resolve, reject) => {
+        const out = new Array<R>(jobs.length);
         if (failure) return reject(failure);
-        if (closed) return reject(new Error('whatif pool: closed'));
+        if (closed) return reject(new Error('simulation pool: closed'));
         if (jobs.length === 0) return resolve(out);
         let next = 0;
         let done = 0;
         fail = reject;
         exited = (code) => {
-          if (done < jobs.length) reject(new Error(`whatif worker exited (${code}) before its job finished`));
+          if (done < jobs.length)
+            reject(new Error(`simulation worker exited (${code}) before its job finished`));
         };
         const feed = (w: Worker): void => {
           if (next >= jobs.length) return;
@@ -84,9 +104,9 @@ export function startTracePool(threads: number = defaultThreads()): TracePool {
           w.postMessage({ index, job: jobs[index] });
         };
         for (const w of workers) {
-          w.on('message', (m: WorkerMessage) => {
+          w.on('message', (m: WorkerMessage<R>) => {
             if (m.error !== undefined || !m.result) {
-              reject(new Error(`whatif worker: ${m.error ?? 'no result'}`));
+              reject(new Error(`simulation worker: ${m.error ?? 'no result'}`));
               return;
             }
             out[m.index] = m.result;
