@@ -14,7 +14,14 @@
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import { Scheduler } from '../core/scheduler.js';
-import type { Decision, Policy, RejectReason, RequestInfo } from '../core/types.js';
+import type {
+  CompletionReport,
+  Decision,
+  EngineMetrics,
+  Policy,
+  RejectReason,
+  RequestInfo,
+} from '../core/types.js';
 import { EngineModel } from '../engine/model.js';
 import {
   contextBlockHashes,
@@ -152,6 +159,28 @@ interface Event {
   readonly open?: Open;
 }
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+function newReport(): Mutable<CompletionReport> {
+  return {
+    ok: true,
+    dispatchedAt: 0,
+    firstByteAt: 0,
+    finishedAt: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    promptEvalMs: 0,
+    evalMs: 0,
+  };
+}
+
+function newMetrics(): Mutable<EngineMetrics> {
+  return { running: 0, waiting: 0, kvUsage: 0, at: 0 };
+}
+
+/** wakeAt of an engine without a live wake (times are >= 0). */
+const NO_WAKE = -1;
+
 const PROBE_EVENT: Event = { kind: PROBE };
 /** Block hashes of a prompt on an engine without a prefix cache: none, one shared array. */
 const NO_HASHES: readonly number[] = Object.freeze([]);
@@ -164,13 +193,13 @@ export function simulate(scenario: Scenario, policySpec: PolicySpec, opts: Simul
   const label = policyLabel(policySpec);
   if (opts.everyIteration !== true) {
     try {
-      return runSimulation(scenario, policy(), label, opts, true);
+      return runSimulation(scenario, policy(), label, opts, true, true);
     } catch (err) {
       if (!(err instanceof AmbiguousOrder)) throw err;
       reruns++;
     }
   }
-  return runSimulation(scenario, policy(), label, opts, false);
+  return runSimulation(scenario, policy(), label, opts, false, true);
 }
 
 /**
@@ -195,7 +224,7 @@ export function simulateWith(
   label: string,
   opts: SimulateOptions,
 ): RunResult {
-  return runSimulation(scenario, policy, label, opts, false);
+  return runSimulation(scenario, policy, label, opts, false, false);
 }
 
 function runSimulation(
@@ -204,6 +233,7 @@ function runSimulation(
   label: string,
   opts: SimulateOptions,
   lazyWakes: boolean,
+  reuseReports: boolean,
 ): RunResult {
   const scheduler = new Scheduler({ policy });
   const fleet = scenario.fleet;
@@ -236,7 +266,8 @@ function runSimulation(
   /** Every request sent, by its index in `records` (EngineSequence.ref). */
   const opens: Open[] = [];
   let openCount = 0;
-  const wakeAt: (number | undefined)[] = engines.map(() => undefined);
+  /** Per engine, its live wake's time; NO_WAKE: none. Unboxed doubles (no allocation per store). */
+  const wakeAt = new Float64Array(engines.length).fill(NO_WAKE);
   // One constant wake event per engine (no allocation per iteration). A wake is live only while it
   // is the engine's current wakeAt; superseded ones are skipped when they surface.
   const wakeEvents: Event[] = engines.map((_, i) => ({ kind: ENGINE, backend: i }));
@@ -315,11 +346,12 @@ function runSimulation(
       const i = dirtyList[k]!;
       dirty[i] = false;
       const t = lazy ? engines[i]!.quietUntil(MAX_QUIET_ITERATIONS) : engines[i]!.nextEventTime();
-      if (t === wakeAt[i]) continue;
-      if (wakeAt[i] === undefined) liveWakes++;
-      if (t === undefined) liveWakes--;
-      wakeAt[i] = t;
-      if (t !== undefined) heap.push(t, ENGINE, wakeEvents[i]!);
+      const w = t ?? NO_WAKE;
+      if (w === wakeAt[i]) continue;
+      if (wakeAt[i] === NO_WAKE) liveWakes++;
+      if (w === NO_WAKE) liveWakes--;
+      wakeAt[i] = w;
+      if (w !== NO_WAKE) heap.push(w, ENGINE, wakeEvents[i]!);
     }
     dirtyCount = 0;
   };
@@ -435,8 +467,13 @@ function runSimulation(
     apply(scheduler.submit(o, now * 1000));
   };
 
+  // `reuseReports`: one completion report, refilled per finish, and one metrics object per
+  // backend, refilled per probe (doubles in a reused object's fields are stored in place; a new
+  // object boxes each). Only for the built-in policies (`simulate`), which read reports and
+  // metrics while called and keep none of them; a policy object of `simulateWith` may keep them.
+  const reused = newReport();
   const onEngine = (i: number): void => {
-    wakeAt[i] = undefined;
+    wakeAt[i] = NO_WAKE;
     liveWakes--;
     touch(i);
     const events = engines[i]!.advance(now);
@@ -455,21 +492,15 @@ function runSimulation(
       outstanding[i]!--;
       openCount--;
       // Reported as a live Ollama backend would: engine-measured prefill and decode durations.
-      const ds = scheduler.complete(
-        e.id,
-        {
-          ok: true,
-          dispatchedAt: dispatchS * 1000,
-          firstByteAt: rec.firstTokenS * 1000,
-          finishedAt: e.t * 1000,
-          promptTokens: e.promptTokens,
-          completionTokens: e.outputTokens,
-          promptEvalMs: e.prefillS * 1000,
-          evalMs: e.decodeS * 1000,
-        },
-        e.t * 1000,
-      );
-      apply(ds);
+      const report = reuseReports ? reused : newReport();
+      report.dispatchedAt = dispatchS * 1000;
+      report.firstByteAt = rec.firstTokenS * 1000;
+      report.finishedAt = e.t * 1000;
+      report.promptTokens = e.promptTokens;
+      report.completionTokens = e.outputTokens;
+      report.promptEvalMs = e.prefillS * 1000;
+      report.evalMs = e.decodeS * 1000;
+      apply(scheduler.complete(e.id, report, e.t * 1000));
       // Without a prefix cache the answer is '' and closed-loop clients make up its text themselves
       // (same length, seeded).
       schedule(driver.onFinish(e.id, e.t, true, o.answer));
@@ -508,16 +539,19 @@ function runSimulation(
   const probeBase = skipProbes ? Infinity : (opts.probeEveryS ?? 0.05);
   const probeEvery = wanted === undefined ? probeBase : Math.min(probeBase, wanted / 1000);
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
+  // The scheduler keeps the latest as the backend's metrics: refilling it is handing over a new
+  // one, to policies that keep none (see reuseReports).
+  const metrics = engines.map(newMetrics);
   const onProbe = (): void => {
     for (let i = 0; i < engines.length; i++) {
       if (lazy) catchUp(i, true);
       const e = engines[i]!;
-      scheduler.setMetrics(fleet[i]!.name, {
-        running: e.batchSize,
-        waiting: e.queueLength,
-        kvUsage: e.kvUsage,
-        at: now * 1000,
-      });
+      const m = reuseReports ? metrics[i]! : newMetrics();
+      m.running = e.batchSize;
+      m.waiting = e.queueLength;
+      m.kvUsage = e.kvUsage;
+      m.at = now * 1000;
+      scheduler.setMetrics(fleet[i]!.name, m);
     }
     // Metric-driven policies may now release requests they held.
     apply(scheduler.pump(now * 1000));
