@@ -7,7 +7,11 @@
 /** Client-facing API family of a request, and the API a backend speaks. */
 export type ApiKind = 'ollama' | 'openai';
 
-/** Latest engine-reported load of a backend (scraped /metrics, /api/ps, or a probe). */
+/**
+ * Latest engine-reported load of a backend (scraped /metrics, /api/ps, or a probe). Valid for
+ * the call that sees it: a policy copies the numbers it wants to keep, never the object (the
+ * simulator refills one object per backend at each probe).
+ */
 export interface EngineMetrics {
   /** Sequences in the engine's running batch. */
   readonly running: number;
@@ -108,7 +112,10 @@ export interface FitGate {
   bound(candidates: readonly BackendView[], now: number): number;
 }
 
-/** How a pushed request ended, reported back to the core by the host. */
+/**
+ * How a pushed request ended, reported back to the core by the host. Valid for the call that
+ * sees it: a policy copies what it keeps (the simulator refills one report per run).
+ */
 export interface CompletionReport {
   /** true when the backend produced a full answer; false on error, timeout or client abort. */
   readonly ok: boolean;
