@@ -77,6 +77,9 @@ export function ollamaRouter(ctx: PolicyContext): Policy {
 
   return {
     name: 'ollama-router',
+    // Its own queue estimates decide, never engine metrics, and some candidate is always chosen
+    // (a timed one when any is timed): no probes needed.
+    readsMetrics: false,
     pick(req: RequestInfo, candidates: readonly BackendView[]) {
       const requestTokens = charsOf(req.promptText) * f;
       let anyTimed = false;

@@ -57,11 +57,31 @@ test('pinned sends everything to its backend and holds while it is busy', () => 
 test('readsMetrics: false only for profiles that read no engine metrics and never hold', () => {
   const reads = (spec: Parameters<typeof createPolicy>[0]): boolean | undefined =>
     createPolicy(spec, createRng(1)).readsMetrics;
-  for (const name of ['round-robin', 'least-connections', 'random', 'weighted-round-robin'])
+  for (const name of [
+    'round-robin',
+    'least-connections',
+    'random',
+    'weighted-round-robin',
+    'prefix-trie',
+    'sglang-cache-aware',
+    'consistent-hash',
+    'ollama-router',
+  ])
     assert.equal(reads(name), false, name);
-  // A push filter may hold (and SP-P reads metrics); whole-decision policies may read them.
+  // A push filter may hold (and SP-P reads metrics); whole-decision policies may read them; a
+  // prefix trie waiting for its match holds.
   assert.equal(reads({ name: 'round-robin', params: { push: 'sp-o' } }), true);
   assert.equal(reads({ name: 'round-robin', params: { push: 'sp-p' } }), true);
-  for (const name of ['estimated-wait', 'jsq', 'prefix-trie', 'ollama-router'])
-    assert.equal(reads(name), true, name);
+  assert.equal(reads({ name: 'prefix-trie', params: { push: 'sp-o' } }), true);
+  assert.equal(reads({ name: 'prefix-trie', params: { waitForMatchMs: 100 } }), true);
+  for (const name of ['estimated-wait', 'jsq', 'min-min']) assert.equal(reads(name), true, name);
+});
+
+test("holdsIgnoreMetrics: SP-O holds on the router's own counts, SP-P on engine metrics", () => {
+  const ignores = (spec: Parameters<typeof createPolicy>[0]): boolean | undefined =>
+    createPolicy(spec, createRng(1)).holdsIgnoreMetrics;
+  for (const name of ['round-robin', 'prefix-trie', 'sglang-cache-aware', 'consistent-hash'])
+    assert.equal(ignores({ name, params: { push: 'sp-o' } }), true, name);
+  for (const name of ['round-robin', 'prefix-trie', 'sglang-cache-aware'])
+    assert.equal(ignores({ name, params: { push: 'sp-p' } }), false, name);
 });

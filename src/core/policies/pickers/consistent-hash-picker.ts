@@ -33,6 +33,10 @@ export function consistentHashPicker(ctx: PluginContext): Picker & { readonly ri
     kind: 'picker',
     type: 'consistent-hash-picker',
     name: ctx.name,
+    // Every candidate is on the ring (weights are positive), so a lookup always finds one; the
+    // session key and in-flight counts decide, never engine metrics.
+    neverHolds: true,
+    readsMetrics: false,
     ring,
     pick(req, candidates) {
       const n = candidates.length;

@@ -29,6 +29,8 @@ export function policyPicker(policy: Policy): Picker {
     ...(policy.heldByLoad ? { heldByLoad: policy.heldByLoad.bind(policy) } : {}),
     ...(policy.heldUntilChange ? { heldUntilChange: policy.heldUntilChange.bind(policy) } : {}),
     ...(policy.holdsIgnoreMetrics ? { holdsIgnoreMetrics: true } : {}),
+    // A policy that reads no metrics never holds either (Policy.readsMetrics).
+    ...(policy.readsMetrics === false ? { neverHolds: true, readsMetrics: false } : {}),
     ...(policy.fitGate ? { fitGate: policy.fitGate } : {}),
     ...(policy.responseRatio ? { responseRatio: policy.responseRatio } : {}),
   };

@@ -81,6 +81,10 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
     kind: 'picker',
     type: 'prefix-trie-picker',
     name: ctx.name,
+    // It reads the candidates' in-flight counts and its trie, never engine metrics; it holds only
+    // to wait for a match (waitForMatchMs), so without that a blind profile of it needs no probes.
+    neverHolds: p.waitForMatchMs === 0,
+    readsMetrics: false,
     trie,
     lastDecision: () => (lastChars < 0 ? undefined : { matchedChars: lastChars, reason: lastReason }),
     pick(req, candidates, _scores, now) {

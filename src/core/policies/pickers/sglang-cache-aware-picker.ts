@@ -57,6 +57,9 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
     kind: 'picker',
     type: 'sglang-cache-aware-picker',
     name: ctx.name,
+    // In-flight counts and its trie decide; it never holds (a blind profile of it needs no probes).
+    neverHolds: true,
+    readsMetrics: false,
     trie,
     lastDecision: () => (lastChars < 0 ? undefined : { matchedChars: lastChars, reason: lastReason }),
     pick(req, candidates) {
