@@ -489,7 +489,7 @@ class FitHeap {
    * everything the first bound admitted.
    */
   firstAtMost(bound: number, after: number): Queued | undefined {
-    const { items, stamps, fits, stack } = this;
+    const { items, fits, stack } = this;
     const n = items.length;
     if (n === 0 || !(fits[0]! <= bound)) return undefined;
     let best: Queued | undefined;
@@ -498,13 +498,7 @@ class FitHeap {
     while (stack.length > 0) {
       const i = stack.pop()!;
       const q = items[i]!;
-      if (
-        q.seq > after &&
-        q.gateStamp === stamps[i] &&
-        q.fit === q.fit &&
-        (best === undefined || q.seq < best.seq)
-      )
-        best = q;
+      if (q.seq > after && (best === undefined || q.seq < best.seq) && this.live(i)) best = q;
       const l = 2 * i + 1;
       if (l < n && fits[l]! <= bound) stack.push(l);
       if (l + 1 < n && fits[l + 1]! <= bound) stack.push(l + 1);
@@ -1042,13 +1036,7 @@ export class Scheduler {
         this.dequeue(q);
         out.push({ type: 'reject', request: q.req, reason: 'no-backend' as RejectReason });
       } else {
-        // Within a pump only a push changes who is below its cap: the group's candidates are
-        // gathered again after one, not for every member offered.
-        if (c.dispatchesAt !== pushes) {
-          c.candidates = []; // a new array: a policy may keep the last one
-          this.gatherCandidates(this.servingOf(c.group), c.group.exclude, c.candidates);
-          c.dispatchesAt = pushes;
-        }
+        this.candidatesAt(c, pushes);
         if (q.fit === q.fit && this.heldAgain(q, c, now)) {
           // Still too big for every candidate: held again without asking (Policy.fitGate).
           const next = nextOf(c);
@@ -1073,14 +1061,11 @@ export class Scheduler {
           pushes++;
         }
       }
-      if (c.rest instanceof GatedWalk && c.dispatchesAt !== pushes) {
+      if (c.rest instanceof GatedWalk) {
         // The walk picks its next member by the bound: a push lowered it, so lower it first
         // (with the last one most of those the walk would read are above the new bound).
-        c.candidates = [];
-        this.gatherCandidates(this.servingOf(c.group), c.group.exclude, c.candidates);
-        c.dispatchesAt = pushes;
-        c.bound = this.policy.fitGate!.bound(c.candidates, now);
-        c.boundAt = pushes;
+        this.candidatesAt(c, pushes);
+        this.boundOf(c, this.policy.fitGate!, now);
       }
       const next = nextOf(c);
       if (next) {
@@ -1097,15 +1082,29 @@ export class Scheduler {
    */
   private heldAgain(q: Queued, c: Cursor, now: number): boolean {
     const gate = this.policy.fitGate;
-    if (gate !== undefined) {
-      if (c.boundAt !== c.dispatchesAt) {
-        c.bound = gate.bound(c.candidates, now);
-        c.boundAt = c.dispatchesAt;
-      }
-      if (q.fit > c.bound) return true;
-    }
+    if (gate !== undefined && q.fit > this.boundOf(c, gate, now)) return true;
     this.ungate(q);
     return false;
+  }
+
+  /**
+   * The cursor's candidates as of `pushes` pushes into the pump: within a pump only a push changes
+   * who is below its cap, so they are gathered again after one, not for every member offered.
+   */
+  private candidatesAt(c: Cursor, pushes: number): void {
+    if (c.dispatchesAt === pushes) return;
+    c.candidates = []; // a new array: a policy may keep the last one
+    this.gatherCandidates(this.servingOf(c.group), c.group.exclude, c.candidates);
+    c.dispatchesAt = pushes;
+  }
+
+  /** FitGate.bound of the cursor's candidates, computed once per candidate list. */
+  private boundOf(c: Cursor, gate: FitGate, now: number): number {
+    if (c.boundAt !== c.dispatchesAt) {
+      c.bound = gate.bound(c.candidates, now);
+      c.boundAt = c.dispatchesAt;
+    }
+    return c.bound;
   }
 
   /** A request held until it fits (Policy.fitGate): asked again only once a bound reaches its size. */
@@ -1149,7 +1148,7 @@ export class Scheduler {
     if (rr && eligible) {
       // Ordering costs a pass over the group: skip it when none of them could go now anyway.
       const probe = this.probeCandidates;
-      this.gatherInto(this.servingOf(g), g.exclude, probe);
+      this.gatherCandidates(this.servingOf(g), g.exclude, probe);
       if (probe.length === 0 || rr.holdsAll?.(probe) === true) {
         g.allHeld = true;
         return;
@@ -1200,7 +1199,7 @@ export class Scheduler {
    */
   private startGated(heap: Cursor[], g: Group, gate: FitGate, now: number): void {
     const probe = this.probeCandidates;
-    this.gatherInto(this.servingOf(g), g.exclude, probe);
+    this.gatherCandidates(this.servingOf(g), g.exclude, probe);
     if (probe.length === 0) {
       g.allHeld = true; // as offering its first member would find: no backend below its cap
       return;
@@ -1314,23 +1313,12 @@ export class Scheduler {
     return out;
   }
 
-  /** Appends to `out` those of `serving` that may take a request that tried `exclude` now. */
-  private gatherCandidates(
-    serving: readonly BackendState[],
-    exclude: ReadonlySet<string>,
-    out: BackendState[],
-  ): void {
-    for (let i = 0; i < serving.length; i++) {
-      const b = serving[i]!;
-      if (this.eligible(b, exclude) && b.inFlight < b.maxConcurrency) out.push(b);
-    }
-  }
-
   /**
-   * gatherCandidates into a reused array, overwriting it: emptying it first (length = 0) would drop
-   * its storage, allocated again at every probe's pump.
+   * Those of `serving` that may take a request that tried `exclude` now, written over `out` (a
+   * reused array keeps its storage: emptying it first with length = 0 would drop it, allocated
+   * again at every probe's pump).
    */
-  private gatherInto(
+  private gatherCandidates(
     serving: readonly BackendState[],
     exclude: ReadonlySet<string>,
     out: BackendState[],
