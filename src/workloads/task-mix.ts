@@ -147,13 +147,26 @@ export type TaskMixParams = z.input<typeof taskMixParamsSchema>;
 
 export type SizeClass = NonNullable<WorkloadRequest['sizeClass']>;
 
+/** The size classes, indexed by sizeClassIndex. */
+const CLASSES: readonly SizeClass[] = ['LL', 'LH', 'HL', 'HH'];
+
+/** sizeClass's index in CLASSES (heavy prompt: +2, heavy decode: +1). */
+function sizeClassIndex(
+  promptTokens: number,
+  outputTokens: number,
+  heavyPrompt: number,
+  heavyDecode: number,
+): number {
+  return (promptTokens >= heavyPrompt ? 2 : 0) + (outputTokens >= heavyDecode ? 1 : 0);
+}
+
 export function sizeClass(
   promptTokens: number,
   outputTokens: number,
   heavyPrompt: number,
   heavyDecode: number,
 ): SizeClass {
-  return `${promptTokens >= heavyPrompt ? 'H' : 'L'}${outputTokens >= heavyDecode ? 'H' : 'L'}` as SizeClass;
+  return CLASSES[sizeClassIndex(promptTokens, outputTokens, heavyPrompt, heavyDecode)]!;
 }
 
 const SENTIMENT_ASKS = [
@@ -220,8 +233,6 @@ interface ResolvedTask {
   readonly labels: readonly string[];
 }
 
-const CLASSES: readonly SizeClass[] = ['LL', 'LH', 'HL', 'HH'];
-
 interface Resolved {
   readonly p: z.output<typeof taskMixParamsSchema>;
   readonly tasks: readonly ResolvedTask[];
@@ -282,10 +293,13 @@ export function taskMixWorkload(params: TaskMixParams, seed: number): ClientDriv
       );
       const outputTokens = Math.max(1, sampleInt(task.outputTokens, draw));
       // Classify by what is actually sent (a prompt is never shorter than its instruction).
-      const c =
-        (Math.ceil(prompt.length / 4) >= p.heavyPromptTokens ? 2 : 0) +
-        (outputTokens >= p.heavyDecodeTokens ? 1 : 0);
-      const cls = CLASSES[c]!; // as sizeClass() names it
+      const c = sizeClassIndex(
+        Math.ceil(prompt.length / 4),
+        outputTokens,
+        p.heavyPromptTokens,
+        p.heavyDecodeTokens,
+      );
+      const cls = CLASSES[c]!;
       const request = requestFromMessages(
         {
           id,

@@ -20,10 +20,7 @@ const WORDS = (
 ).split(' ');
 
 // Each word and its space as one 32-bit value, bytes in memory order (a pool is one write a word).
-const WORD_BYTES = Uint32Array.from(WORDS, (w) => {
-  const b = Buffer.from(`${w} `, 'latin1');
-  return new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + 4))[0]!;
-});
+const WORD_BYTES = new Uint32Array(Uint8Array.from(Buffer.from(WORDS.join(' ') + ' ', 'latin1')).buffer);
 if (CHARS_PER_TOKEN !== 4 || WORDS.some((w) => w.length !== 3))
   throw new Error('words are 3 letters + space');
 
