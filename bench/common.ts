@@ -1,4 +1,7 @@
-/** Shared bits of the proxy benchmark: the messages children send and the request they all see. */
+/**
+ * Shared bits of the benchmarks: the messages children send and the request they all see, and
+ * reading numeric settings from the environment.
+ */
 
 /** What a child process sends its parent once it listens. */
 export interface ReadyMessage {
@@ -52,4 +55,22 @@ export function sendReady(urls: readonly string[]): void {
   const msg: ReadyMessage = { type: 'ready', urls };
   if (process.send) process.send(msg);
   else console.log(JSON.stringify(msg));
+}
+
+/**
+ * A numeric setting from the environment: `fallback` when unset, an error when not a number (a
+ * whole one with `integer`) or below `min`.
+ */
+export function envNumber(name: string, fallback: number, min: number, integer = false): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!(integer ? Number.isInteger(n) : Number.isFinite(n)) || n < min)
+    throw new Error(`${name} must be ${integer ? 'an integer' : 'a number'} ≥ ${min} (got '${raw}')`);
+  return n;
+}
+
+/** envNumber for settings that must be whole numbers. */
+export function envInt(name: string, fallback: number, min: number): number {
+  return envNumber(name, fallback, min, true);
 }

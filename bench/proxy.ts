@@ -41,21 +41,13 @@ import { Client, request } from 'undici';
 import { percentile as quantile } from '../src/report/stats.js';
 import { formatTable as table } from '../src/report/table.js';
 import { compileForBench } from './build.js';
-import { GENERATE_ANSWER, GENERATE_BODY, isReadyMessage } from './common.js';
+import { envNumber, GENERATE_ANSWER, GENERATE_BODY, isReadyMessage } from './common.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
 const HOST = '127.0.0.1';
 /** Where the children run from: src/ and bench/*-child.ts compiled to JavaScript (see build.ts). */
 const BUILD = join(ROOT, 'bench-out', '.build');
-
-function envNumber(name: string, fallback: number, min: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number ≥ ${min} (got '${raw}')`);
-  return n;
-}
 
 const CONNECTIONS = Math.floor(envNumber('BENCH_CONNECTIONS', 32, 1));
 const DURATION_S = envNumber('BENCH_DURATION', 5, 1);

@@ -29,19 +29,13 @@ import { percentile } from '../src/report/stats.js';
 import { formatTable } from '../src/report/table.js';
 import { mooncakeSample } from '../src/workloads/trace-samples.js';
 import { compileForBench } from './build.js';
+import { envInt } from './common.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BUILD = join(ROOT, 'bench-out', '.build-sim');
 const BASE_BUILD = join(ROOT, 'bench-out', '.build-sim-base');
 const SCENARIO = join(ROOT, 'scenarios', 'mixed-4x.yaml');
 
-function envInt(name: string, fallback: number, min: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer ≥ ${min} (got '${raw}')`);
-  return n;
-}
 const REPEAT = envInt('BENCH_SIM_REPEAT', 10, 1);
 const WARMUP = envInt('BENCH_SIM_WARMUP', 3, 0);
 const ROUNDS = envInt('BENCH_SIM_ROUNDS', 2, 1);

@@ -33,21 +33,13 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, request, type Dispatcher } from 'undici';
 import { compileForBench } from './build.js';
-import { isReadyMessage } from './common.js';
+import { envNumber, isReadyMessage } from './common.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
 /** Its own build directory: bench:proxy wipes bench-out/.build when it starts and ends. */
 const BUILD = join(ROOT, 'bench-out', '.build-streams');
 const ADMIN_TOKEN = 'bench-streams-token';
-
-function envNumber(name: string, fallback: number, min: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number ≥ ${min} (got '${raw}')`);
-  return n;
-}
 
 const STREAMS = Math.floor(envNumber('BENCH_STREAMS', 1000, 1));
 const UPSTREAMS = Math.floor(envNumber('BENCH_UPSTREAMS', 2, 1));
