@@ -261,6 +261,39 @@ function step(
   }
 }
 
+/**
+ * Tracks request ids the way a host would, from event `seq` and the decisions it gave (`want`):
+ * `pushed` and `queued` as they stand after it (`snapshot` and `waiting`: as they stood before).
+ */
+function track(
+  e: Event,
+  seq: number,
+  want: readonly string[],
+  snapshot: readonly string[],
+  waiting: readonly string[],
+  pushed: string[],
+  queued: Set<string>,
+): void {
+  if (e.k === 'submit' && !want.some((l) => l.includes(` r${seq} `))) queued.add(`r${seq}`);
+  for (const line of want) {
+    const [type, id] = line.split(' ');
+    if (type === 'dispatch') {
+      queued.delete(id!);
+      pushed.push(id!);
+    } else if (type === 'reject') queued.delete(id!);
+  }
+  if (e.k === 'complete' && snapshot.length > 0) pushed.splice(e.pick % snapshot.length, 1);
+  if (e.k === 'cancel') {
+    const from = e.queued ? waiting : snapshot;
+    if (from.length > 0) {
+      const id = from[e.pick % from.length]!;
+      queued.delete(id);
+      const i = pushed.indexOf(id);
+      if (i >= 0) pushed.splice(i, 1);
+    }
+  }
+}
+
 /** Random fleets and events under a policy from `policies`: the same decisions as the reference. */
 function matchesReference(policies: fc.Arbitrary<number>, numRuns: number, seed: number): void {
   fc.assert(
@@ -287,25 +320,7 @@ function matchesReference(policies: fc.Arbitrary<number>, numRuns: number, seed:
           const want = step(ref, e, now, seq, snapshot, waiting);
           const got = step(next, e, now, seq, snapshot, waiting);
           assert.deepEqual(got, want, `event ${seq} ${JSON.stringify(e)}`);
-          // Track ids the way a host would, from the decisions.
-          if (e.k === 'submit' && !want.some((l) => l.includes(` r${seq} `))) queued.add(`r${seq}`);
-          for (const line of want) {
-            const [type, id] = line.split(' ');
-            if (type === 'dispatch') {
-              queued.delete(id!);
-              pushed.push(id!);
-            } else if (type === 'reject') queued.delete(id!);
-          }
-          if (e.k === 'complete' && snapshot.length > 0) pushed.splice(e.pick % snapshot.length, 1);
-          if (e.k === 'cancel') {
-            const from = e.queued ? waiting : snapshot;
-            if (from.length > 0) {
-              const id = from[e.pick % from.length]!;
-              queued.delete(id);
-              const i = pushed.indexOf(id);
-              if (i >= 0) pushed.splice(i, 1);
-            }
-          }
+          track(e, seq, want, snapshot, waiting, pushed, queued);
           assert.equal(next.queueLength, ref.queueLength, `queue after event ${seq}`);
           assert.equal(next.queueLength, queued.size);
           assert.equal(next.inFlightTotal, ref.inFlightTotal);
@@ -401,16 +416,7 @@ test('response-ratio walks over long queues order exactly as sorting every held 
           const want = step(ref, e, now, seq, snapshot, waiting);
           const got = step(next, e, now, seq, snapshot, waiting);
           assert.deepEqual(got, want, `event ${seq} ${JSON.stringify(e)}`);
-          if (e.k === 'submit' && !want.some((l) => l.includes(` r${seq} `))) queued.add(`r${seq}`);
-          for (const line of want) {
-            const [type, id] = line.split(' ');
-            if (type === 'dispatch') {
-              queued.delete(id!);
-              pushed.push(id!);
-            } else if (type === 'reject') queued.delete(id!);
-          }
-          if (e.k === 'complete' && snapshot.length > 0) pushed.splice(e.pick % snapshot.length, 1);
-          if (e.k === 'cancel' && waiting.length > 0) queued.delete(waiting[e.pick % waiting.length]!);
+          track(e, seq, want, snapshot, waiting, pushed, queued);
           assert.equal(next.queueLength, ref.queueLength, `queue after event ${seq}`);
         });
       },
