@@ -4,6 +4,7 @@
  * then run on bare `node`: no tsx loader thread, no esbuild `keepNames` wrappers on every
  * closure, and CPU profiles whose line numbers match the source.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import ts from 'typescript';
@@ -57,4 +58,20 @@ export async function compileForBench(root: string, outDir: string): Promise<num
   // Inside the repository, so bare imports resolve to its node_modules; ESM like the sources.
   await writeFile(join(outDir, 'package.json'), '{ "type": "module" }\n');
   return files.length;
+}
+
+/**
+ * Export git revision `rev`'s src/ and bench/ (of the repository at `root`) into `dir` (created
+ * if missing), for BENCH_BASE: the base tree is compiled from there, as this one is.
+ */
+export async function exportRevision(root: string, rev: string, dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  const archive = spawnSync('git', ['archive', '--format=tar', rev, 'src', 'bench'], {
+    cwd: root,
+    maxBuffer: 1 << 30,
+  });
+  if (archive.status !== 0)
+    throw new Error(`BENCH_BASE=${rev}: git archive failed: ${archive.stderr.toString().trim()}`);
+  const untar = spawnSync('tar', ['-x', '-C', dir], { input: archive.stdout });
+  if (untar.status !== 0) throw new Error(`BENCH_BASE=${rev}: tar failed: ${untar.stderr.toString().trim()}`);
 }

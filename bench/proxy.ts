@@ -40,7 +40,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, request } from 'undici';
 import { percentile as quantile } from '../src/report/stats.js';
 import { formatTable as table } from '../src/report/table.js';
-import { compileForBench } from './build.js';
+import { compileForBench, exportRevision } from './build.js';
 import { envNumber, GENERATE_ANSWER, GENERATE_BODY, isReadyMessage } from './common.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -199,15 +199,7 @@ async function startProxyChild(
 
 /** Export `rev`'s src/ and bench/ with `git archive` into `dir` and compile them into BASE_BUILD. */
 async function compileBase(rev: string, dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true });
-  const archive = spawnSync('git', ['archive', '--format=tar', rev, 'src', 'bench'], {
-    cwd: ROOT,
-    maxBuffer: 1 << 30,
-  });
-  if (archive.status !== 0)
-    throw new Error(`BENCH_BASE=${rev}: git archive failed: ${archive.stderr.toString().trim()}`);
-  const untar = spawnSync('tar', ['-x', '-C', dir], { input: archive.stdout });
-  if (untar.status !== 0) throw new Error(`BENCH_BASE=${rev}: tar failed: ${untar.stderr.toString().trim()}`);
+  await exportRevision(ROOT, rev, dir);
   await compileForBench(dir, BASE_BUILD);
 }
 

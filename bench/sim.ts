@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { percentile } from '../src/report/stats.js';
 import { formatTable } from '../src/report/table.js';
 import { mooncakeSample } from '../src/workloads/trace-samples.js';
-import { compileForBench } from './build.js';
+import { compileForBench, exportRevision } from './build.js';
 import { envInt } from './common.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -81,15 +81,7 @@ async function compile(root: string, out: string): Promise<void> {
 async function compileBase(rev: string): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-bench-sim-base-'));
   try {
-    const archive = spawnSync('git', ['archive', '--format=tar', rev, 'src', 'bench'], {
-      cwd: ROOT,
-      maxBuffer: 1 << 30,
-    });
-    if (archive.status !== 0)
-      throw new Error(`BENCH_BASE=${rev}: git archive failed: ${archive.stderr.toString().trim()}`);
-    const untar = spawnSync('tar', ['-x', '-C', dir], { input: archive.stdout });
-    if (untar.status !== 0)
-      throw new Error(`BENCH_BASE=${rev}: tar failed: ${untar.stderr.toString().trim()}`);
+    await exportRevision(ROOT, rev, dir);
     await compile(dir, BASE_BUILD);
   } finally {
     rmSync(dir, { recursive: true, force: true });
