@@ -262,18 +262,23 @@ function step(
 }
 
 /**
- * Tracks request ids the way a host would, from event `seq` and the decisions it gave (`want`):
- * `pushed` and `queued` as they stand after it (`snapshot` and `waiting`: as they stood before).
+ * Event `seq` on both schedulers: the same decisions as the reference; then `pushed` and `queued`
+ * tracked from them the way a host would.
  */
-function track(
+function stepBoth(
+  next: Scheduler,
+  ref: ReferenceScheduler,
   e: Event,
+  now: number,
   seq: number,
-  want: readonly string[],
-  snapshot: readonly string[],
-  waiting: readonly string[],
   pushed: string[],
   queued: Set<string>,
 ): void {
+  const snapshot = [...pushed];
+  const waiting = [...queued];
+  const want = step(ref, e, now, seq, snapshot, waiting);
+  const got = step(next, e, now, seq, snapshot, waiting);
+  assert.deepEqual(got, want, `event ${seq} ${JSON.stringify(e)}`);
   if (e.k === 'submit' && !want.some((l) => l.includes(` r${seq} `))) queued.add(`r${seq}`);
   for (const line of want) {
     const [type, id] = line.split(' ');
@@ -315,12 +320,7 @@ function matchesReference(policies: fc.Arbitrary<number>, numRuns: number, seed:
         let now = 0;
         events.forEach(([e, dt], seq) => {
           now += dt;
-          const snapshot = [...pushed];
-          const waiting = [...queued];
-          const want = step(ref, e, now, seq, snapshot, waiting);
-          const got = step(next, e, now, seq, snapshot, waiting);
-          assert.deepEqual(got, want, `event ${seq} ${JSON.stringify(e)}`);
-          track(e, seq, want, snapshot, waiting, pushed, queued);
+          stepBoth(next, ref, e, now, seq, pushed, queued);
           assert.equal(next.queueLength, ref.queueLength, `queue after event ${seq}`);
           assert.equal(next.queueLength, queued.size);
           assert.equal(next.inFlightTotal, ref.inFlightTotal);
@@ -411,12 +411,7 @@ test('response-ratio walks over long queues order exactly as sorting every held 
         let now = 0;
         events.forEach(([e, dt], seq) => {
           now += dt;
-          const snapshot = [...pushed];
-          const waiting = [...queued];
-          const want = step(ref, e, now, seq, snapshot, waiting);
-          const got = step(next, e, now, seq, snapshot, waiting);
-          assert.deepEqual(got, want, `event ${seq} ${JSON.stringify(e)}`);
-          track(e, seq, want, snapshot, waiting, pushed, queued);
+          stepBoth(next, ref, e, now, seq, pushed, queued);
           assert.equal(next.queueLength, ref.queueLength, `queue after event ${seq}`);
         });
       },
