@@ -58,6 +58,8 @@ export const backendSchema = z.strictObject({
   maxConcurrency: positiveInt.optional(),
   weight: z.number().positive().default(1),
   region: z.string().min(1).optional(),
+  // false: the backend rejects `stream_options` (the router then counts a stream's events instead).
+  streamUsage: z.boolean().default(true),
 });
 
 function isRedisUrl(u: string): boolean {
@@ -215,6 +217,8 @@ export interface BackendEntry {
   readonly maxConcurrency: number;
   readonly weight: number;
   readonly region?: string | undefined;
+  /** Ask it for a stream's usage when the client did not (default true; stream-usage.ts). */
+  readonly streamUsage?: boolean | undefined;
 }
 
 /** The validated configuration with every default applied. */
@@ -335,6 +339,7 @@ export function normalizeBackend(b: z.output<typeof backendSchema>): BackendEntr
     maxConcurrency: b.maxConcurrency ?? Infinity,
     weight: b.weight,
     region: b.region,
+    streamUsage: b.streamUsage,
   };
 }
 

@@ -34,6 +34,7 @@ import { upstreamTranslation } from './translate.js';
 import type { AttemptBook } from './attempt-book.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
 import type { Usage } from './usage.js';
+import { withUsageRequested } from './stream-usage.js';
 import { forwardToPeer } from '../federation/forward.js';
 import type { PeerRoute, TakeForPeer } from '../federation/queue-forward.js';
 import { HOP_HEADER, type RouteDecision } from '../federation/types.js';
@@ -634,6 +635,19 @@ export class Flight {
       this.body,
       this.parsed.stream,
     );
+    // An OpenAI stream forwarded as it came: ask for its usage if the client did not (stream-usage.ts).
+    let body: Buffer | string | null = tr ? (tr.body ?? null) : this.raw;
+    let usageScan: 'drop' | 'count' | undefined;
+    if (
+      tr === undefined &&
+      this.parsed.stream &&
+      this.route.api === 'openai' &&
+      this.route.body === undefined
+    ) {
+      const asked = rt.config.streamUsage === false ? undefined : withUsageRequested(this.raw, this.body);
+      if (asked !== undefined) body = asked;
+      usageScan = asked !== undefined ? 'drop' : 'count';
+    }
     return new Promise<AttemptResult>((resolve) => {
       const ex = new UpstreamExchange(
         this.res,
@@ -645,6 +659,7 @@ export class Flight {
           model: this.parsed.model,
           translation: tr,
           arrivedAt: this.info.arrivedAt,
+          usageScan,
         },
         now,
         (end: ExchangeEnd) => resolve(this.attemptEnded(backend, ex, end, settle)),
@@ -658,7 +673,7 @@ export class Flight {
             path: tr?.path ?? this.route.upstreamPath,
             method: tr?.method ?? 'POST',
             headers: tr ? withJsonContentType(this.headers) : this.headers,
-            body: tr ? (tr.body ?? null) : this.raw,
+            body,
             headersTimeout: h.settings.timeouts.firstByteMs,
             bodyTimeout: h.settings.timeouts.idleMs,
           },

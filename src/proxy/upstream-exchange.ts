@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { streamErrorChunk, type ErrorFormat } from '../http/errors.js';
 import { upstreamTranslation, type OllamaKind, type StreamConverter, type Translation } from './translate.js';
+import { SseUsageScanner } from './stream-usage.js';
 import { TailBuffer, responseUsage, type Usage } from './usage.js';
 
 /** How one attempt on one backend ended. */
@@ -34,6 +35,11 @@ export interface ExchangeRequest {
   readonly translateFrom?: OllamaKind | undefined;
   /** Client arrival time (the clock's units, ms): Ollama's total_duration for translated answers. */
   readonly arrivedAt: number;
+  /**
+   * An OpenAI-API stream forwarded as it is: its events are counted and its usage read
+   * (stream-usage.ts); 'drop' when the router asked for the usage and the client must not see it.
+   */
+  readonly usageScan?: 'drop' | 'count' | undefined;
 }
 
 class ClientGone extends Error {
@@ -69,6 +75,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   /** A non-streamed answer's first chunk, not yet written. */
   private held: Buffer | undefined;
   private sse: StreamConverter | undefined;
+  private scan: SseUsageScanner | undefined;
   private readonly tr: Translation | undefined;
   /** Translated whole bodies (and translated error bodies) are converted at the end. */
   private whole: Buffer[] | undefined;
@@ -138,6 +145,8 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       if (this.sse === undefined) this.whole = [];
     } else {
       this.tail = new TailBuffer(this.req.stream ? 4096 : 1 << 20);
+      if (this.req.usageScan !== undefined && this.req.stream && !failed)
+        this.scan = new SseUsageScanner(this.req.usageScan === 'drop');
       for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
         const k = rawHeaders[i]!;
         // Only two names matter here: compare by length first, decode only those.
@@ -164,6 +173,11 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       return !this.paused;
     }
     this.tail!.push(chunk);
+    if (this.scan !== undefined) {
+      const out = this.scan.push(chunk);
+      if (out.length > 0) this.send(out);
+      return !this.paused;
+    }
     if (!this.req.stream) {
       // A non-streamed answer: its first chunk waits, so a one-chunk answer leaves in one
       // res.end() (headers and body in one corked write); a second chunk sends it on.
@@ -215,6 +229,11 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       res.end();
     } else {
       usage = responseUsage(this.tail!, req.format, req.stream);
+      if (this.scan !== undefined) {
+        const rest = this.scan.end();
+        if (rest.length > 0) this.send(rest);
+        usage = scannedUsage(usage, this.scan);
+      }
       if (!res.headersSent) this.writeHead();
       if (this.held !== undefined) res.end(this.held);
       else res.end();
@@ -274,6 +293,12 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.paused = false;
     this.resumeUpstream?.();
   };
+}
+
+/** A stream's usage: what it reported, else its token-carrying events counted. */
+function scannedUsage(read: Usage, scan: SseUsageScanner): Usage {
+  if (read.completionTokens !== undefined) return read;
+  return scan.usage ?? { promptTokens: read.promptTokens, completionTokens: scan.contentEvents };
 }
 
 export function isTimeout(e: Error & { code?: string }): boolean {
