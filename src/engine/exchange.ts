@@ -38,6 +38,12 @@ export class Exchange implements SequenceListener {
       this.text += piece;
       return;
     }
+    // One event per token, as vLLM, SGLang, llama.cpp and Ollama stream: clients (and the router,
+    // when a stream carries no usage) count tokens by events. Tokens decoded in one step still
+    // leave in one write.
+    let events = '';
+    for (let t = 0; t * CHARS_PER_TOKEN < piece.length; t++)
+      events += this.o.wire.chunk(piece.slice(t * CHARS_PER_TOKEN, (t + 1) * CHARS_PER_TOKEN));
     const { res } = this.o;
     if (!res.headersSent) {
       res.writeHead(200, { 'content-type': this.o.wire.streamContentType, 'cache-control': 'no-cache' });
@@ -45,13 +51,13 @@ export class Exchange implements SequenceListener {
     this.chunks++;
     const dieAfter = this.o.dieAfterChunks;
     if (dieAfter === undefined || this.chunks < dieAfter) {
-      res.write(this.o.wire.chunk(piece));
+      res.write(events);
       return;
     }
     // Fault: once this chunk has reached the socket, cut the connection like a crashing server. The
     // server's 'close' handler then cancels the sequence.
     this.done = true;
-    res.write(this.o.wire.chunk(piece), () => res.socket?.destroy());
+    res.write(events, () => res.socket?.destroy());
   }
 
   finished(ev: FinishedEvent): void {
