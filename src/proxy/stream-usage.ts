@@ -38,22 +38,29 @@ const isSpace = (c: number | undefined): boolean => c === 32 || c === 10 || c ==
 const MAX_HELD_BYTES = 1 << 20;
 
 const USAGE_KEY = Buffer.from('"usage"');
-const DONE = Buffer.from('[DONE]');
 // Where a token's text starts in a chat/completions chunk: content (and reasoning_content), text,
 // tool-call arguments. A key followed by an empty string carries no token.
-const TOKEN_KEYS = [Buffer.from('content":"'), Buffer.from('"text":"'), Buffer.from('"arguments":"')];
+const [CONTENT, REASONING, TEXT, ARGUMENTS] = [
+  '"content":"',
+  '"reasoning_content":"',
+  '"text":"',
+  '"arguments":"',
+].map((k) => Buffer.from(k)) as [Buffer, Buffer, Buffer, Buffer];
 
 /**
  * Reads an OpenAI-API SSE stream as it is forwarded: counts its token-carrying events, keeps the
  * usage it reports, and — when the router asked for that usage on the client's behalf — holds each
  * event until it is complete so the usage-only one can be dropped. Events are split on blank lines
- * (LF or CRLF), whatever the chunking.
+ * (LF or CRLF), whatever the chunking. One pass over the bytes, stopping only at quotes and line
+ * feeds (a string's own quotes are escaped, so keys cannot be faked by text); only a usage event
+ * is decoded and parsed.
  */
 export class SseUsageScanner {
   /** Events that carried token text: the completion's length when no usage came. */
   contentEvents = 0;
   /** The usage the stream reported, if it did. */
   usage: Usage | undefined;
+  /** The incomplete last event: read again whole, and when dropping, not yet forwarded. */
   private held: Buffer | undefined;
   private gaveUp = false;
 
@@ -63,30 +70,20 @@ export class SseUsageScanner {
   /** Reads a chunk; returns the bytes to forward now (the chunk itself unless dropping). */
   push(chunk: Buffer): Buffer {
     if (this.gaveUp) return chunk;
-    const buf = this.held === undefined ? chunk : Buffer.concat([this.held, chunk]);
+    const held = this.held;
+    const buf = held === undefined ? chunk : Buffer.concat([held, chunk]);
     this.held = undefined;
-    let start = 0;
-    let kept: Buffer[] | undefined; // forwarded pieces, only once an event was dropped
-    let keptFrom = 0;
-    for (;;) {
-      const end = eventEnd(buf, start);
-      if (end < 0) break;
-      if (this.event(buf, start, end) && this.drop) {
-        (kept ??= []).push(buf.subarray(keptFrom, start));
-        keptFrom = end;
-      }
-      start = end;
-    }
-    if (start < buf.length) {
-      if (buf.length - start > MAX_HELD_BYTES) {
-        this.gaveUp = true; // not an event stream we understand: forward everything from here on
-        start = buf.length;
-      } else this.held = Buffer.from(buf.subarray(start)); // a copy: the chunk's memory is undici's
-    }
+    const read = this.read(buf, false);
+    const cut = read.cut;
+    let complete = read.complete;
+    if (buf.length - complete > MAX_HELD_BYTES) {
+      this.gaveUp = true; // not an event stream we understand: forward everything from here on
+      complete = buf.length;
+    } else if (complete < buf.length) this.held = Buffer.from(buf.subarray(complete)); // undici reuses chunks
     if (!this.drop) return chunk;
-    if (kept === undefined) return keptFrom === 0 && start === buf.length ? buf : buf.subarray(0, start);
-    kept.push(buf.subarray(keptFrom, start));
-    return Buffer.concat(kept);
+    if (cut === undefined)
+      return held === undefined && complete === buf.length ? chunk : buf.subarray(0, complete);
+    return without(buf, complete, cut);
   }
 
   /** The stream ended: whatever is still held goes out (a last event without its blank line). */
@@ -94,50 +91,90 @@ export class SseUsageScanner {
     const rest = this.held;
     this.held = undefined;
     if (rest === undefined) return Buffer.alloc(0);
-    if (this.gaveUp) return this.drop ? rest : Buffer.alloc(0);
-    const drop = this.event(rest, 0, rest.length);
-    return this.drop && !drop ? rest : Buffer.alloc(0);
+    const { cut } = this.read(rest, true);
+    if (!this.drop) return Buffer.alloc(0);
+    return cut === undefined ? rest : without(rest, rest.length, cut);
   }
 
-  /** One complete event in buf[s, e): counts it; true when it is a usage-only event. */
-  private event(buf: Buffer, s: number, e: number): boolean {
-    const u = buf.indexOf(USAGE_KEY, s);
-    if (u >= 0 && u < e) {
-      const o = parsePayload(buf, s, e);
-      const usage = o === undefined ? undefined : usageOf(o.usage);
-      if (usage !== undefined) {
-        this.usage = usage;
-        if (Array.isArray(o!.choices) && o!.choices.length === 0) return true;
+  /**
+   * Reads the complete events of buf (all of it when `final`): counts tokens, keeps usage.
+   * Returns where the incomplete last event starts and the usage-only events' spans.
+   */
+  private read(buf: Buffer, final: boolean): { complete: number; cut: number[] | undefined } {
+    const n = buf.length;
+    let start = 0;
+    let tokens = false;
+    let usage = false;
+    let cut: number[] | undefined;
+    for (let i = 0; i < n; i++) {
+      const c = buf[i]!;
+      if (c === 34) {
+        // A quote opening a key we want: checked by its first letters inline, whole only then.
+        const d = buf[i + 1]!;
+        if (d === 117) usage ||= buf[i + 2] === 115 && buf[i + 3] === 97 && startsWith(buf, i, USAGE_KEY);
+        else if (!tokens && (d === 99 || d === 114 || d === 116 || d === 97)) tokens = tokenKey(buf, i, d);
+        continue;
       }
+      // An event ends at a blank line (LF LF or LF CR LF).
+      if (c !== 10 || i === start) continue;
+      const p = buf[i - 1]!;
+      if (p !== 10 && (p !== 13 || i - 2 < start || buf[i - 2] !== 10)) continue;
+      if (tokens) this.contentEvents++;
+      if (usage && this.usageOnly(buf, start, i + 1)) (cut ??= []).push(start, i + 1);
+      start = i + 1;
+      tokens = false;
+      usage = false;
     }
-    for (const k of TOKEN_KEYS) {
-      const at = buf.indexOf(k, s);
-      if (at >= 0 && at + k.length < e && buf[at + k.length] !== 34) {
-        this.contentEvents++;
-        break;
-      }
+    // A final read ends the last event without its blank line.
+    if (final && start < n) {
+      if (tokens) this.contentEvents++;
+      if (usage && this.usageOnly(buf, start, n)) (cut ??= []).push(start, n);
     }
-    return false;
+    return { complete: final ? n : start, cut };
+  }
+
+  /** Keeps the usage of the event in buf[s, e); true when it is a usage-only event (no choices). */
+  private usageOnly(buf: Buffer, s: number, e: number): boolean {
+    const o = parsePayload(buf.toString('utf8', s, e));
+    const usage = o === undefined ? undefined : usageOf(o.usage);
+    if (usage === undefined) return false;
+    this.usage = usage;
+    return Array.isArray(o!.choices) && o!.choices.length === 0;
   }
 }
 
-/** The index just past the blank line ending the event that starts at `from`, or -1. */
-function eventEnd(buf: Buffer, from: number): number {
-  for (let i = buf.indexOf(10, from); i >= 0; i = buf.indexOf(10, i + 1)) {
-    const n = buf[i + 1];
-    if (n === 10) return i + 2;
-    if (n === 13 && buf[i + 2] === 10) return i + 3;
+function startsWith(buf: Buffer, at: number, key: Buffer): boolean {
+  if (at + key.length > buf.length) return false;
+  for (let j = 1; j < key.length; j++) if (buf[at + j] !== key[j]) return false;
+  return true;
+}
+
+/** A token key at `at` (its first letter `d`), followed by a non-empty string. */
+function tokenKey(buf: Buffer, at: number, d: number): boolean {
+  const k = d === 99 ? CONTENT : d === 114 ? REASONING : d === 116 ? TEXT : ARGUMENTS;
+  if (buf[at + 2] !== k[2] || buf[at + 3] !== k[3] || at + k.length >= buf.length || !startsWith(buf, at, k))
+    return false;
+  return buf[at + k.length] !== 34;
+}
+
+/** buf[0, end) without the spans [s0, e0), [s1, e1)… */
+function without(buf: Buffer, end: number, cut: readonly number[]): Buffer {
+  const parts: Buffer[] = [];
+  let from = 0;
+  for (let i = 0; i < cut.length; i += 2) {
+    parts.push(buf.subarray(from, cut[i]));
+    from = cut[i + 1]!;
   }
-  return -1;
+  parts.push(buf.subarray(from, end));
+  return Buffer.concat(parts);
 }
 
 /** The JSON object of an event's `data:` line(s), or undefined. */
-function parsePayload(buf: Buffer, s: number, e: number): Record<string, unknown> | undefined {
-  const text = buf.toString('utf8', s, e);
+function parsePayload(text: string): Record<string, unknown> | undefined {
   let data = '';
   for (const line of text.split(/\r?\n/))
     if (line.startsWith('data:')) data += (data === '' ? '' : '\n') + line.slice(5).trim();
-  if (data === '' || data === DONE.toString()) return undefined;
+  if (data === '' || data === '[DONE]') return undefined;
   try {
     const v: unknown = JSON.parse(data);
     return v !== null && typeof v === 'object' && !Array.isArray(v)
