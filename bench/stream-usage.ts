@@ -11,7 +11,7 @@
  * (2000), BENCH_CHUNK (0).
  */
 import { performance } from 'node:perf_hooks';
-import { SseUsageScanner, withUsageRequested } from '../src/proxy/stream-usage.js';
+import { SseUsageScanner, usagePlan } from '../src/proxy/stream-usage.js';
 import { envInt } from './common.js';
 
 const TOKENS = envInt('BENCH_TOKENS', 500, 1);
@@ -77,7 +77,7 @@ function splice(): number {
   const n = 20_000;
   const t0 = performance.now();
   let len = 0;
-  for (let i = 0; i < n; i++) len += withUsageRequested(raw, body)!.length;
+  for (let i = 0; i < n; i++) len += usagePlan(raw, body, true).body!.length;
   if (len < 0) console.log(len);
   return ((performance.now() - t0) * 1e6) / n;
 }

@@ -34,7 +34,7 @@ import { upstreamTranslation } from './translate.js';
 import type { AttemptBook } from './attempt-book.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
 import type { Usage } from './usage.js';
-import { withUsageRequested } from './stream-usage.js';
+import { usagePlan } from './stream-usage.js';
 import { forwardToPeer } from '../federation/forward.js';
 import type { PeerRoute, TakeForPeer } from '../federation/queue-forward.js';
 import { HOP_HEADER, type RouteDecision } from '../federation/types.js';
@@ -644,9 +644,9 @@ export class Flight {
       this.route.api === 'openai' &&
       this.route.body === undefined
     ) {
-      const asked = rt.config.streamUsage === false ? undefined : withUsageRequested(this.raw, this.body);
-      if (asked !== undefined) body = asked;
-      usageScan = asked !== undefined ? 'drop' : 'count';
+      const plan = usagePlan(this.raw, this.body, rt.config.streamUsage !== false);
+      if (plan.body !== undefined) body = plan.body;
+      if (plan.scan !== 'none') usageScan = plan.scan;
     }
     return new Promise<AttemptResult>((resolve) => {
       const ex = new UpstreamExchange(

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SseUsageScanner, withUsageRequested } from './stream-usage.js';
+import { SseUsageScanner, usagePlan } from './stream-usage.js';
 
 const ev = (o: object): string => `data: ${JSON.stringify(o)}\n\n`;
 const chunk = (content: string): string =>
@@ -22,35 +22,36 @@ function run(scan: SseUsageScanner, text: string, size: number): string {
   return Buffer.concat(out).toString();
 }
 
-test('withUsageRequested splices stream_options into a body without it, keeping every other byte', () => {
+const plan = (o: Record<string, unknown>, gives = true): ReturnType<typeof usagePlan> =>
+  usagePlan(Buffer.from(JSON.stringify(o)), o, gives);
+
+test('usagePlan splices stream_options into a body without it, keeping every other byte', () => {
   const raw = Buffer.from(' {"model":"m","stream":true,"messages":[]}');
-  const out = withUsageRequested(raw, JSON.parse(raw.toString()) as Record<string, unknown>)!;
+  const p = usagePlan(raw, JSON.parse(raw.toString()) as Record<string, unknown>, true);
+  assert.equal(p.scan, 'drop');
   assert.equal(
-    out.toString(),
+    p.body!.toString(),
     ' {"stream_options":{"include_usage":true},"model":"m","stream":true,"messages":[]}',
   );
-  assert.deepEqual(JSON.parse(out.toString()).stream_options, { include_usage: true });
+  assert.deepEqual(JSON.parse(p.body!.toString()).stream_options, { include_usage: true });
 });
 
-test('withUsageRequested leaves a body alone when the client asked, and merges other options', () => {
-  const asked = { model: 'm', stream: true, stream_options: { include_usage: true } };
-  assert.equal(withUsageRequested(Buffer.from(JSON.stringify(asked)), asked), undefined);
-  const other = {
-    model: 'm',
-    stream: true,
-    stream_options: { include_usage: false, continuous_usage_stats: false },
-  };
-  const out = JSON.parse(withUsageRequested(Buffer.from(JSON.stringify(other)), other)!.toString());
-  assert.deepEqual(out.stream_options, { include_usage: true, continuous_usage_stats: false });
-  const bad = { model: 'm', stream: true, stream_options: 'yes' };
-  assert.equal(withUsageRequested(Buffer.from(JSON.stringify(bad)), bad), undefined);
-  const nul = { model: 'm', stream: true, stream_options: null };
-  assert.deepEqual(
-    JSON.parse(withUsageRequested(Buffer.from(JSON.stringify(nul)), nul)!.toString()).stream_options,
-    {
-      include_usage: true,
-    },
-  );
+test('usagePlan: a client that asked needs nothing; other options are kept; odd ones are counted', () => {
+  assert.deepEqual(plan({ model: 'm', stream: true, stream_options: { include_usage: true } }), {
+    scan: 'none',
+  });
+  const other = plan({ model: 'm', stream: true, stream_options: { include_usage: false, foo: 1 } });
+  assert.equal(other.scan, 'drop');
+  assert.deepEqual(JSON.parse(other.body!.toString()).stream_options, { include_usage: true, foo: 1 });
+  assert.deepEqual(plan({ model: 'm', stream: true, stream_options: 'yes' }), { scan: 'count' });
+  const nul = plan({ model: 'm', stream: true, stream_options: null });
+  assert.deepEqual(JSON.parse(nul.body!.toString()).stream_options, { include_usage: true });
+  // usage in every event would reach the client
+  assert.deepEqual(plan({ model: 'm', stream: true, stream_options: { continuous_usage_stats: true } }), {
+    scan: 'count',
+  });
+  // a backend configured streamUsage: false is sent the body as it came
+  assert.deepEqual(plan({ model: 'm', stream: true }, false), { scan: 'count' });
 });
 
 test('a usage-only event the router asked for is dropped, whatever the chunking, and its counts kept', () => {

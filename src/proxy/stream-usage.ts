@@ -10,26 +10,50 @@ import type { Usage } from './usage.js';
 
 const INCLUDE_USAGE = '"stream_options":{"include_usage":true}';
 
+/** How one OpenAI stream's tokens are counted: the body to send instead, and how to scan the answer. */
+export interface UsagePlan {
+  /** The body with `stream_options.include_usage` set; undefined: forward the client's. */
+  readonly body?: Buffer | undefined;
+  /** drop: the router asked, the usage-only event is dropped; count: count token events; none: usage comes. */
+  readonly scan: 'drop' | 'count' | 'none';
+}
+
+const CLIENT_ASKED: UsagePlan = { scan: 'none' };
+const COUNT: UsagePlan = { scan: 'count' };
+
 /**
- * The request body with `stream_options.include_usage` set, or undefined when it need not (or
- * cannot) change: the client asked for usage itself, or its `stream_options` is not an object.
- * A body without `stream_options` — nearly all of them — is spliced, not re-serialised.
+ * The plan for one stream: a client that asked for usage gets it and needs nothing; otherwise the
+ * backend is asked for it (`streamUsage` not false) — the body spliced, not re-serialised, in the
+ * usual case of a body without `stream_options` — or its token events are counted.
  */
-export function withUsageRequested(raw: Buffer, body: Readonly<Record<string, unknown>>): Buffer | undefined {
+export function usagePlan(
+  raw: Buffer,
+  body: Readonly<Record<string, unknown>>,
+  backendGivesUsage: boolean,
+): UsagePlan {
   if (!Object.hasOwn(body, 'stream_options')) {
+    if (!backendGivesUsage) return COUNT;
     let i = 0;
     while (i < raw.length && raw[i] !== 123) i++; // '{' (after any BOM or whitespace)
-    if (i === raw.length) return undefined;
+    if (i === raw.length) return COUNT;
     let j = i + 1;
     while (j < raw.length && isSpace(raw[j])) j++;
     const sep = raw[j] === 125 ? '' : ','; // '{}' takes no comma
-    return Buffer.concat([raw.subarray(0, i + 1), Buffer.from(INCLUDE_USAGE + sep), raw.subarray(i + 1)]);
+    const spliced = Buffer.concat([
+      raw.subarray(0, i + 1),
+      Buffer.from(INCLUDE_USAGE + sep),
+      raw.subarray(i + 1),
+    ]);
+    return { body: spliced, scan: 'drop' };
   }
   const so = body.stream_options;
-  if (so === null) return Buffer.from(JSON.stringify({ ...body, stream_options: { include_usage: true } }));
-  if (typeof so !== 'object' || Array.isArray(so)) return undefined; // the backend answers it with its 400
-  if ((so as Record<string, unknown>).include_usage === true) return undefined;
-  return Buffer.from(JSON.stringify({ ...body, stream_options: { ...so, include_usage: true } }));
+  if (so !== null && (typeof so !== 'object' || Array.isArray(so))) return COUNT; // the backend answers it (400)
+  const given = (so ?? {}) as Record<string, unknown>;
+  if (given.include_usage === true) return CLIENT_ASKED;
+  // continuous_usage_stats would put usage in every event the client sees once usage is on.
+  if (!backendGivesUsage || given.continuous_usage_stats === true) return COUNT;
+  const options = { ...given, include_usage: true };
+  return { body: Buffer.from(JSON.stringify({ ...body, stream_options: options })), scan: 'drop' };
 }
 
 const isSpace = (c: number | undefined): boolean => c === 32 || c === 10 || c === 13 || c === 9;
