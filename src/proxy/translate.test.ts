@@ -84,3 +84,17 @@ test('SSE → NDJSON across chunk boundaries, usage in the closing line', () => 
   assert.equal(lines[2]?.eval_count, 2);
   assert.equal(lines[2]?.prompt_eval_count, 3);
 });
+
+test('SSE → NDJSON from a backend that sent no usage: its text events are the eval_count', () => {
+  const s = new SseToNdjson('chat', 'm');
+  const sse =
+    'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n' +
+    'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"delta":{"content":"b"}}]}\n\n' +
+    'data: {"choices":[{"delta":{"content":"c"}}]}\n\ndata: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n' +
+    'data: [DONE]\n\n';
+  const out = s.push(Buffer.from(sse)) + s.end(5);
+  const last = JSON.parse(out.trim().split('\n').pop()!) as Record<string, unknown>;
+  assert.equal(last.eval_count, 3);
+  assert.equal(last.prompt_eval_count, 0);
+  assert.deepEqual(s.counted, { completionTokens: 3 });
+});

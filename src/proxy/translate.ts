@@ -115,7 +115,7 @@ function usageCounts(u: unknown): Counts | undefined {
 }
 
 /** Ollama's closing fields; durations are what the router measured, in ns (no engine timings). */
-function doneFields(doneReason: string, counts: Counts | undefined, totalMs: number): Obj {
+function doneFields(doneReason: string, counts: Partial<Counts> | undefined, totalMs: number): Obj {
   return {
     done: true,
     done_reason: doneReason,
@@ -184,6 +184,8 @@ export class SseToNdjson {
   private buf = '';
   private doneReason = 'stop';
   private toolCalls: { name: string; args: string }[] = [];
+  /** Events that carried text or a tool call: the token count when the backend sent no usage. */
+  private contentEvents = 0;
   counts: Counts | undefined;
   error: string | undefined;
 
@@ -226,6 +228,7 @@ export class SseToNdjson {
     if (choice.finish_reason) this.doneReason = finishToDone(choice.finish_reason);
     const delta = isObj(choice.delta) ? choice.delta : undefined;
     if (delta && Array.isArray(delta.tool_calls)) {
+      this.contentEvents++;
       for (const tc of delta.tool_calls.filter(isObj)) {
         const i = typeof tc.index === 'number' ? tc.index : this.toolCalls.length;
         const fn = isObj(tc.function) ? tc.function : {};
@@ -237,6 +240,7 @@ export class SseToNdjson {
     const text =
       typeof delta?.content === 'string' ? delta.content : typeof choice.text === 'string' ? choice.text : '';
     if (text === '') return '';
+    this.contentEvents++;
     return this.line(text) + '\n';
   }
 
@@ -259,7 +263,12 @@ export class SseToNdjson {
     const head: Obj = { model: this.model, created_at: new Date().toISOString() };
     if (this.kind === 'chat') head.message = { role: 'assistant', content: '' };
     else head.response = '';
-    return out + JSON.stringify({ ...head, ...doneFields(this.doneReason, this.counts, totalMs) }) + '\n';
+    return out + JSON.stringify({ ...head, ...doneFields(this.doneReason, this.counted, totalMs) }) + '\n';
+  }
+
+  /** The usage the backend sent, else (it ignored include_usage, or cannot give it) its events counted. */
+  get counted(): Partial<Counts> {
+    return this.counts ?? { completionTokens: this.contentEvents };
   }
 }
 
@@ -269,7 +278,7 @@ export interface StreamConverter {
   push(chunk: Buffer): string;
   /** What to write after the last chunk (the closing event, or the error the stream carried). */
   end(totalMs: number): string;
-  readonly counts: Counts | undefined;
+  readonly counts: Partial<Counts> | undefined;
 }
 
 /** One request re-addressed and re-serialised for its backend, and how its answer comes back. */
@@ -316,8 +325,8 @@ class NdjsonStream implements StreamConverter {
   end(totalMs: number): string {
     return this.sse.error !== undefined ? streamErrorChunk('ollama', this.sse.error) : this.sse.end(totalMs);
   }
-  get counts(): Counts | undefined {
-    return this.sse.counts;
+  get counts(): Partial<Counts> | undefined {
+    return this.sse.counted;
   }
 }
 
