@@ -11,7 +11,7 @@ import { ChatOpenAI, OpenAIEmbeddings } from '@langchain/openai';
 import { embed, generateText, streamText } from 'ai';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
-import type { EngineServer } from '../src/engine/server.js';
+import { defaultProfile, OUTPUT_TOKENS_HEADER, type EngineServer } from '../src/engine/server.js';
 import type { Router } from '../src/proxy/router.js';
 import { backend, engine, post, router, settings, waitFor } from './helpers.js';
 
@@ -214,5 +214,104 @@ describe('client routes through the router', () => {
     }
     const e = await embed({ model: openai.embedding('m2'), value: 'hi', maxRetries: 0 });
     assert.equal(e.embedding.length, 32);
+  });
+});
+
+// Issue #34: the default call of each client is non-streamed, and its first byte is the whole
+// answer. Against a slow engine (`--speed 0.1`, run 40× faster) with a short stall limit, long
+// answers must not be taken for a stuck backend (before the fix: 504 "backend ejected: stuck").
+describe('default non-streamed calls against a slow engine', () => {
+  const OUT = 400; // ~72 s at this speed, 1.8 s here
+  const headers = { [OUTPUT_TOKENS_HEADER]: String(OUT) };
+  let a: EngineServer;
+  let b: EngineServer;
+  let r: Router;
+  let url: string;
+
+  before(async () => {
+    const slow = { profile: defaultProfile({ speed: 0.1 }), timeScale: 40 };
+    a = await engine({ name: 'a', models: ['m1'], ...slow });
+    b = await engine({ name: 'b', api: 'openai', models: ['m2'], ...slow });
+    ({ router: r, url } = await router(
+      settings(
+        [backend('a', a.url, { models: ['m1'] }), backend('b', b.url, { api: 'openai', models: ['m2'] })],
+        {
+          timeouts: { connectMs: 1000, firstByteMs: 60_000, idleMs: 60_000 },
+          health: {
+            failuresToEject: 3,
+            probeIntervalMs: 100,
+            probeTimeoutMs: 500,
+            scrapeIntervalMs: 100,
+            stallMinMs: 200,
+            stallFactor: 10,
+          },
+        },
+      ),
+    ));
+    // Short streamed warm-ups on each: the usual time to a first byte is short.
+    for (const model of ['m1', 'm2'])
+      for (let i = 0; i < 3; i++) {
+        const res = await post(`${url}/api/chat`, {
+          model,
+          messages: [{ role: 'user', content: `w${i}` }],
+          options: { num_predict: 4 },
+        });
+        assert.equal(res.status, 200);
+        await res.arrayBuffer();
+      }
+  });
+  after(async () => {
+    await r.close();
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  const healthy = (): void => {
+    assert.equal(r.scheduler.backend('a')?.healthy, true, 'a never ejected');
+    assert.equal(r.scheduler.backend('b')?.healthy, true, 'b never ejected');
+  };
+
+  test('openai JS: chat.completions.create without stream', async () => {
+    const openai = new OpenAI({
+      baseURL: `${url}/v1`,
+      apiKey: 'unused',
+      maxRetries: 0,
+      defaultHeaders: headers,
+    });
+    for (const model of ['m1', 'm2']) {
+      const c = await openai.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'write an essay' }],
+        max_tokens: OUT,
+      });
+      assert.equal(c.usage?.completion_tokens, OUT, model);
+    }
+    healthy();
+  });
+
+  test('ollama JS: chat() without stream', async () => {
+    const ollama = new Ollama({ host: url, headers });
+    for (const model of ['m1', 'm2']) {
+      const c = await ollama.chat({
+        model,
+        messages: [{ role: 'user', content: 'write an essay' }],
+        options: { num_predict: OUT },
+      });
+      assert.equal(c.eval_count, OUT, model);
+    }
+    healthy();
+  });
+
+  test('LangChain JS: ChatOpenAI and ChatOllama invoke()', async () => {
+    const chat = new ChatOpenAI({
+      model: 'm2',
+      apiKey: 'unused',
+      configuration: { baseURL: `${url}/v1`, defaultHeaders: headers },
+      maxTokens: OUT,
+      maxRetries: 0,
+    });
+    assert.equal((await chat.invoke('write an essay')).usage_metadata?.output_tokens, OUT);
+    const ollamaChat = new ChatOllama({ baseUrl: url, model: 'm1', numPredict: OUT, headers });
+    assert.equal((await ollamaChat.invoke('write an essay')).usage_metadata?.output_tokens, OUT);
+    healthy();
   });
 });

@@ -123,6 +123,12 @@ export interface CompletionReport {
   readonly dispatchedAt: number;
   /** Host time the first response byte arrived, if any did. */
   readonly firstByteAt?: number | undefined;
+  /**
+   * true for a non-streamed answer: its first byte is the whole answer, so firstByteAt says
+   * nothing about prefill (time to first token). Absent or false: the first byte is the first
+   * token (a stream; the simulator's reports).
+   */
+  readonly firstByteIsWholeAnswer?: boolean | undefined;
   /** Host time the response ended. */
   readonly finishedAt: number;
   /** Tokens the engine reports (Ollama prompt_eval_count / OpenAI usage.prompt_tokens). */

@@ -579,6 +579,7 @@ export class Flight {
         ok,
         dispatchedAt,
         firstByteAt,
+        firstByteIsWholeAnswer: !this.parsed.stream,
         finishedAt: t,
         promptTokens: usage.promptTokens,
         completionTokens: usage.completionTokens,
@@ -666,7 +667,10 @@ export class Flight {
       );
       this.exchange = ex;
       h.attempts.add(backend, ex);
-      h.stalls.track(backend, ex, dispatchedAt);
+      h.stalls.track(backend, ex, dispatchedAt, {
+        streamed: this.parsed.stream,
+        maxTokens: this.parsed.maxTokens,
+      });
       try {
         rt.pool.dispatch(
           {
@@ -696,7 +700,14 @@ export class Flight {
     this.exchange = undefined;
     h.attempts.delete(backend, ex);
     const t = now();
-    h.stalls.untrack(backend, ex, t, end.kind === 'done' || ex.firstByteAt !== undefined);
+    const done = end.kind === 'done';
+    h.stalls.untrack(
+      backend,
+      ex,
+      t,
+      done || ex.firstByteAt !== undefined,
+      done && end.ok ? end.usage.completionTokens : undefined,
+    );
     if (end.kind === 'done') {
       this.status = ex.status;
       if (end.ok) h.fleet.recordSuccess(backend);

@@ -504,3 +504,73 @@ test('a dispatch right after its pick records what the pick found; after learnin
     );
   }
 });
+
+test('issue #34: a non-streamed answer (wall time only) is split into prefill and decode, not booked as prefill', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  const b = view('oa', 0);
+  // 1 prompt token, 223 output tokens in 4.04 s, no engine durations (OpenAI API), not streamed.
+  for (let i = 0; i < 5; i++) {
+    const r = req(`w${i}`, 4);
+    const t0 = i * 10_000;
+    p.onDispatch?.(r, b, t0);
+    const report = {
+      ok: true,
+      dispatchedAt: t0,
+      // Its first chunk came just before its end (a body in two chunks).
+      firstByteAt: t0 + 4039,
+      firstByteIsWholeAnswer: true,
+      finishedAt: t0 + 4040,
+      promptTokens: 1,
+      completionTokens: 223,
+    };
+    p.onComplete?.(r, b, report, t0 + 4040);
+  }
+  const d = p.describe!('oa');
+  assert.ok(d.prefillSPerToken! < 0.01, `prefill ${d.prefillSPerToken} s/token`);
+  const decode = d.decodeSPerToken!;
+  assert.ok(Math.abs(decode - 4.04 / 223) < 0.002, `decode ${decode} s/token`);
+  for (const v of Object.values(d)) assert.ok(Number.isFinite(v));
+});
+
+test('issue #34: a non-streamed answer is split by the rates streams taught, scaled to its wall time', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  const b = view('oa', 0);
+  // Streams teach 2 ms per prompt token and 20 ms per output token (wall clock, first byte = first token).
+  for (let i = 0; i < 4; i++) {
+    const r = req(`s${i}`, 400);
+    const t0 = i * 10_000;
+    p.onDispatch?.(r, b, t0);
+    const report = {
+      ok: true,
+      dispatchedAt: t0,
+      firstByteAt: t0 + 200,
+      finishedAt: t0 + 200 + 99 * 20,
+      promptTokens: 100,
+      completionTokens: 100,
+    };
+    p.onComplete?.(r, b, report, report.finishedAt);
+  }
+  const before = p.describe!('oa');
+  // Then whole answers 1.5× slower than that model says: both rates move up, in the same ratio.
+  for (let i = 0; i < 40; i++) {
+    const r = req(`n${i}`, 400);
+    const t0 = 100_000 + i * 10_000;
+    p.onDispatch?.(r, b, t0);
+    const wall = 1.5 * (100 * before.prefillSPerToken! + 100 * before.decodeSPerToken!) * 1000;
+    const report = {
+      ok: true,
+      dispatchedAt: t0,
+      firstByteAt: t0 + wall,
+      firstByteIsWholeAnswer: true,
+      finishedAt: t0 + wall,
+      promptTokens: 100,
+      completionTokens: 100,
+    };
+    p.onComplete?.(r, b, report, report.finishedAt);
+  }
+  const after = p.describe!('oa');
+  const kp = after.prefillSPerToken! / before.prefillSPerToken!;
+  const kd = after.decodeSPerToken! / before.decodeSPerToken!;
+  assert.ok(kp > 1.3 && kp < 1.6, `prefill ×${kp}`);
+  assert.ok(kd > 1.3 && kd < 1.6, `decode ×${kd}`);
+});

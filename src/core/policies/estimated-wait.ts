@@ -3,6 +3,7 @@ import { Ema } from '../estimators/guard.js';
 import { LinearFit } from '../estimators/linear-fit.js';
 import { OutputLengthPredictor } from '../estimators/output-length.js';
 import { OutputLengthModel } from '../estimators/output-length-model.js';
+import { splitWall } from '../estimators/wall-split.js';
 import type { BackendView, CompletionReport, Policy, PolicyContext, RequestInfo } from '../types.js';
 import { parseParams } from './params.js';
 import { PrefixCredit } from './prefix-credit.js';
@@ -977,7 +978,22 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     } else if (f.ahead < slotsOfLearned(b)) {
       // Wall-clock only, and the request should not have queued: split it at the first byte.
       const first = r.firstByteAt;
-      if (first !== undefined && outTokens !== undefined && outTokens > 1 && first < r.finishedAt) {
+      if (r.firstByteIsWholeAnswer === true) {
+        // Non-streamed: the first byte is the whole answer. Split its time by the current model.
+        const pre = b.prefill.at(tokens);
+        const s = splitWall(
+          wallS,
+          tokens,
+          outTokens ?? 0,
+          pre !== undefined && tokens > 0 ? pre / tokens : p.priorPrefillS,
+          b.decode.at(batch) ?? p.priorDecodeS,
+        );
+        if (s !== undefined) {
+          if (tokens > 0) b.prefill.update(tokens, s.prefillS);
+          if (outTokens !== undefined && outTokens > 0)
+            b.decode.update(batch, s.decodeSPerToken, Math.min(outTokens, 512));
+        }
+      } else if (first !== undefined && outTokens !== undefined && outTokens > 1 && first < r.finishedAt) {
         b.prefill.update(tokens, (first - r.dispatchedAt) / 1000);
         b.decode.update(batch, (r.finishedAt - first) / 1000 / (outTokens - 1), Math.min(outTokens, 512));
       } else if (outTokens !== undefined && outTokens > 0) {

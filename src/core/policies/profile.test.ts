@@ -136,6 +136,26 @@ test('dynamic weights on an SLO: the share of recent TTFT misses', () => {
   for (const id of ['4', '5', '6', '7']) finish(id, 10); // the window (4) now holds only hits
   p.pick(requestInfo('z'), [b], 0);
   assert.equal(p.currentWeights()['load-aware-scorer'], 1);
+  // Issue #34: whole (non-streamed) answers show no TTFT; their long wall times are no misses.
+  for (const id of ['8', '9', '10', '11'])
+    p.onComplete(
+      requestInfo(id),
+      b,
+      { ok: true, dispatchedAt: 0, firstByteAt: 60_000, firstByteIsWholeAnswer: true, finishedAt: 60_000 },
+      0,
+    );
+  p.pick(requestInfo('w'), [b], 0);
+  assert.equal(p.currentWeights()['load-aware-scorer'], 1);
+  // A failed one that got no byte at all still is: the client waited and got nothing.
+  for (const id of ['12', '13', '14'])
+    p.onComplete(
+      requestInfo(id),
+      b,
+      { ok: false, dispatchedAt: 0, firstByteIsWholeAnswer: true, finishedAt: 9 },
+      0,
+    );
+  p.pick(requestInfo('v'), [b], 0);
+  assert.equal(p.currentWeights()['load-aware-scorer'], 5);
 });
 
 test('a scorer returning NaN or out-of-range values cannot poison the totals', () => {

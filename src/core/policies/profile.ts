@@ -342,6 +342,8 @@ function signal(r: RuleState, c: readonly BackendView[], now: number): number {
 
 function recordTtft(r: RuleState, req: RequestInfo, report: CompletionReport): void {
   const ring = r.recent!;
+  // A whole (non-streamed) answer shows no time to first token: its wall time would be a false miss.
+  if (report.ok && report.firstByteIsWholeAnswer === true) return;
   const first = report.firstByteAt ?? (report.ok ? report.finishedAt : undefined);
   // A request that failed before any byte counts as a miss: the client waited and got nothing.
   const miss = first === undefined || first - req.arrivedAt > (r.rule.ttftSloMs ?? Infinity) ? 1 : 0;

@@ -75,3 +75,28 @@ test('kept features go back to the predictor at completion, so its store does no
   // One vector was ever in use at a time: the next one kept reuses the first.
   assert.equal(t.predictor.keep(t.predictor.features({ model: 'm', promptTokens: 3, text: 'x y' })), 0);
 });
+
+test('issue #34: a non-streamed answer teaches decode from its wall time, not "decode took 0"', () => {
+  const t = new WorkloadTracker(WorkloadParams.parse({}));
+  const b = backendView('a', 0);
+  for (let i = 0; i < 30; i++) {
+    const req = requestInfo(`r${i}`, 'hi');
+    const t0 = i * 10_000;
+    t.onDispatch(req, b, t0);
+    // 1 prompt token, 223 output tokens, 4.04 s; its only byte came at the end.
+    t.onComplete(req, b, {
+      ok: true,
+      dispatchedAt: t0,
+      // Its first chunk came just before its end (a body in two chunks).
+      firstByteAt: t0 + 4039,
+      firstByteIsWholeAnswer: true,
+      finishedAt: t0 + 4040,
+      promptTokens: 1,
+      completionTokens: 223,
+    });
+  }
+  const d = t.decodeS('a');
+  assert.ok(Math.abs(d - 4.04 / 223) < 0.002, `decode ${d} s/token`);
+  assert.ok(t.prefillS('a') < 0.01, `prefill ${t.prefillS('a')} s/token`);
+  for (const v of Object.values(t.describe('a'))) assert.ok(Number.isFinite(v));
+});

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Ema } from '../estimators/guard.js';
 import { OutputLengthModel, type LengthQuery } from '../estimators/output-length-model.js';
+import { splitWall } from '../estimators/wall-split.js';
 import type { BackendView, CompletionReport, RequestClass, RequestInfo } from '../types.js';
 
 /**
@@ -428,7 +429,21 @@ export class WorkloadTracker {
       if (kept >= 0) this.predictor.observeKept(kept, out);
       else this.predictor.observe(this.query(req, estimated), out);
       if (report.evalMs !== undefined && out > 1) b.decode.update(report.evalMs / 1000 / (out - 1));
-      else if (report.firstByteAt !== undefined && out > 1)
+      else if (report.firstByteIsWholeAnswer === true) {
+        // Non-streamed, wall time only: its first byte is the whole answer (never "decode took 0").
+        const s = splitWall(
+          (report.finishedAt - report.dispatchedAt - (report.promptEvalMs ?? 0)) / 1000,
+          report.promptEvalMs !== undefined ? 0 : promptTokens,
+          out,
+          prefill ?? this.cfg.priorPrefillS,
+          decode ?? this.cfg.priorDecodeS,
+        );
+        if (s !== undefined) {
+          b.decode.update(s.decodeSPerToken);
+          if (report.promptEvalMs === undefined && promptTokens > 0 && s.prefillS > 0)
+            b.prefill.update(s.prefillS / promptTokens);
+        }
+      } else if (report.firstByteAt !== undefined && out > 1)
         b.decode.update((report.finishedAt - report.firstByteAt) / 1000 / (out - 1));
     }
     if (report.promptEvalMs !== undefined && promptTokens > 0)
