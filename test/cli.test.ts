@@ -117,3 +117,18 @@ test('hot reload: a valid edit applies (SIGHUP or file change), an invalid one i
     await Promise.all([up.close(), up2.close()]);
   }
 });
+
+test('profile: an unreachable backend is one line on stderr naming the command, exit 1', async () => {
+  const { createServer } = await import('node:net');
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  const r = spawnSync(
+    process.execPath,
+    [...CLI, 'profile', '--backend', `http://127.0.0.1:${port}`, '--model', 'm', '--out', tmp('p.yaml', '')],
+    { encoding: 'utf8' },
+  );
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stderr, `llmlb profile: cannot reach http://127.0.0.1:${port}: connection refused\n`);
+});
