@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, CommanderError, Option } from 'commander';
 import { ConfigError } from './config/load.js';
 import type { EngineCommandOptions } from './commands/engine.js';
-import { UsageError } from './commands/usage-error.js';
+import { CommandError, UsageError } from './commands/usage-error.js';
 // The rl policy's weights file reader (the core reads no files): for serve, simulate, PUT /admin/policy.
 import './rl/weights-file.js';
 
@@ -337,6 +337,13 @@ db(tasks.command('run').description('solve tasks: claim, admit (/schedule), call
     });
   });
 
+// The subcommand running, for `llmlb COMMAND: …` error lines.
+let running = '';
+program.hook('preAction', (_root, action) => {
+  running =
+    action.parent && action.parent !== program ? `${action.parent.name()} ${action.name()}` : action.name();
+});
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
@@ -346,6 +353,10 @@ try {
   if (err instanceof ConfigError || err instanceof UsageError || isUsage(err)) {
     process.stderr.write(`llmlb: ${(err as Error).message}\n`);
     process.exit(2);
+  }
+  if (err instanceof CommandError) {
+    process.stderr.write(`llmlb${running ? ` ${running}` : ''}: ${err.message}\n`);
+    process.exit(1);
   }
   process.stderr.write(`llmlb: ${(err as Error).stack ?? String(err)}\n`);
   process.exit(1);

@@ -35,21 +35,24 @@ test('serve prints its address when ready and proxies; LLMLB_* and flags overrid
   const up = await engine();
   const p = tmp(
     'ok.yaml',
-    `server: { port: 1 }\nbackends:\n  - { name: a, url: "${up.url}", models: [m1] }\n`,
+    `server: { port: 1 }\nbackends:\n  - { name: a, url: "${up.url}", models: [m1] }\nadmin: { token: s3cr3t-t0ken }\n`,
   );
   const child = spawn(process.execPath, [...CLI, 'serve', '--config', p, '--port', '0'], {
     env: { ...process.env, LLMLB_HOST: '127.0.0.1', LLMLB_LOG_LEVEL: 'warn' },
   });
   try {
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = '';
+    const out = await new Promise<string>((resolve, reject) => {
+      let text = '';
       child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-        const m = /llmlb listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-        if (m) resolve(m[1]!);
+        text += d.toString();
+        if (/^dashboard: .*\n/m.test(text)) resolve(text);
       });
-      child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
+      child.on('exit', (code) => reject(new Error(`exited ${code}: ${text}`)));
     });
+    const url = /llmlb listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!;
+    // Its dashboard address, never the admin token.
+    assert.ok(out.includes(`\ndashboard: ${url}/dashboard\n`), out);
+    assert.ok(!out.includes('s3cr3t-t0ken'), out);
     const res = await fetch(`${url}/api/generate`, {
       method: 'POST',
       body: '{"model":"m1","prompt":"x","stream":false}',
@@ -116,4 +119,19 @@ test('hot reload: a valid edit applies (SIGHUP or file change), an invalid one i
     child.kill('SIGTERM');
     await Promise.all([up.close(), up2.close()]);
   }
+});
+
+test('profile: an unreachable backend is one line on stderr naming the command, exit 1', async () => {
+  const { createServer } = await import('node:net');
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  const r = spawnSync(
+    process.execPath,
+    [...CLI, 'profile', '--backend', `http://127.0.0.1:${port}`, '--model', 'm', '--out', tmp('p.yaml', '')],
+    { encoding: 'utf8' },
+  );
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stderr, `llmlb profile: cannot reach http://127.0.0.1:${port}: connection refused\n`);
 });

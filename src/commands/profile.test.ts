@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultProfile, startEngine } from '../engine/server.js';
 import { loadProfileFile } from '../scenario/profile-file.js';
-import { linearFit, probeBackend, profilesFromTrace, runProfileCommand } from './profile.js';
-import { UsageError } from './usage-error.js';
+import { createServer } from 'node:net';
+import { checkBackend, linearFit, probeBackend, profilesFromTrace, runProfileCommand } from './profile.js';
+import { CommandError, UsageError } from './usage-error.js';
 
 const within = (got: number, want: number, tol: number, what: string): void =>
   assert.ok(Math.abs(got - want) <= tol * want, `${what}: got ${got}, want ${want} ± ${tol * 100} %`);
@@ -120,4 +121,48 @@ test('usage errors', async () => {
     runProfileCommand({ backend: 'http://127.0.0.1:1', model: 'm', api: 'grpc', quiet: true }),
     UsageError,
   );
+});
+
+/** A port nothing listens on: one that was just bound and released. */
+async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+test('before probing: an unreachable backend, an unknown model, the wrong API are one-line CommandErrors', async () => {
+  const port = await closedPort();
+  await assert.rejects(
+    runProfileCommand({ backend: `http://127.0.0.1:${port}`, model: 'm', quiet: true }),
+    (e: Error) =>
+      e instanceof CommandError && e.message === `cannot reach http://127.0.0.1:${port}: connection refused`,
+  );
+  const openai = await startEngine({ port: 0, api: 'openai', profile: defaultProfile(), models: ['a', 'b'] });
+  const ollama = await startEngine({ port: 0, api: 'ollama', profile: defaultProfile(), models: ['llama3'] });
+  try {
+    await checkBackend(openai.url, 'a', 'openai');
+    await checkBackend(ollama.url, 'llama3', 'ollama');
+    await assert.rejects(
+      checkBackend(openai.url, 'nope', 'openai'),
+      (e: Error) =>
+        e instanceof CommandError && e.message === `model 'nope' not found on ${openai.url}; it has: a, b`,
+    );
+    await assert.rejects(
+      checkBackend(ollama.url, 'nope', 'ollama'),
+      (e: Error) => e instanceof CommandError && /it has: llama3/.test(e.message),
+    );
+    await assert.rejects(
+      checkBackend(openai.url, 'a', 'ollama'),
+      (e: Error) =>
+        e instanceof CommandError &&
+        /does not answer the Ollama API \(GET \/api\/tags: 404\); the server answers the OpenAI API; try --api openai$/.test(
+          e.message,
+        ) &&
+        !e.message.includes('\n'),
+    );
+  } finally {
+    await Promise.all([openai.close(), ollama.close()]);
+  }
 });

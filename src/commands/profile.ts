@@ -23,7 +23,7 @@ import { stringify } from 'yaml';
 import { createRng } from '../core/rng.js';
 import { OUTPUT_TOKENS_HEADER } from '../engine/server.js';
 import type { EngineProfile } from '../engine/types.js';
-import { UsageError } from './usage-error.js';
+import { CommandError, UsageError } from './usage-error.js';
 
 export type ProbeApi = 'ollama' | 'openai';
 
@@ -345,6 +345,90 @@ export async function profilesFromTrace(path: string): Promise<Map<string, Trace
   return out;
 }
 
+/** Why a request never got an answer, in words: `connection refused`, `host not found`, …. */
+export function unreachableReason(err: unknown): string {
+  const e = err as { name?: string; code?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'no answer (timed out)';
+  const code = e?.cause?.code ?? e?.code;
+  switch (code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'host not found';
+    case 'ECONNRESET':
+    case 'UND_ERR_SOCKET':
+      return 'connection closed by the server';
+    case 'ETIMEDOUT':
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return 'connection timed out';
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return 'host unreachable';
+    default:
+      return e?.cause?.message ?? (err as Error)?.message ?? String(err);
+  }
+}
+
+const API_NAME: Record<ProbeApi, string> = { ollama: 'Ollama', openai: 'OpenAI' };
+const MODELS_PATH: Record<ProbeApi, string> = { ollama: '/api/tags', openai: '/v1/models' };
+
+/** The backend's model list over `api`: the names, or the HTTP status when it has no such route. */
+async function listModels(
+  backend: string,
+  api: ProbeApi,
+  timeoutMs: number,
+): Promise<{ models: string[] } | { status: number }> {
+  let res: Response;
+  try {
+    res = await fetch(new URL(MODELS_PATH[api], backend), { signal: AbortSignal.timeout(timeoutMs) });
+  } catch (err) {
+    throw new CommandError(`cannot reach ${backend}: ${unreachableReason(err)}`);
+  }
+  let body: unknown;
+  try {
+    body = res.ok ? await res.json() : (await res.arrayBuffer(), undefined);
+  } catch {
+    return { status: res.status === 200 ? 502 : res.status }; // not JSON: not this API
+  }
+  if (!res.ok) return { status: res.status };
+  const b = body as { models?: { name?: unknown }[]; data?: { id?: unknown }[] };
+  const names = api === 'ollama' ? b?.models?.map((m) => m?.name) : b?.data?.map((m) => m?.id);
+  if (!Array.isArray(names)) return { status: 502 };
+  return { models: names.filter((n): n is string => typeof n === 'string') };
+}
+
+/**
+ * Before probing: the backend answers, over the API given, and has the model. Otherwise a
+ * CommandError of one line: why it cannot be reached, the other API when that is the one it
+ * answers (`try --api openai`), or the models it has.
+ */
+export async function checkBackend(
+  backend: string,
+  model: string,
+  api: ProbeApi,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const got = await listModels(backend, api, timeoutMs);
+  if ('status' in got) {
+    const other: ProbeApi = api === 'ollama' ? 'openai' : 'ollama';
+    const alt = await listModels(backend, other, timeoutMs).catch(() => undefined);
+    if (alt && 'models' in alt)
+      throw new CommandError(
+        `${backend} does not answer the ${API_NAME[api]} API (GET ${MODELS_PATH[api]}: ${got.status}); ` +
+          `the server answers the ${API_NAME[other]} API; try --api ${other}`,
+      );
+    throw new CommandError(
+      `${backend} does not answer the ${API_NAME[api]} API (GET ${MODELS_PATH[api]}: ${got.status})`,
+    );
+  }
+  // Ollama lists `llama3:latest` for `llama3`.
+  if (got.models.some((m) => m === model || m === `${model}:latest`)) return;
+  throw new CommandError(
+    `model '${model}' not found on ${backend}; it has: ${got.models.length > 0 ? got.models.join(', ') : '(no models)'}`,
+  );
+}
+
 export interface ProfileCommandOptions {
   readonly backend?: string | undefined;
   readonly model?: string | undefined;
@@ -428,13 +512,25 @@ export async function runProfileCommand(o: ProfileCommandOptions): Promise<void>
   } catch {
     throw new UsageError(`--backend: not a URL: ${o.backend}`);
   }
+  await checkBackend(o.backend, o.model, api);
   say(`probing ${o.backend} (${api}, model ${o.model}): about 20 requests`);
-  const r = await probeBackend({
-    backend: o.backend,
-    model: o.model,
-    api,
-    ...(o.timeScale !== undefined ? { timeScale: o.timeScale } : {}),
-  });
+  let r: ProbeResult;
+  try {
+    r = await probeBackend({
+      backend: o.backend,
+      model: o.model,
+      api,
+      ...(o.timeScale !== undefined ? { timeScale: o.timeScale } : {}),
+    });
+  } catch (err) {
+    // Mid-probe: the server went away or answered an error (its message names the route and status).
+    const e = err as Error;
+    throw new CommandError(
+      e.name === 'TypeError' || e.name === 'TimeoutError'
+        ? `cannot reach ${o.backend}: ${unreachableReason(err)}`
+        : e.message,
+    );
+  }
   for (const p of r.prefill) say(`  prefill ${p.promptTokens} tokens: ${g4(p.seconds)} s`);
   for (const d of r.decode)
     say(`  decode x${d.concurrency}: step ${g4(d.stepS * 1000)} ms, ${g4(d.tokensPerS)} tokens/s`);

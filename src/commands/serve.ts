@@ -92,6 +92,8 @@ export async function runServe(o: { config: string; host?: string; port?: number
     );
   }
   process.stdout.write(`llmlb listening on ${url}\n`);
+  // The address only: a token set in the config is never echoed (logs get collected).
+  process.stdout.write(`dashboard: ${url}/dashboard\n`);
   process.stdout.write(
     router.adminUrl === undefined
       ? 'admin API closed (set admin.token or admin.listen to open it)\n'

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Results } from '../report/results.js';
@@ -133,4 +133,39 @@ test('policy labels: a push mode reads as name+mode; --policies picks entries by
   assert.deepEqual(choosePolicies(two, ['pinned']), [{ name: 'pinned', params: { backend: 'inst-0' } }]);
   // name+mode not listed → that policy with push: mode; an unknown policy is a usage error.
   assert.throws(() => choosePolicies(two, ['nope+sp-p']), UsageError);
+});
+
+test('a trace workload with skipBad: the skipped lines are printed and in results.json', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-trace-'));
+  writeFileSync(
+    join(dir, 'tr.jsonl'),
+    [
+      '{"at": 0, "promptTokens": 20, "outputTokens": 5}',
+      '{"at": 0.5, "promptTokens": -1, "outputTokens": 5}',
+      'not json',
+      '{"at": 1, "promptTokens": 30, "outputTokens": 5}',
+    ].join('\n') + '\n',
+  );
+  const scenario = join(dir, 's.yaml');
+  writeFileSync(
+    scenario,
+    'name: t\ndurationS: 10\nfleet:\n  - name: a\nworkload: { type: trace, path: tr.jsonl, skipBad: true }\npolicies: [round-robin]\n',
+  );
+  const out = join(dir, 'out');
+  const { value: res, out: text } = await captured(() =>
+    runSimulateCommand({ scenarioPath: scenario, outDir: out, charts: false }),
+  );
+  assert.equal(res.trace?.skippedLines, 2);
+  assert.equal(res.trace?.requests, 2);
+  assert.match(text, /trace \(llmlb\): 2 requests, skipped 2 bad lines \(first: .*tr\.jsonl:2: promptTokens/);
+  const json = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')) as {
+    trace?: { skippedLines: number };
+  };
+  assert.equal(json.trace?.skippedLines, 2);
+  // Not a trace: no trace section.
+  const plain = await captured(() =>
+    runSimulateCommand({ scenarioPath: SMALL, outDir: join(dir, 'plain'), charts: false }),
+  );
+  assert.equal(plain.value.trace, undefined);
+  assert.doesNotMatch(plain.out, /skipped/);
 });

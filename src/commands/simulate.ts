@@ -15,6 +15,7 @@ import { federationMode } from '../sim/federation-modes.js';
 import { startScenarioPool } from '../sim/pool.js';
 import { runScenarioJob, type ScenarioJob } from '../sim/scenario-job.js';
 import { policyLabel, type RunResult } from '../sim/simulator.js';
+import { TraceReplay } from '../workloads/trace.js';
 
 // The CLI maps this class to exit code 2; re-exported so callers of the simulate command need one import.
 export { UsageError };
@@ -90,6 +91,27 @@ export function simResults(scenario: Scenario, seed: number, runs: readonly RunR
   };
 }
 
+/** results.json of a scenario whose workload replays a trace: what the replay read. */
+export interface SimulateResults extends Results {
+  readonly trace?: {
+    readonly format: string;
+    readonly requests: number;
+    /** Malformed lines skipped (`skipBad: true`; 0 otherwise: a bad line fails the load). */
+    readonly skippedLines: number;
+  };
+}
+
+/**
+ * A trace workload's pass over its file (the skipped lines are a property of the file, not of the
+ * seed); undefined for other workloads. Costs one more pass over a trace, none otherwise.
+ */
+function traceStats(scenario: Scenario, seed: number): TraceReplay | undefined {
+  const driver = scenario.createDriver(seed);
+  if (!(driver instanceof TraceReplay)) return undefined;
+  driver.check();
+  return driver;
+}
+
 export interface SimulateCommandOptions {
   scenarioPath: string;
   /** Overrides the scenario's list. */
@@ -117,7 +139,7 @@ export interface SimulateCommandOptions {
  * `llmlb simulate`: every policy on the scenario in virtual time; prints the comparison table (and
  * the oracle's bounds for small scenarios) and the speed-up, writes DIR/results.json and SVG charts.
  */
-export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<Results> {
+export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<SimulateResults> {
   if (opts.seed !== undefined && !(Number.isSafeInteger(opts.seed) && opts.seed >= 0)) {
     throw new UsageError(`--seed must be a non-negative integer, got ${opts.seed}`);
   }
@@ -147,7 +169,17 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
   const wall = (performance.now() - t0) / 1000;
   let simulated = 0;
   for (const r of runs) simulated += r.simulatedS;
-  let results = simResults(scenario, seed, runs);
+  let results: SimulateResults = simResults(scenario, seed, runs);
+  const replay = traceStats(scenario, seed);
+  if (replay)
+    results = {
+      ...results,
+      trace: {
+        format: replay.format.name,
+        requests: replay.stats.requests,
+        skippedLines: replay.stats.skipped,
+      },
+    };
 
   const requests = runs[0]?.records.length ?? 0;
   const small =
@@ -169,6 +201,12 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
   writeFileSync(join(out, 'results.json'), resultsJson(results));
   const lines = [
     `scenario ${scenario.name} (seed ${seed}), simulated: ${scenario.fleet.length} backends, ${requests} requests`,
+    ...(replay
+      ? [
+          `trace (${replay.format.name}): ${replay.stats.requests} requests, skipped ${replay.stats.skipped} bad lines` +
+            (replay.stats.firstBad !== undefined ? ` (first: ${replay.stats.firstBad})` : ''),
+        ]
+      : []),
     '',
     comparisonTable(results),
     '',

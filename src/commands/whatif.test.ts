@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { parseSlo, runWhatifCommand } from './whatif.js';
+import { parseSlo, runWhatifCommand, whatifTable } from './whatif.js';
 import { UsageError } from './usage-error.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'llmlb-whatif-'));
@@ -125,5 +125,47 @@ describe('whatif', () => {
     });
     assert.equal(r.trace.skippedLines, 1);
     assert.equal(r.trace.requests, 1);
+    const missing = join(dir, 'no-such.jsonl');
+    await assert.rejects(
+      runWhatifCommand({ tracePath: missing, configPath: config, outDir: join(dir, 'z'), quiet: true }),
+      (e: unknown) => e instanceof UsageError && e.message === `trace file not found: ${missing}`,
+    );
+  });
+
+  it('the table gives units in its header and one precision per unit', async () => {
+    const r = await runWhatifCommand({
+      tracePath: trace,
+      configPath: config,
+      policies: ['round-robin'],
+      profilePath: profile,
+      slo: 'ttft-p90=60s',
+      threads: 1,
+      outDir: join(dir, 'table'),
+      charts: false,
+      quiet: true,
+    });
+    const text = whatifTable(
+      r.policies.map((p) => ({ policy: p.policy, replicas: p.replicas, result: p })),
+      parseSlo('ttft-p90=60s'),
+    );
+    const [head, , row] = text.split('\n');
+    const cols = head!.trim().split(/\s{2,}/);
+    assert.deepEqual(cols, [
+      'replicas',
+      'policy',
+      'done %',
+      'req/s',
+      'ttft p50 s',
+      'ttft p90 s',
+      'e2e mean s',
+      'e2e p90 s',
+      'prefix hit %',
+      'meets SLO',
+    ]);
+    const cells = row!.trim().split(/\s+/);
+    assert.equal(cells[2], '100.0');
+    assert.match(cells[3]!, /^\d+\.\d{2}$/);
+    for (const c of cells.slice(4, 8)) assert.match(c, /^\d+\.\d{3}$/);
+    assert.match(cells[8]!, /^\d+\.\d$/);
   });
 });

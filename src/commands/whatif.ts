@@ -120,7 +120,9 @@ export interface WhatifResults extends Results {
   readonly recommendation: Recommendation | null;
 }
 
-const f3 = (x: number): string => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(3));
+/** Seconds to the millisecond; a share in percent to a tenth. */
+const sec = (x: number): string => x.toFixed(3);
+const pct = (x: number): string => (x * 100).toFixed(1);
 
 export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResults> {
   const t0 = performance.now();
@@ -176,8 +178,9 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
     try {
       replay = traceWorkload(trace, seed);
     } catch (e) {
-      if (e instanceof TraceError || (e as NodeJS.ErrnoException).code === 'ENOENT')
-        throw new UsageError((e as Error).message);
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new UsageError(`trace file not found: ${opts.tracePath}`);
+      if (e instanceof TraceError) throw new UsageError(e.message);
       throw e;
     }
     const stats = replay.stats;
@@ -259,7 +262,7 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'results.json'), resultsJson(results));
   const lines = [
-    `trace ${opts.tracePath} (${replay.format.name}): ${stats.requests} requests over ${f3(stats.lastAtS)} s, ` +
+    `trace ${opts.tracePath} (${replay.format.name}): ${stats.requests} requests over ${sec(stats.lastAtS)} s, ` +
       `${stats.promptTokens} prompt + ${stats.outputTokens} output tokens` +
       (stats.skipped > 0 ? `; skipped ${stats.skipped} bad lines (first: ${stats.firstBad})` : ''),
     `fleet: ${base.map((b) => b.name).join(', ')} from ${opts.configPath}, profile ${opts.profilePath ?? '(built-in)'}`,
@@ -317,8 +320,8 @@ export function recommend(
     slo.length > 0 ? r.result[slo[0]!.metric][slo[0]!.stat] : r.result.ttftS.p90;
   const describe = (r: TraceJobResult): string =>
     slo.length > 0
-      ? `${slo[0]!.metric === 'ttftS' ? 'ttft' : 'e2e'} ${slo[0]!.stat} ${f3(key(r))} s`
-      : `best p90 TTFT at ${r.replicas} replicas: ${f3(key(r))} s`;
+      ? `${slo[0]!.metric === 'ttftS' ? 'ttft' : 'e2e'} ${slo[0]!.stat} ${sec(key(r))} s`
+      : `best p90 TTFT at ${r.replicas} replicas: ${sec(key(r))} s`;
   if (slo.length === 0) {
     const at = replicas.at(-1)!;
     const best = runs.filter((r) => r.replicas === at).sort((a, b) => key(a) - key(b))[0];
@@ -339,20 +342,35 @@ export function recommend(
   return null;
 }
 
-function whatifTable(runs: readonly TraceJobResult[], slo: readonly SloTerm[]): string {
-  const head = ['replicas', 'policy', 'done', 'ttft p50', 'ttft p90', 'e2e mean', 'e2e p90', 'prefix hit'];
+/** What one table row needs of a run. */
+export type WhatifRow = Pick<TraceJobResult, 'policy' | 'replicas' | 'result'>;
+
+/** Seconds, rates and shares each at one precision, their units in the header. */
+export function whatifTable(runs: readonly WhatifRow[], slo: readonly SloTerm[]): string {
+  const head = [
+    'replicas',
+    'policy',
+    'done %',
+    'req/s',
+    'ttft p50 s',
+    'ttft p90 s',
+    'e2e mean s',
+    'e2e p90 s',
+    'prefix hit %',
+  ];
   if (slo.length > 0) head.push('meets SLO');
   const rows = runs.map((r) => {
     const x = r.result;
     const row = [
       String(r.replicas),
       r.policy,
-      `${(x.completionRate * 100).toFixed(1)}%`,
-      f3(x.ttftS.p50),
-      f3(x.ttftS.p90),
-      f3(x.latencyS.mean),
-      f3(x.latencyS.p90),
-      x.prefixHitRate === null ? '-' : `${(x.prefixHitRate * 100).toFixed(1)}%`,
+      pct(x.completionRate),
+      x.throughputRps.toFixed(2),
+      sec(x.ttftS.p50),
+      sec(x.ttftS.p90),
+      sec(x.latencyS.mean),
+      sec(x.latencyS.p90),
+      x.prefixHitRate === null ? '-' : pct(x.prefixHitRate),
     ];
     if (slo.length > 0) row.push(meetsSlo(x, slo) ? 'yes' : 'no');
     return row;

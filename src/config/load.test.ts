@@ -97,12 +97,15 @@ test('unknown keys are rejected at every level, with their line', () => {
     'server:\n  port: 1\n  prot: 2\nbackends:\n  - name: a\n    url: http://x:1\n    modles: [m]\n',
   );
   assert.deepEqual(
-    nested.map((i) => [i.path, i.line]),
+    nested.map((i) => [i.path, i.line, i.message]),
     [
-      ['server.prot', 3],
-      ['backends[0].modles', 7],
+      ['server.prot', 3, 'unknown key; did you mean `port`?'],
+      ['backends[0].modles', 7, 'unknown key; did you mean `models`?'],
     ],
   );
+  // A typo of a top-level key, and one far from any: only the close one gets a suggestion.
+  assert.equal(issues(`${minimal}polcy: jsq\n`)[0]?.message, 'unknown key; did you mean `policy`?');
+  assert.equal(issues(`${minimal}frobnicate: 1\n`)[0]?.message, 'unknown key');
 });
 
 test('wrong types, bad urls, empty fleets and duplicate names name the field', () => {

@@ -23,6 +23,7 @@ import {
 } from './schema.js';
 import { parsePolicySpec, PolicySpecError, UNKNOWN_KEY, yamlPosition } from './policy-spec.js';
 import { checkFederationConfig } from './federation.js';
+import { didYouMean } from './suggest.js';
 
 export type { ApiKind, BackendEntry, LogLevel, PolicySpec, RouterConfig } from './schema.js';
 
@@ -100,13 +101,17 @@ function lineOf(pos: Positions | undefined, path: readonly PathKey[], key?: stri
 const requiredMessage = (iss: z.core.$ZodRawIssue): string | undefined =>
   iss.code === 'invalid_type' && iss.input === undefined ? 'required' : undefined;
 
-function zodIssues(error: z.ZodError, pos?: Positions): ConfigIssue[] {
+function zodIssues(error: z.ZodError, schema: z.ZodType, pos?: Positions): ConfigIssue[] {
   const out: ConfigIssue[] = [];
   for (const issue of error.issues) {
     const path = issue.path as PathKey[];
     if (issue.code === 'unrecognized_keys') {
       for (const key of issue.keys) {
-        out.push({ path: formatPath([...path, key]), message: UNKNOWN_KEY, line: lineOf(pos, path, key) });
+        out.push({
+          path: formatPath([...path, key]),
+          message: UNKNOWN_KEY + didYouMean(schema, path, key),
+          line: lineOf(pos, path, key),
+        });
       }
       continue;
     }
@@ -278,7 +283,10 @@ export function parseConfig(text: string, opts: ParseOptions): RouterConfig {
   // An empty file is an empty mapping: the report is then "backends: required".
   const data = raw ?? {};
   const parsed = configSchema.safeParse(data, { error: requiredMessage });
-  const issues = [...(parsed.success ? [] : zodIssues(parsed.error, pos)), ...crossChecks(data, opts, pos)];
+  const issues = [
+    ...(parsed.success ? [] : zodIssues(parsed.error, configSchema, pos)),
+    ...crossChecks(data, opts, pos),
+  ];
   if (parsed.success)
     for (const p of checkFederationConfig(parsed.data))
       issues.push({ path: p.path.join('.'), message: p.message, line: lineOf(pos, p.path) });
@@ -306,7 +314,7 @@ export function loadConfigFile(path: string, opts: PolicyValidation): RouterConf
 /** One backend entry as the config file spells it (admin API: POST /admin/backends). Throws ConfigError. */
 export function parseBackendEntry(body: unknown): BackendEntry {
   const r = backendSchema.safeParse(body, { error: requiredMessage });
-  if (!r.success) throw new ConfigError('backend', zodIssues(r.error));
+  if (!r.success) throw new ConfigError('backend', zodIssues(r.error, backendSchema));
   return normalizeBackend(r.data);
 }
 
