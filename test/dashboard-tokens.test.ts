@@ -6,7 +6,7 @@ import { backend, engine, post, router, settings } from './helpers.js';
 
 test('embeddings and /api/show count as requests, never as tokens or uncounted', async (t) => {
   const e = await engine();
-  const { router: r, url } = await router(settings([backend('a', e.url, { api: 'both' })]));
+  const { router: r, url } = await router(settings([backend('a', e.url)]));
   t.after(async () => {
     await r.close();
     await e.close();
