@@ -9,6 +9,7 @@ import { fleetClassTable } from '../sim/class-table.js';
 import type { RunResult } from '../sim/simulator.js';
 import { policyLabel } from '../sim/simulator.js';
 import { runLive, type LiveRun } from '../live-bench/live.js';
+import { formatLoopDelay } from '../live-bench/loop-delay.js';
 
 /**
  * `llmlb bench`: the live twin of `simulate` — emulated engines with the scenario's profiles,
@@ -52,7 +53,7 @@ export async function runBenchCommand(opts: {
     if (!opts.quiet)
       process.stderr.write(
         `${policyLabel(spec)}: ${run.records.length} requests in ${run.wallS.toFixed(1)} s; ` +
-          `event-loop delay mean ${d.mean.toFixed(1)} ms, p99 ${d.p99.toFixed(1)} ms, max ${d.max.toFixed(0)} ms` +
+          `event-loop delay ${formatLoopDelay(d)}` +
           (top
             ? `; ${[...errors.values()].reduce((a, b) => a + b, 0)} client errors (${top[1]}× ${top[0]})`
             : '') +

@@ -20,6 +20,14 @@
     x === null || x === undefined ? '–' : x < 1000 ? `${x.toFixed(0)} ms` : `${(x / 1000).toFixed(2)} s`;
   const secs = (x) =>
     x === null || x === undefined ? '–' : x < 10 ? `${x.toFixed(2)} s` : `${x.toFixed(0)} s`;
+  // Requests whose backend did not report tokens (an OpenAI stream without usage) are not 0 tokens:
+  // say they are uncounted rather than show a rate too low.
+  const tokens = (perS, uncountedPerS) =>
+    uncountedPerS > 0 ? (perS > 0 ? `${num(perS)} + uncounted` : 'uncounted') : num(perS);
+  const uncountedTitle = (uncountedPerS) =>
+    uncountedPerS > 0
+      ? `${num(uncountedPerS, 1)} req/s finished without a token count (the backend reported no usage)`
+      : '';
   const ago = (at, now) => {
     const s = Math.max(0, Math.round((now - at) / 1000));
     return s < 90 ? `${s} s ago` : `${Math.round(s / 60)} min ago`;
@@ -203,7 +211,7 @@
     cell(tr, num(b.engineWaiting));
     cell(tr, b.kvUsage === null ? '–' : `${num(b.kvUsage * 100)} %`);
     cell(tr, num(b.requestsPerS, 1));
-    cell(tr, num(b.tokensPerS));
+    cell(tr, tokens(b.tokensPerS, b.uncountedPerS)).title = uncountedTitle(b.uncountedPerS);
     cell(tr, `${ms(b.p50LatencyMs)} / ${ms(b.p95LatencyMs)}`);
     const est = cell(tr, b.estimate ? `${secs(b.estimate.seconds)} ${b.estimate.kind}` : '–');
     est.title =
@@ -222,7 +230,8 @@
     // The backends' rates (averaged over seconds), steadier than the last second's count.
     const sum = (k) => e.backends.reduce((a, b) => a + b[k], 0);
     $('fleet-rps').textContent = num(sum('requestsPerS'), 1);
-    $('fleet-tps').textContent = num(sum('tokensPerS'));
+    $('fleet-tps').textContent = tokens(sum('tokensPerS'), sum('uncountedPerS'));
+    $('fleet-tps').title = uncountedTitle(sum('uncountedPerS'));
     $('backends').replaceChildren(...e.backends.map((b) => row(b, e.t)));
     updateCharts(e);
   }

@@ -109,6 +109,7 @@ describe('Dashboard handler', () => {
         requestsPerS: 1,
         errorsPerS: 0,
         tokensPerS: 40,
+        uncountedPerS: 0,
         p50LatencyMs: undefined,
         p95LatencyMs: undefined,
         estimate: { kind: 'work', seconds: 1.5 },

@@ -52,6 +52,8 @@ export interface BackendRow {
   readonly requestsPerS: number;
   readonly errorsPerS: number;
   readonly tokensPerS: number;
+  /** Successful generation requests per second whose tokens the backend did not report. */
+  readonly uncountedPerS: number;
   readonly p50LatencyMs: number | null;
   readonly p95LatencyMs: number | null;
   /** The policy's headline estimate for this backend, when it keeps one (see mainEstimate). */
@@ -75,6 +77,8 @@ export interface DashboardEvent {
     readonly completedPerS: number;
     readonly failedPerS: number;
     readonly tokensPerS: number;
+    /** Completed generation requests whose tokens are unknown (not in tokensPerS). */
+    readonly uncountedPerS: number;
     readonly meanLatencyMs: number | null;
     readonly meanTtfbMs: number | null;
   };
@@ -211,6 +215,7 @@ export class Dashboard {
           requestsPerS: s?.requestsPerS ?? 0,
           errorsPerS: s?.errorsPerS ?? 0,
           tokensPerS: s?.tokensPerS ?? 0,
+          uncountedPerS: s?.uncountedPerS ?? 0,
           p50LatencyMs: s?.p50LatencyMs ?? null,
           p95LatencyMs: s?.p95LatencyMs ?? null,
           estimate: mainEstimate(estimates),
@@ -223,6 +228,7 @@ export class Dashboard {
         completedPerS: fleet.completed,
         failedPerS: fleet.failed,
         tokensPerS: fleet.tokens,
+        uncountedPerS: fleet.uncounted,
         meanLatencyMs: fleet.meanLatencyMs,
         meanTtfbMs: fleet.meanTtfbMs,
       },

@@ -37,6 +37,7 @@ test('per-backend rates over the last complete seconds, fleet seconds with means
     completed: 4,
     failed: 0,
     tokens: 160,
+    uncounted: 0,
     meanLatencyMs: (3 * 200 + 1000) / 4,
     meanTtfbMs: 20, // b reported none: not counted as zero
   });
@@ -103,6 +104,7 @@ test('the window moves on: old seconds read as zero, idle backends are forgotten
     completed: 0,
     failed: 0,
     tokens: 0,
+    uncounted: 0,
     meanLatencyMs: null,
     meanTtfbMs: null,
   });
@@ -125,6 +127,23 @@ test('a slot reused for a newer second starts from zero; records older than the 
   assert.equal(sec.tokens, 2);
   assert.equal(sec.meanLatencyMs, 30);
   near(s.backend('a', T + 61_000)!.p95LatencyMs, 30);
+});
+
+test('generation without a token count is uncounted, not 0 tokens; embeddings are neither', () => {
+  const s = new LiveStats(60);
+  for (let sec = 0; sec < RATE_S; sec++) {
+    s.record({ backend: 'a', at: T + sec * 1000, ok: true, latencyMs: 10, outputTokens: 20 });
+    s.record({ backend: 'a', at: T + sec * 1000 + 1, ok: true, latencyMs: 10 }); // stream without usage
+    s.record({ backend: 'a', at: T + sec * 1000 + 2, ok: true, latencyMs: 10, generation: false });
+    s.record({ backend: 'a', at: T + sec * 1000 + 3, ok: false, latencyMs: 10, error: 'x' });
+  }
+  const now = T + RATE_S * 1000;
+  const a = s.backend('a', now)!;
+  assert.equal(a.requestsPerS, 3);
+  assert.equal(a.tokensPerS, 20);
+  assert.equal(a.uncountedPerS, 1);
+  const last = s.lastSecond(now);
+  assert.deepEqual([last.completed, last.tokens, last.uncounted], [3, 20, 1]);
 });
 
 test('memory stays bounded however long it runs', () => {

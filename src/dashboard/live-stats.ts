@@ -16,8 +16,13 @@ export interface FinishedRequest {
   readonly latencyMs: number;
   /** Time to the first response byte, if one arrived. */
   readonly ttfbMs?: number | undefined;
-  /** Tokens the backend reported generating. */
+  /**
+   * Tokens the backend reported generating; undefined when it did not say (an OpenAI stream
+   * without usage): such a request is counted as uncounted, not as 0 tokens.
+   */
   readonly outputTokens?: number | undefined;
+  /** False for requests that generate nothing (embeddings, model lookups): no tokens, never uncounted. */
+  readonly generation?: boolean | undefined;
   /** What went wrong, when `ok` is false. */
   readonly error?: string | undefined;
 }
@@ -34,6 +39,8 @@ export interface BackendStats {
   /** Failed requests (and failed attempts) per second over the same seconds. */
   readonly errorsPerS: number;
   readonly tokensPerS: number;
+  /** Successful generation requests per second whose tokens are unknown (not in tokensPerS). */
+  readonly uncountedPerS: number;
   /** Latency percentiles of successful requests over the last minute (±5 %); null without any. */
   readonly p50LatencyMs: number | null;
   readonly p95LatencyMs: number | null;
@@ -48,6 +55,8 @@ export interface FleetSecond {
   readonly completed: number;
   readonly failed: number;
   readonly tokens: number;
+  /** Completed generation requests whose tokens are unknown (not in `tokens`). */
+  readonly uncounted: number;
   readonly meanLatencyMs: number | null;
   readonly meanTtfbMs: number | null;
 }
@@ -85,6 +94,7 @@ interface FleetSlot {
   completed: number;
   failed: number;
   tokens: number;
+  uncounted: number;
   latencySum: number;
   ttfbSum: number;
   ttfbCount: number;
@@ -95,6 +105,7 @@ class BackendRing {
   readonly completed = new Uint32Array(PERCENTILE_S);
   readonly failed = new Uint32Array(PERCENTILE_S);
   readonly tokens = new Float64Array(PERCENTILE_S);
+  readonly uncounted = new Uint32Array(PERCENTILE_S);
   /** PERCENTILE_S histograms of BUCKETS counts, one per second. */
   readonly latency = new Uint32Array(PERCENTILE_S * BUCKETS);
   readonly errors: RecentError[] = [];
@@ -116,6 +127,7 @@ class BackendRing {
     this.completed[i] = 0;
     this.failed[i] = 0;
     this.tokens[i] = 0;
+    this.uncounted[i] = 0;
     this.latency.fill(0, i * BUCKETS, (i + 1) * BUCKETS);
     return i;
   }
@@ -126,12 +138,14 @@ class BackendRing {
     let completed = 0;
     let failed = 0;
     let tokens = 0;
+    let uncounted = 0;
     for (let sec = cur - overS; sec < cur; sec++) {
       const i = sec % PERCENTILE_S;
       if (this.seconds[i] !== sec) continue;
       completed += this.completed[i]!;
       failed += this.failed[i]!;
       tokens += this.tokens[i]!;
+      uncounted += this.uncounted[i]!;
     }
     // Percentiles over the last minute, the current (partial) second included.
     const hist = new Uint32Array(BUCKETS);
@@ -146,6 +160,7 @@ class BackendRing {
       requestsPerS: completed / overS,
       errorsPerS: failed / overS,
       tokensPerS: tokens / overS,
+      uncountedPerS: uncounted / overS,
       p50LatencyMs: percentile(hist, n, 0.5),
       p95LatencyMs: percentile(hist, n, 0.95),
       recentErrors: this.errors.slice(),
@@ -178,6 +193,7 @@ export class LiveStats {
       completed: 0,
       failed: 0,
       tokens: 0,
+      uncounted: 0,
       latencySum: 0,
       ttfbSum: 0,
       ttfbCount: 0,
@@ -202,9 +218,11 @@ export class LiveStats {
       return;
     }
     const tokens = e.outputTokens !== undefined && e.outputTokens > 0 ? e.outputTokens : 0;
+    const uncounted = e.outputTokens === undefined && e.generation !== false ? 1 : 0;
     if (fs) {
       fs.completed++;
       fs.tokens += tokens;
+      fs.uncounted += uncounted;
       fs.latencySum += e.latencyMs;
       if (e.ttfbMs !== undefined) {
         fs.ttfbSum += e.ttfbMs;
@@ -214,6 +232,7 @@ export class LiveStats {
     if (bi >= 0) {
       ring.completed[bi]!++;
       ring.tokens[bi]! += tokens;
+      ring.uncounted[bi]! += uncounted;
       ring.latency[bi * BUCKETS + bucketOf(e.latencyMs)]!++;
     }
   }
@@ -256,6 +275,7 @@ export class LiveStats {
     s.completed = 0;
     s.failed = 0;
     s.tokens = 0;
+    s.uncounted = 0;
     s.latencySum = 0;
     s.ttfbSum = 0;
     s.ttfbCount = 0;
@@ -266,12 +286,13 @@ export class LiveStats {
     const s = sec >= 0 ? this.fleetSlots[sec % this.windowS]! : undefined;
     const t = sec * 1000;
     if (!s || s.second !== sec)
-      return { t, completed: 0, failed: 0, tokens: 0, meanLatencyMs: null, meanTtfbMs: null };
+      return { t, completed: 0, failed: 0, tokens: 0, uncounted: 0, meanLatencyMs: null, meanTtfbMs: null };
     return {
       t,
       completed: s.completed,
       failed: s.failed,
       tokens: s.tokens,
+      uncounted: s.uncounted,
       meanLatencyMs: s.completed > 0 ? s.latencySum / s.completed : null,
       meanTtfbMs: s.ttfbCount > 0 ? s.ttfbSum / s.ttfbCount : null,
     };

@@ -1,15 +1,39 @@
 /**
  * vLLM-style Prometheus text for the emulated engine, written by hand (it is a dozen lines; a
- * registry would be more code). One engine serves all its models from one batch, so every
- * model_name series reports the whole engine — as a shared GPU would.
+ * registry would be more code). vLLM exposes one series per model_name; a scraper adds them up for
+ * the engine's totals. So each request counts only under its own model: running, waiting and the
+ * counters are per model. KV usage is the share of the one pool all models use, the same value
+ * under every label (a scraper takes the largest).
  */
-import type { EngineStats } from './types.js';
+
+/** What one model has on the engine now and has done so far. */
+export interface ModelCounts {
+  running: number;
+  waiting: number;
+  /** Finished sequences. */
+  completed: number;
+  promptTokens: number;
+  generatedTokens: number;
+  /** Prompt tokens looked up in the prefix cache, and those found there (vLLM counts tokens). */
+  prefixQueries: number;
+  prefixHits: number;
+}
+
+export const emptyCounts = (): ModelCounts => ({
+  running: 0,
+  waiting: 0,
+  completed: 0,
+  promptTokens: 0,
+  generatedTokens: 0,
+  prefixQueries: 0,
+  prefixHits: 0,
+});
 
 interface Metric {
   readonly name: string;
   readonly type: 'gauge' | 'counter';
   readonly help: string;
-  readonly value: (s: EngineStats, blockSize: number) => number;
+  readonly value: (c: ModelCounts, kvUsage: number) => number;
 }
 
 const METRICS: readonly Metric[] = [
@@ -17,70 +41,74 @@ const METRICS: readonly Metric[] = [
     name: 'vllm:num_requests_running',
     type: 'gauge',
     help: 'Number of requests in model execution batches.',
-    value: (s) => s.running,
+    value: (c) => c.running,
   },
   {
     name: 'vllm:num_requests_waiting',
     type: 'gauge',
     help: 'Number of requests waiting to be processed.',
-    value: (s) => s.waiting,
+    value: (c) => c.waiting,
   },
   {
     name: 'vllm:kv_cache_usage_perc',
     type: 'gauge',
     help: 'KV-cache usage. 1 means 100 percent usage.',
-    value: (s) => s.kvUsage,
+    value: (_c, kv) => kv,
   },
   // The pre-v1 name of the same gauge, for scrapers written against older vLLM.
   {
     name: 'vllm:gpu_cache_usage_perc',
     type: 'gauge',
     help: 'GPU KV-cache usage. 1 means 100 percent usage.',
-    value: (s) => s.kvUsage,
+    value: (_c, kv) => kv,
   },
-  // vLLM counts the prefix cache in tokens; the engine model counts blocks.
   {
     name: 'vllm:prefix_cache_queries_total',
     type: 'counter',
     help: 'Prefix cache queries, in terms of number of queried tokens.',
-    value: (s, b) => s.prefixCacheQueries * b,
+    value: (c) => c.prefixQueries,
   },
   {
     name: 'vllm:prefix_cache_hits_total',
     type: 'counter',
     help: 'Prefix cache hits, in terms of number of cached tokens.',
-    value: (s, b) => s.prefixCacheHits * b,
+    value: (c) => c.prefixHits,
   },
   {
     name: 'vllm:prompt_tokens_total',
     type: 'counter',
     help: 'Number of prefill tokens processed.',
-    value: (s) => s.promptTokens,
+    value: (c) => c.promptTokens,
   },
   {
     name: 'vllm:generation_tokens_total',
     type: 'counter',
     help: 'Number of generation tokens processed.',
-    value: (s) => s.generatedTokens,
+    value: (c) => c.generatedTokens,
   },
   {
     name: 'vllm:request_success_total',
     type: 'counter',
     help: 'Count of successfully processed requests.',
-    value: (s) => s.completed,
+    value: (c) => c.completed,
   },
 ];
 
 const escapeLabel = (v: string): string =>
   v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 
-export function prometheusText(models: readonly string[], stats: EngineStats, blockSize: number): string {
-  const labels = models.map((m) => `{model_name="${escapeLabel(m)}"}`);
+/** One series per model, in `models` order; a model without counts reports zeros. */
+export function prometheusText(
+  models: readonly string[],
+  counts: ReadonlyMap<string, ModelCounts>,
+  kvUsage: number,
+): string {
+  const zero = emptyCounts();
+  const series = models.map((m) => ({ label: `{model_name="${escapeLabel(m)}"}`, c: counts.get(m) ?? zero }));
   let out = '';
   for (const m of METRICS) {
     out += `# HELP ${m.name} ${m.help}\n# TYPE ${m.name} ${m.type}\n`;
-    const v = m.value(stats, blockSize);
-    for (const l of labels) out += `${m.name}${l} ${v}\n`;
+    for (const s of series) out += `${m.name}${s.label} ${m.value(s.c, kvUsage)}\n`;
   }
   return out;
 }

@@ -524,6 +524,17 @@ export class EngineModel {
     return Math.min(1, this.physicalKv() / this.p.kvCapacityTokens);
   }
 
+  /**
+   * Visit every live sequence: the batch, then the waiting queue (for per-model metrics, which the
+   * model does not know about). O(live sequences).
+   */
+  forEachLive(visit: (id: string, running: boolean) => void): void {
+    const run = this.running;
+    for (let i = 0; i < run.length; i++) visit(run[i]!.id, true);
+    const q = this.waitQ;
+    for (let i = this.waitHead; i < q.length; i++) if (q[i]!.state === WAITING) visit(q[i]!.id, false);
+  }
+
   stats(): EngineStats {
     return {
       running: this.running.length,

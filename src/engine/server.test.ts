@@ -2,6 +2,7 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { defaultProfile, startEngine, type EngineServer, type EngineServerOptions } from './server.js';
 import { countTokens } from './tokens.js';
+import { parseEngineMetrics } from '../fleet/engine-metrics.js';
 
 type Obj = Record<string, unknown>;
 
@@ -286,6 +287,50 @@ test('/metrics shows running and waiting while busy, then counters', async (t) =
   text = await (await fetch(`${e.url}/metrics`)).text();
   assert.equal(metric(text, 'vllm:request_success_total'), 1);
   assert.ok(metric(text, 'vllm:prompt_tokens_total') >= 105);
+});
+
+test('/metrics counts each request under its own model only; the fleet parser adds models up', async (t) => {
+  const e = await engine(t, { models: ['a', 'b:latest'], profile: defaultProfile({ slots: 1 }) });
+  const of = (text: string, name: string, model: string): number => {
+    const line = text.split('\n').find((l) => l.startsWith(`${name}{model_name="${model}"}`));
+    assert.ok(line, `${name} for ${model} present`);
+    return Number(line.split(' ').pop());
+  };
+  const ctl = new AbortController();
+  const pending = [
+    ['a', 'p1'],
+    ['a', 'p2'],
+    ['b', 'p3'], // Ollama's short name for b:latest
+  ].map(([model, prompt]) =>
+    post(e, '/api/generate', { model, prompt, stream: false }, 100_000, ctl.signal).catch(() => undefined),
+  );
+  let text = '';
+  await until('3 on the engine', async () => {
+    text = await (await fetch(`${e.url}/metrics`)).text();
+    return (
+      of(text, 'vllm:num_requests_running', 'a') + of(text, 'vllm:num_requests_running', 'b:latest') === 1 &&
+      of(text, 'vllm:num_requests_waiting', 'a') + of(text, 'vllm:num_requests_waiting', 'b:latest') === 2
+    );
+  });
+  // FIFO on one slot: a's first runs; a's second and b's wait.
+  assert.equal(of(text, 'vllm:num_requests_running', 'a'), 1);
+  assert.equal(of(text, 'vllm:num_requests_waiting', 'a'), 1);
+  assert.equal(of(text, 'vllm:num_requests_running', 'b:latest'), 0);
+  assert.equal(of(text, 'vllm:num_requests_waiting', 'b:latest'), 1);
+  const parsed = parseEngineMetrics(text, 0);
+  assert.deepEqual([parsed?.running, parsed?.waiting], [1, 2]);
+  assert.ok(parsed!.kvUsage > 0, 'the running sequence holds KV');
+  ctl.abort();
+  await Promise.all(pending);
+  await until('all freed', () => e.stats().running === 0 && e.stats().waiting === 0);
+
+  await post(e, '/v1/completions', { model: 'b:latest', prompt: PROMPT }, 3).then(json);
+  text = await (await fetch(`${e.url}/metrics`)).text();
+  assert.equal(of(text, 'vllm:request_success_total', 'b:latest'), 1);
+  assert.equal(of(text, 'vllm:request_success_total', 'a'), 0);
+  assert.equal(of(text, 'vllm:generation_tokens_total', 'b:latest'), 3);
+  assert.equal(of(text, 'vllm:generation_tokens_total', 'a'), 0);
+  assert.equal(of(text, 'vllm:num_requests_running', 'a') + of(text, 'vllm:num_requests_waiting', 'a'), 0);
 });
 
 test('prefix cache: a repeated prompt hits and prefills faster', async (t) => {

@@ -12,7 +12,7 @@ import { RealTimeDriver } from './driver.js';
 import { Exchange } from './exchange.js';
 import { parseFaults, type EngineFaults } from './faults.js';
 import { HttpError, readJson, send, sendError, sendJson, type Obj } from './http.js';
-import { prometheusText } from './metrics.js';
+import { emptyCounts, prometheusText, type ModelCounts } from './metrics.js';
 import { EngineModel } from './model.js';
 import { parseGeneration } from './request.js';
 import {
@@ -107,11 +107,30 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
   const sockets = new Set<Socket>();
   let closing: Promise<void> | undefined;
 
-  /** Ollama names 'llama3' and 'llama3:latest' the same model. */
-  const knownModel = (m: string): boolean =>
-    models.includes(m) ||
-    (m.endsWith(':latest') && models.includes(m.slice(0, -7))) ||
-    models.includes(`${m}:latest`);
+  /** Ollama names 'llama3' and 'llama3:latest' the same model: the name it is served as, if any. */
+  const servedAs = (m: string): string | undefined =>
+    models.includes(m)
+      ? m
+      : m.endsWith(':latest') && models.includes(m.slice(0, -7))
+        ? m.slice(0, -7)
+        : models.includes(`${m}:latest`)
+          ? `${m}:latest`
+          : undefined;
+  /** Per-model counters for /metrics; and the model of each submitted sequence, until it ends. */
+  const perModel = new Map<string, ModelCounts>(models.map((m) => [m, emptyCounts()]));
+  const seqModel = new Map<string, ModelCounts>();
+  /** perModel with running / waiting counted now, each sequence under its own model only. */
+  const modelCounts = (): ReadonlyMap<string, ModelCounts> => {
+    for (const c of perModel.values()) c.running = c.waiting = 0;
+    driver.model.forEachLive((seq, running) => {
+      const c = seqModel.get(seq);
+      if (c) {
+        if (running) c.running++;
+        else c.waiting++;
+      }
+    });
+    return perModel;
+  };
 
   const stats = (): EngineStats & { requests: number } => ({ ...driver.model.stats(), requests });
 
@@ -148,10 +167,12 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
     let gone = false;
     res.on('close', () => {
       gone = true;
+      seqModel.delete(id);
       driver.cancel(id);
     });
     const g = parseGeneration(kind, body ?? (await readJson(req)));
-    if (!knownModel(g.model)) {
+    const served = servedAs(g.model);
+    if (served === undefined) {
       throw format === 'ollama'
         ? new HttpError(404, `model '${g.model}' not found`, 'model_not_found')
         : new HttpError(404, `The model \`${g.model}\` does not exist.`, 'model_not_found');
@@ -182,6 +203,8 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
     if (gone) return;
     const promptTokens = countTokens(g.text);
     const blockHashes = promptBlockHashes(g.text, profile.blockSize);
+    const counts = perModel.get(served)!;
+    seqModel.set(id, counts);
     driver.submit(
       {
         id,
@@ -190,7 +213,18 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
         blockHashes,
         contextBlockHashes: contextBlockHashes(g.text, blockHashes, answer, profile.blockSize),
       },
-      exchange,
+      {
+        progress: (total) => exchange.progress(total),
+        finished: (ev) => {
+          seqModel.delete(id);
+          counts.completed++;
+          counts.promptTokens += ev.promptTokens;
+          counts.generatedTokens += ev.outputTokens;
+          counts.prefixQueries += ev.promptTokens;
+          counts.prefixHits += ev.cachedTokens;
+          exchange.finished(ev);
+        },
+      },
     );
   }
 
@@ -205,7 +239,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
   };
   const modelOr404 = (format: ErrorFormat, m: unknown): string => {
     if (typeof m !== 'string' || m === '') throw new HttpError(400, 'model is required', 'missing_model');
-    if (!knownModel(m))
+    if (servedAs(m) === undefined)
       throw format === 'ollama'
         ? new HttpError(404, `model '${m}' not found`, 'model_not_found')
         : new HttpError(404, `The model \`${m}\` does not exist.`, 'model_not_found');
@@ -378,7 +412,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       send(
         res,
         200,
-        prometheusText(models, driver.model.stats(), profile.blockSize),
+        prometheusText(models, modelCounts(), driver.model.kvUsage),
         'text/plain; version=0.0.4; charset=utf-8',
       ),
   });

@@ -10,12 +10,34 @@ test('vLLM and SGLang pages parse; other pages do not', () => {
     'vllm:num_requests_waiting{model_name="a"} 7',
     'vllm:gpu_cache_usage_perc{model_name="a"} 0.42',
   ].join('\n');
-  assert.deepEqual(parseEngineMetrics(vllm, 5), { running: 3, waiting: 7, kvUsage: 0.42, at: 5 });
+  // One series per model: the engine runs 3 + 1.
+  assert.deepEqual(parseEngineMetrics(vllm, 5), { running: 4, waiting: 7, kvUsage: 0.42, at: 5 });
   const sglang =
     'sglang:num_running_reqs{tp_rank="0"} 2\nsglang:num_queue_reqs{tp_rank="0"} 0\nsglang:token_usage 0.1\n';
   assert.deepEqual(parseEngineMetrics(sglang, 1), { running: 2, waiting: 0, kvUsage: 0.1, at: 1 });
   assert.equal(parseEngineMetrics('process_cpu_seconds_total 12\n', 1), undefined);
   assert.equal(parseEngineMetrics('', 1), undefined);
+});
+
+test('per-model series add up; series of one model that differ in other labels do not', () => {
+  const page = [
+    'vllm:num_requests_running{model_name="a",tp_rank="0"} 2',
+    'vllm:num_requests_running{model_name="a",tp_rank="1"} 2',
+    'vllm:num_requests_running{engine="0",model_name="b"} 5',
+    'vllm:num_requests_waiting{model_name="a"} 1',
+    'vllm:num_requests_waiting{model_name="b \\"quoted\\" name"} 4',
+    'vllm:num_requests_waiting{model_name="c"} 0',
+    'vllm:kv_cache_usage_perc{model_name="a"} 0.3',
+    'vllm:kv_cache_usage_perc{model_name="b"} 0.3',
+  ].join('\n');
+  assert.deepEqual(parseEngineMetrics(page, 0), { running: 7, waiting: 5, kvUsage: 0.3, at: 0 });
+  // Unlabelled series (SGLang without model_name) are one engine-wide series.
+  assert.deepEqual(parseEngineMetrics('sglang:num_running_reqs 3\nsglang:num_queue_reqs 2\n', 0), {
+    running: 3,
+    waiting: 2,
+    kvUsage: 0,
+    at: 0,
+  });
 });
 
 test('Ollama /api/ps: loaded models; batch state only from the emulated engine', () => {

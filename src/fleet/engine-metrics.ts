@@ -5,29 +5,64 @@ const RUNNING = ['vllm:num_requests_running', 'sglang:num_running_reqs'];
 const WAITING = ['vllm:num_requests_waiting', 'sglang:num_queue_reqs'];
 const KV = ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc', 'sglang:token_usage'];
 
+/** The model_name label of a series' label text (`{a="x",model_name="m"}`); '' when it has none. */
+function modelLabel(labels: string): string {
+  const m = /(?:^|[{,\s])model_name="((?:[^"\\]|\\.)*)"/.exec(labels);
+  return m ? m[1]! : '';
+}
+
+/** Largest value per model, then summed over models. */
+function addModels(
+  perModel: Map<string, number> | undefined,
+  model: string,
+  value: number,
+): Map<string, number> {
+  const m = perModel ?? new Map<string, number>();
+  m.set(model, Math.max(m.get(model) ?? 0, value));
+  return m;
+}
+const total = (perModel: Map<string, number> | undefined): number | undefined => {
+  if (perModel === undefined) return undefined;
+  let sum = 0;
+  for (const v of perModel.values()) sum += v;
+  return sum;
+};
+
 /**
- * Running / waiting requests and KV usage from a Prometheus text page. One engine repeats its
- * totals under several label sets (a model name each, a TP rank each), so label sets are not
- * added: the largest is taken. Undefined when the page has none of the known names.
+ * Running / waiting requests and KV usage from a Prometheus text page. vLLM and SGLang count each
+ * request under its own model_name, so the engine's running and waiting are the SUM over model
+ * names. Series of one model that differ in other labels (a TP rank each) repeat the same number:
+ * of those the largest is taken. KV usage is the share of one pool: the largest series. Undefined
+ * when the page has none of the known names.
  */
 export function parseEngineMetrics(text: string, at: number): EngineMetrics | undefined {
-  let running: number | undefined;
-  let waiting: number | undefined;
+  let running: Map<string, number> | undefined;
+  let waiting: Map<string, number> | undefined;
   let kv: number | undefined;
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const brace = line.indexOf('{');
     const space = line.lastIndexOf(' ');
     if (space < 0) continue;
-    const name = line.slice(0, brace >= 0 && brace < space ? brace : line.indexOf(' '));
+    const labelled = brace >= 0 && brace < space;
+    const name = line.slice(0, labelled ? brace : line.indexOf(' '));
     const value = Number(line.slice(space + 1));
     if (!Number.isFinite(value)) continue;
-    if (RUNNING.includes(name)) running = Math.max(running ?? 0, value);
-    else if (WAITING.includes(name)) waiting = Math.max(waiting ?? 0, value);
-    else if (KV.includes(name)) kv = Math.max(kv ?? 0, value);
+    const isRunning = RUNNING.includes(name);
+    if (isRunning || WAITING.includes(name)) {
+      const close = labelled ? line.lastIndexOf('}', space) : -1;
+      const model = close > brace ? modelLabel(line.slice(brace, close + 1)) : '';
+      if (isRunning) running = addModels(running, model, value);
+      else waiting = addModels(waiting, model, value);
+    } else if (KV.includes(name)) kv = Math.max(kv ?? 0, value);
   }
   if (running === undefined && waiting === undefined) return undefined;
-  return { running: running ?? 0, waiting: waiting ?? 0, kvUsage: Math.min(1, Math.max(0, kv ?? 0)), at };
+  return {
+    running: total(running) ?? 0,
+    waiting: total(waiting) ?? 0,
+    kvUsage: Math.min(1, Math.max(0, kv ?? 0)),
+    at,
+  };
 }
 
 /**

@@ -1,4 +1,5 @@
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
+import { monitorLoopDelay, type LoopDelay } from './loop-delay.js';
 import { deriveSeed } from '../core/rng.js';
 import type { PolicySpec } from '../core/policies/index.js';
 import { WorkloadParams } from '../core/policies/workload-tracker.js';
@@ -27,7 +28,7 @@ export interface LiveRun {
    * so a late timer delays arrivals, engine steps and forwarding alike (a loaded machine shows
    * here first).
    */
-  readonly loopDelayMs: { readonly mean: number; readonly p99: number; readonly max: number };
+  readonly loopDelayMs: LoopDelay;
 }
 
 /**
@@ -123,7 +124,7 @@ export async function runLive(
   let sampler: NodeJS.Timeout | undefined;
   let router: Router | undefined;
   const started = Date.now();
-  const loop = monitorEventLoopDelay({ resolution: 10 });
+  let loop: ReturnType<typeof monitorLoopDelay> | undefined;
   try {
     for (const b of scenario.fleet) {
       engines.push(
@@ -143,7 +144,7 @@ export async function runLive(
     // The simulator's sampling period (run length / 400), in real time, at least 50 ms.
     const periodMs = Math.max(50, (((scenario.durationS + scenario.graceS) / 400) * 1000) / opts.timeScale);
     const t0 = performance.now();
-    loop.enable();
+    loop = monitorLoopDelay();
     const running = engines;
     const live = router;
     sampler = setInterval(() => {
@@ -167,7 +168,7 @@ export async function runLive(
       ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
     });
     clearInterval(sampler);
-    loop.disable();
+    loop.stop();
     return {
       policy: policy.name,
       records,
@@ -183,14 +184,10 @@ export async function runLive(
       samples,
       routerSamples,
       wallS: (Date.now() - started) / 1000,
-      loopDelayMs: {
-        mean: loop.mean / 1e6,
-        p99: loop.percentile(99) / 1e6,
-        max: loop.max / 1e6,
-      },
+      loopDelayMs: loop.read(),
     };
   } finally {
-    loop.disable();
+    loop?.stop();
     clearInterval(sampler);
     await router?.close();
     await Promise.all(engines.map((e) => e.close()));

@@ -736,6 +736,8 @@ export class Flight {
     h.metrics.countRequest(backend, this.status);
     this.captureTrace(backend === 'none' ? undefined : backend);
     // A client that left is not the backend's failure; 'none' is no backend at all.
+    // Embeddings and model lookups generate nothing: no token count (not 0, not unknown).
+    const generation = this.route.body === undefined || this.route.body === 'responses';
     if (this.status !== 499 && backend !== 'none')
       h.stats.record({
         backend,
@@ -743,7 +745,8 @@ export class Flight {
         ok: this.status > 0 && this.status < 400,
         latencyMs: now() - this.t0,
         ttfbMs: this.ttfbMs,
-        outputTokens: this.outputTokens,
+        outputTokens: generation ? this.outputTokens : undefined,
+        generation,
         error: this.status >= 400 ? `status ${this.status}` : undefined,
       });
     // Build the log record only when it will be written.
