@@ -4,6 +4,7 @@ import type { Scheduler } from '../core/scheduler.js';
 import type { BackendEntry } from '../config/schema.js';
 import type { Decision } from '../core/types.js';
 import { parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
+import { parseBackendUrl } from './backend-url.js';
 
 /** A backend as configured (the config module's normalized entry). */
 export type BackendConfig = BackendEntry;
@@ -26,6 +27,8 @@ export type TagEntry = Readonly<Record<string, unknown>> & { readonly name: stri
 /** What the live host keeps per backend beside the core's view: the connection pool and health. */
 export interface BackendRuntime {
   config: BackendConfig;
+  /** The URL's path prefix, put in front of every upstream path ('' for none; `/v1` understood for OpenAI). */
+  readonly basePath: string;
   /** Generation traffic. Unlimited connections: the scheduler's caps decide how many go at once. */
   readonly pool: Pool;
   /**
@@ -91,14 +94,17 @@ export class Fleet {
   /** Add a backend; with no configured models it is discovered before taking traffic. */
   async add(config: BackendConfig): Promise<void> {
     if (this.backends.has(config.name)) throw new Error(`backend '${config.name}' already exists`);
-    const pool = new Pool(config.url, {
+    // The config schema refused what cannot be parsed; this split is what undici needs (origin only).
+    const addr = parseBackendUrl(config.url, config.api);
+    if (!addr.ok) throw new Error(`backend '${config.name}': url ${addr.problem}`);
+    const pool = new Pool(addr.origin, {
       // A fixed cap here held requests the scheduler counted as sent in undici's own queue.
       connections: null,
       pipelining: 1,
       connect: { timeout: this.opts.connectMs },
       keepAliveTimeout: 30_000,
     });
-    const control = new Pool(config.url, {
+    const control = new Pool(addr.origin, {
       connections: 2,
       pipelining: 1,
       connect: { timeout: this.opts.connectMs },
@@ -106,6 +112,7 @@ export class Fleet {
     });
     const rt: BackendRuntime = {
       config,
+      basePath: addr.basePath,
       pool,
       control,
       failures: 0,
@@ -227,7 +234,7 @@ export class Fleet {
   /** GET a small page; undefined unless 200. Throws on network errors. */
   private async fetchPage(rt: BackendRuntime, path: string): Promise<string | undefined> {
     const res = await rt.control.request({
-      path,
+      path: rt.basePath + path,
       method: 'GET',
       headersTimeout: this.opts.probeTimeoutMs,
       bodyTimeout: this.opts.probeTimeoutMs,
@@ -300,7 +307,7 @@ export class Fleet {
     const path = config.api === 'openai' ? '/v1/models' : discover ? '/api/tags' : '/api/version';
     try {
       const res = await rt.control.request({
-        path,
+        path: rt.basePath + path,
         method: 'GET',
         headersTimeout: this.opts.probeTimeoutMs,
         bodyTimeout: this.opts.probeTimeoutMs,
@@ -336,7 +343,7 @@ export class Fleet {
     rt.checkingResponses = true;
     try {
       const res = await rt.control.request({
-        path: '/v1/responses',
+        path: rt.basePath + '/v1/responses',
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: '{}',

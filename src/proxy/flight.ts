@@ -655,7 +655,7 @@ export class Flight {
       try {
         rt.pool.dispatch(
           {
-            path: tr?.path ?? this.route.upstreamPath,
+            path: rt.basePath + (tr?.path ?? this.route.upstreamPath),
             method: tr?.method ?? 'POST',
             headers: tr ? withJsonContentType(this.headers) : this.headers,
             body: tr ? (tr.body ?? null) : this.raw,
