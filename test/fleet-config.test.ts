@@ -149,3 +149,109 @@ test('POST /admin/backends: a bad URL is a 400 in the API error format, a /v1 UR
     await e.close();
   }
 });
+
+test('an unreachable backend without models: logged, 503 (not 404) in each API format, /readyz 503', async () => {
+  const { log, lines } = capturedLogger();
+  const { router, url } = await start(
+    settings([backend('gone', 'http://127.0.0.1:1', { models: undefined })]),
+    log,
+  );
+  try {
+    const down = lines.filter((l) => l.msg === 'backend unreachable' && l.backend === 'gone');
+    assert.equal(down.length, 1, JSON.stringify(lines));
+    assert.equal(down[0]!.level, 40); // warn
+    assert.match(String(down[0]!.reason), /ECONNREFUSED|connect/);
+
+    const o = await post(`${url}/v1/chat/completions`, {
+      model: 'm1',
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    assert.equal(o.status, 503);
+    const oe = (await o.json()) as { error: { message: string; code: string } };
+    assert.equal(oe.error.code, 'model_unavailable');
+    assert.match(oe.error.message, /discovery has not succeeded on backend gone/);
+    const g = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x' });
+    assert.equal(g.status, 503);
+    const ge = (await g.json()) as { error: unknown };
+    assert.equal(typeof ge.error, 'string'); // Ollama's shape
+
+    const ready = await fetch(`${url}/readyz`);
+    assert.equal(ready.status, 503);
+    assert.deepEqual(await ready.json(), { ready: false, healthyBackends: 0, backends: 1 });
+    const h = await fetch(`${url}/healthz`);
+    assert.equal(h.status, 200);
+    const hb = (await h.json()) as Record<string, unknown>;
+    assert.equal(hb.ready, false);
+    assert.deepEqual(hb.unhealthy, ['gone']);
+    assert.deepEqual(hb.undiscovered, ['gone']);
+    // Failed probes go on (every 100 ms) without a line each: one per state change.
+    await new Promise((r) => setTimeout(r, 350));
+    assert.equal(lines.filter((l) => l.backend === 'gone' && l.level === 40).length, 1);
+  } finally {
+    await router.close();
+  }
+});
+
+test('a backend going down and coming back is logged each time; /readyz follows', async () => {
+  const e = await engine();
+  const port = Number(new URL(e.url).port);
+  const { log, lines } = capturedLogger();
+  const { router, url } = await start(settings([backend('a', e.url, { models: undefined })]), log);
+  let e2: Awaited<ReturnType<typeof engine>> | undefined;
+  try {
+    await waitFor(() => router.scheduler.backend('a')?.healthy === true);
+    assert.ok(lines.some((l) => l.msg === 'backend models discovered' && l.backend === 'a'));
+    assert.equal((await fetch(`${url}/readyz`)).status, 200);
+    await e.close();
+    await waitFor(() => lines.some((l) => l.msg === 'backend unreachable'), 5000, 'down line');
+    await waitFor(() => router.scheduler.backend('a')?.healthy === false, 5000, 'ejected');
+    assert.equal((await fetch(`${url}/readyz`)).status, 503);
+    // Its models are known: a request is 503 (no healthy backend), not 404.
+    const r = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x' });
+    assert.equal(r.status, 503);
+    await r.arrayBuffer();
+    e2 = await engine({ port });
+    await waitFor(() => router.scheduler.backend('a')?.healthy === true, 5000, 'back');
+    assert.ok(lines.some((l) => l.msg === 'backend healthy' && l.backend === 'a'));
+    const ok = await fetch(`${url}/readyz`);
+    assert.deepEqual(await ok.json(), { ready: true, healthyBackends: 1, backends: 1 });
+  } finally {
+    await router.close();
+    await e2?.close();
+  }
+});
+
+test('a backend on the other API is logged with a hint to set `api:`', async () => {
+  const vllm = await engine({ api: 'openai' });
+  // Ollama-API only (real Ollama also answers /v1): /api/tags and nothing else.
+  const tagsOnly = createServer((req, res) => {
+    if (req.url === '/api/tags')
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"models":[]}');
+    else res.writeHead(404).end('{"detail":"Not Found"}');
+  });
+  await new Promise<void>((r) => tagsOnly.listen(0, '127.0.0.1', r));
+  const addr = tagsOnly.address();
+  const tagsUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+  const { log, lines } = capturedLogger();
+  const { router } = await start(
+    settings([
+      backend('vllm', vllm.url, { models: undefined }), // api left out: ollama
+      backend('olla', tagsUrl, { api: 'openai', models: ['m1'] }),
+    ]),
+    log,
+  );
+  try {
+    const warn = (name: string) => lines.find((l) => l.backend === name && l.level === 40);
+    assert.equal(warn('vllm')?.hint, 'answers the OpenAI API; set `api: openai`');
+    assert.match(
+      String(warn('vllm')?.msg),
+      /^backend probe failed; answers the OpenAI API; set `api: openai`$/,
+    );
+    assert.equal(warn('olla')?.hint, 'answers the Ollama API; set `api: ollama`');
+    assert.match(String(router.fleet.get('vllm')?.problem), /answered 404; answers the OpenAI API/);
+  } finally {
+    await router.close();
+    await vllm.close();
+    tagsOnly.close();
+  }
+});
