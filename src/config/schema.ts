@@ -30,10 +30,13 @@ const positiveInt = z.number().int().positive();
 function isHttpUrl(u: string): boolean {
   try {
     const p = new URL(u);
-    // A query or fragment would be glued in front of every proxied path: reject it here.
+    // A query or fragment would be glued in front of every proxied path, credentials never sent:
+    // reject them here (src/fleet/backend-url.ts splits what passes into origin and path prefix).
     return (
       (p.protocol === 'http:' || p.protocol === 'https:') &&
       p.hostname !== '' &&
+      p.username === '' &&
+      p.password === '' &&
       p.search === '' &&
       p.hash === ''
     );
@@ -48,7 +51,9 @@ export const backendSchema = z.strictObject({
     .string()
     .min(1)
     .regex(/^[A-Za-z0-9._:-]+$/, 'use letters, digits and . _ : - only'),
-  url: z.string().refine(isHttpUrl, 'must be an http:// or https:// URL without query or fragment'),
+  url: z
+    .string()
+    .refine(isHttpUrl, 'must be an http:// or https:// URL without credentials, query or fragment'),
   api: z.enum(API_KINDS).default('ollama'),
   // An empty list would make the backend unroutable; absence is how discovery is asked for.
   models: z

@@ -4,6 +4,7 @@ import type { Scheduler } from '../core/scheduler.js';
 import type { BackendEntry } from '../config/schema.js';
 import type { Decision } from '../core/types.js';
 import { parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
+import { parseBackendUrl } from './backend-url.js';
 
 /** A backend as configured (the config module's normalized entry). */
 export type BackendConfig = BackendEntry;
@@ -26,6 +27,8 @@ export type TagEntry = Readonly<Record<string, unknown>> & { readonly name: stri
 /** What the live host keeps per backend beside the core's view: the connection pool and health. */
 export interface BackendRuntime {
   config: BackendConfig;
+  /** The URL's path prefix, put in front of every upstream path ('' for none; `/v1` understood for OpenAI). */
+  readonly basePath: string;
   /** Generation traffic. Unlimited connections: the scheduler's caps decide how many go at once. */
   readonly pool: Pool;
   /**
@@ -56,6 +59,10 @@ export interface BackendRuntime {
   checkingResponses: boolean;
   /** Host time before which probes may not re-admit it (it hung while its probe answered). */
   quarantinedUntil: number;
+  /** Whether the last probe answered (undefined before the first): state changes are logged. */
+  reachable: boolean | undefined;
+  /** Why the backend does not serve, with a hint when it answers the other API; undefined when it does. */
+  problem: string | undefined;
 }
 
 type Obj = Record<string, unknown>;
@@ -91,14 +98,17 @@ export class Fleet {
   /** Add a backend; with no configured models it is discovered before taking traffic. */
   async add(config: BackendConfig): Promise<void> {
     if (this.backends.has(config.name)) throw new Error(`backend '${config.name}' already exists`);
-    const pool = new Pool(config.url, {
+    // The config schema refused what cannot be parsed; this split is what undici needs (origin only).
+    const addr = parseBackendUrl(config.url, config.api);
+    if (!addr.ok) throw new Error(`backend '${config.name}': url ${addr.problem}`);
+    const pool = new Pool(addr.origin, {
       // A fixed cap here held requests the scheduler counted as sent in undici's own queue.
       connections: null,
       pipelining: 1,
       connect: { timeout: this.opts.connectMs },
       keepAliveTimeout: 30_000,
     });
-    const control = new Pool(config.url, {
+    const control = new Pool(addr.origin, {
       connections: 2,
       pipelining: 1,
       connect: { timeout: this.opts.connectMs },
@@ -106,6 +116,7 @@ export class Fleet {
     });
     const rt: BackendRuntime = {
       config,
+      basePath: addr.basePath,
       pool,
       control,
       failures: 0,
@@ -121,9 +132,10 @@ export class Fleet {
       responsesApi: undefined,
       checkingResponses: false,
       quarantinedUntil: 0,
+      reachable: undefined,
+      problem: undefined,
     };
     this.backends.set(config.name, rt);
-    const discover = config.models === undefined;
     // Not healthy until a first probe answers: a backend that refuses connections must not show
     // healthy (and take traffic) until enough requests have failed on it.
     this.scheduler.addBackend(
@@ -139,8 +151,14 @@ export class Fleet {
     );
     if (config.models) rt.tags = config.models.map((m) => syntheticTag(m));
     await this.probe(rt);
-    if (!discover && this.scheduler.backend(config.name)?.healthy !== true)
-      this.log.warn({ backend: config.name, error: rt.lastError }, 'backend not answering; waiting for it');
+  }
+
+  /**
+   * Backends configured without `models:` whose discovery has not succeeded yet: the models they
+   * serve are unknown, so a request for an unknown model may be theirs (503, not 404).
+   */
+  undiscovered(): BackendRuntime[] {
+    return this.all().filter((rt) => rt.config.models === undefined && rt.discoveredAt === undefined);
   }
 
   /** Remove a backend: it takes nothing new; its pool closes once in-flight requests finish. */
@@ -227,7 +245,7 @@ export class Fleet {
   /** GET a small page; undefined unless 200. Throws on network errors. */
   private async fetchPage(rt: BackendRuntime, path: string): Promise<string | undefined> {
     const res = await rt.control.request({
-      path,
+      path: rt.basePath + path,
       method: 'GET',
       headersTimeout: this.opts.probeTimeoutMs,
       bodyTimeout: this.opts.probeTimeoutMs,
@@ -298,21 +316,36 @@ export class Fleet {
       config.models === undefined &&
       (rt.discoveredAt === undefined || this.now() - rt.discoveredAt >= this.opts.refreshMs);
     const path = config.api === 'openai' ? '/v1/models' : discover ? '/api/tags' : '/api/version';
+    let status: number | undefined; // set when the backend answered, but not 200
     try {
       const res = await rt.control.request({
-        path,
+        path: rt.basePath + path,
         method: 'GET',
         headersTimeout: this.opts.probeTimeoutMs,
         bodyTimeout: this.opts.probeTimeoutMs,
         signal: AbortSignal.timeout(this.opts.probeTimeoutMs),
       });
-      const body: unknown = await res.body.json();
-      if (res.statusCode !== 200) throw new Error(`probe ${path} answered ${res.statusCode}`);
+      const text = await res.body.text();
+      if (res.statusCode !== 200) {
+        status = res.statusCode;
+        throw new Error(`GET ${path} answered ${res.statusCode}`);
+      }
+      status = res.statusCode;
+      const body: unknown = JSON.parse(text); // not JSON: something else answers there
       if (this.backends.get(config.name) !== rt) return; // removed meanwhile
       if (discover) {
-        this.applyDiscovery(rt, body);
+        const first = rt.discoveredAt === undefined;
+        const models = this.applyDiscovery(rt, body);
         rt.discoveredAt = this.now();
+        if (first || models.length === 0)
+          this.log[models.length === 0 ? 'warn' : 'info'](
+            { backend: config.name, models },
+            models.length === 0 ? `backend lists no models (GET ${path})` : 'backend models discovered',
+          );
       }
+      // Back up: logged as 'backend healthy' once re-admitted below.
+      rt.reachable = true;
+      rt.problem = undefined;
       if (path === '/api/version' && isObj(body) && typeof body.version === 'string')
         rt.version = body.version;
       rt.failures = 0;
@@ -324,7 +357,38 @@ export class Fleet {
       }
     } catch (err) {
       if (this.backends.get(config.name) !== rt) return;
-      this.recordFailure(config.name, `probe ${path}: ${(err as Error).message}`);
+      const reason = `probe ${path}: ${(err as Error).message}`;
+      if (rt.reachable !== false) {
+        // Logged once at start and once per up → down change, not on every failed probe.
+        rt.reachable = false;
+        const hint = status === undefined ? undefined : await this.otherApiHint(rt);
+        if (this.backends.get(config.name) !== rt) return;
+        rt.problem = hint === undefined ? reason : `${reason}; ${hint}`;
+        this.log.warn(
+          { backend: config.name, url: config.url, api: config.api, reason, ...(hint ? { hint } : {}) },
+          status === undefined ? 'backend unreachable' : `backend probe failed${hint ? `; ${hint}` : ''}`,
+        );
+      }
+      this.recordFailure(config.name, reason);
+    }
+  }
+
+  /**
+   * A probe refused by the backend (404 and the like): does it answer the other API? vLLM with
+   * `api:` left out (ollama by default) is the usual case. The hint, or undefined.
+   */
+  private async otherApiHint(rt: BackendRuntime): Promise<string | undefined> {
+    const other = rt.config.api === 'openai' ? 'ollama' : 'openai';
+    const path = other === 'openai' ? '/v1/models' : '/api/tags';
+    try {
+      const text = await this.fetchPage(rt, path);
+      const body: unknown = text === undefined ? undefined : JSON.parse(text);
+      const list = isObj(body) ? (other === 'openai' ? body.data : body.models) : undefined;
+      return Array.isArray(list)
+        ? `answers the ${other === 'openai' ? 'OpenAI' : 'Ollama'} API; set \`api: ${other}\``
+        : undefined;
+    } catch {
+      return undefined;
     }
   }
 
@@ -336,7 +400,7 @@ export class Fleet {
     rt.checkingResponses = true;
     try {
       const res = await rt.control.request({
-        path: '/v1/responses',
+        path: rt.basePath + '/v1/responses',
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: '{}',
@@ -354,7 +418,8 @@ export class Fleet {
     }
   }
 
-  private applyDiscovery(rt: BackendRuntime, body: unknown): void {
+  /** The models the backend lists, now routed to it; returns their names. */
+  private applyDiscovery(rt: BackendRuntime, body: unknown): string[] {
     const tags: TagEntry[] = [];
     const names: string[] = [];
     if (rt.config.api === 'openai') {
@@ -376,6 +441,7 @@ export class Fleet {
     if (!before || before.size !== names.length || names.some((n) => !before.has(n))) {
       this.apply(this.scheduler.updateBackend(rt.config.name, { models: names }, this.now()));
     }
+    return names;
   }
 }
 

@@ -94,7 +94,7 @@ async function backendPs(host: FleetRouteHost, rt: BackendRuntime): Promise<Obj[
   }
   try {
     const res = await rt.control.request({
-      path: '/api/ps',
+      path: rt.basePath + '/api/ps',
       method: 'GET',
       headersTimeout: PS_TIMEOUT_MS,
       bodyTimeout: PS_TIMEOUT_MS,

@@ -238,6 +238,19 @@ export class Flight {
     }
     const known = this.host.scheduler.models();
     if (!known.has(this.parsed.model)) {
+      // Backends whose models are not known yet may serve it: unavailable for now, not unknown.
+      const pending = this.host.fleet.undiscovered();
+      if (pending.length > 0) {
+        // Names only: the reasons (addresses, errors) go to the log and the admin API.
+        const why = pending.map((rt) => rt.config.name).join(', ');
+        this.fail(
+          503,
+          `model '${this.parsed.model}' not available: model discovery has not succeeded on backend ${why}`,
+          'model_unavailable',
+          { 'retry-after': '1' },
+        );
+        return false;
+      }
       const list = [...known].sort().join(', ');
       this.fail(
         404,
@@ -674,7 +687,7 @@ export class Flight {
       try {
         rt.pool.dispatch(
           {
-            path: tr?.path ?? this.route.upstreamPath,
+            path: rt.basePath + (tr?.path ?? this.route.upstreamPath),
             method: tr?.method ?? 'POST',
             headers: tr ? withJsonContentType(this.headers) : this.headers,
             body,

@@ -11,7 +11,7 @@ import { PROXY_ROUTES, type ProxyRoute } from './routes.js';
 import type { Router } from './router.js';
 
 /** What the admin listener serves besides /admin. */
-const ADMIN_LISTENER_PATHS = /^\/(dashboard(\/.*)?|healthz|metrics)$/;
+const ADMIN_LISTENER_PATHS = /^\/(dashboard(\/.*)?|healthz|readyz|metrics)$/;
 
 /**
  * The router's HTTP dispatch: which path goes where (proxied generation → a Flight; fleet and
@@ -31,7 +31,7 @@ export class HttpFront {
         res,
         'openai',
         404,
-        `the admin listener serves /admin, /dashboard, /healthz and /metrics only`,
+        `the admin listener serves /admin, /dashboard, /healthz, /readyz and /metrics only`,
         'not_found',
       );
     // HEAD is GET without the body (node drops it for a HEAD request): every GET route answers it.
@@ -55,6 +55,8 @@ export class HttpFront {
     switch (path) {
       case '/healthz':
         return get(() => this.healthz(res));
+      case '/readyz':
+        return get(() => this.readyz(res));
       case '/metrics':
         return get(() => {
           this.sendMetrics(res).catch((err: unknown) => {
@@ -109,6 +111,7 @@ export class HttpFront {
     sendError(res, formatOf(path), 405, `method not allowed; use ${allow}`, 'method_not_allowed', { allow });
   }
 
+  /** Liveness: always 200 while the process answers; the detail says what is not serving. */
   private healthz(res: ServerResponse): void {
     const views = this.r.scheduler.backendViews();
     const healthy = views.filter((b) => b.healthy && !b.draining).length;
@@ -116,8 +119,20 @@ export class HttpFront {
       status: 'ok',
       backends: views.length,
       healthy,
+      ready: healthy > 0,
+      // Names only (reasons carry addresses): /admin/backends and the log say why.
+      unhealthy: views.filter((b) => !b.healthy).map((b) => b.name),
+      undiscovered: this.r.fleet.undiscovered().map((rt) => rt.config.name),
       uptimeS: (Date.now() - this.r.startedAt) / 1000,
     });
+  }
+
+  /** Readiness: 503 while no backend can take traffic (a load balancer in front stops sending). */
+  private readyz(res: ServerResponse): void {
+    const views = this.r.scheduler.backendViews();
+    const healthyBackends = views.filter((b) => b.healthy && !b.draining).length;
+    const ready = healthyBackends > 0;
+    sendJson(res, ready ? 200 : 503, { ready, healthyBackends, backends: views.length });
   }
 
   /** Never rejects: a collector that throws (a quota store read) is a 500, not an un-caught promise. */

@@ -42,6 +42,7 @@ export class RouterAdmin implements AdminTarget {
           queued: this.r.scheduler.queueLength,
           consecutiveFailures: rt?.failures ?? 0,
           lastError: rt?.lastError ?? null,
+          problem: rt?.problem ?? null,
           metrics: b.metrics ?? null,
           loadedModels: b.loadedModels ? [...b.loadedModels] : null,
           estimates: this.r.scheduler.describe(b.name),
