@@ -40,6 +40,7 @@ test('a minimal file gets every default', () => {
       models: undefined,
       maxConcurrency: Infinity,
       weight: 1,
+      streamUsage: true,
       region: undefined,
     },
   ]);
