@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, CommanderError, Option } from 'commander';
 import { ConfigError } from './config/load.js';
@@ -35,13 +35,21 @@ const list = (v: string | undefined): string[] | undefined =>
 
 /**
  * A command's file, given as its argument (`llmlb simulate FILE`) or by its option (`--scenario
- * FILE`): either, or both when they name the same file.
+ * FILE`): either, or both when they name the same file. A missing file is named here, once for
+ * every command, before any module of the command loads.
  */
-function theFile(cmd: string, flag: string, arg: string | undefined, opt: string | undefined): string {
+function theFile(
+  cmd: string,
+  flag: string,
+  what: string,
+  arg: string | undefined,
+  opt: string | undefined,
+): string {
   if (arg !== undefined && opt !== undefined && resolve(arg) !== resolve(opt))
     throw new UsageError(`${cmd}: two different files given, '${arg}' and ${flag} '${opt}'; give one`);
   const file = arg ?? opt;
   if (file === undefined) throw new UsageError(`${cmd} needs a file: llmlb ${cmd} FILE (or ${flag} FILE)`);
+  if (!existsSync(file)) throw new UsageError(`${what} file not found: ${file}`);
   return file;
 }
 
@@ -65,7 +73,7 @@ program
   .option('--host <host>', 'listen address (overrides server.host)')
   .option('--port <port>', 'listen port (overrides server.port)', int('--port', 0, 65535))
   .action(async (file: string | undefined, o: { config?: string; host?: string; port?: number }) => {
-    const config = theFile('serve', '--config', file, o.config);
+    const config = theFile('serve', '--config', 'config', file, o.config);
     // Each command loads only its own modules: `serve` starts without the simulator's charting stack.
     const { runServe } = await import('./commands/serve.js');
     await runServe({ ...o, config });
@@ -126,7 +134,7 @@ program
       file: string | undefined,
       o: { scenario?: string; policies?: string; seed?: number; out: string; threads?: number },
     ) => {
-      const scenarioPath = theFile('simulate', '--scenario', file, o.scenario);
+      const scenarioPath = theFile('simulate', '--scenario', 'scenario', file, o.scenario);
       const { runSimulateCommand } = await import('./commands/simulate.js');
       await runSimulateCommand({
         scenarioPath,
@@ -167,7 +175,7 @@ program
         redecide: 'when-fits' | 'head' | 'on-change' | 'every-event';
       },
     ) => {
-      const scenarioPath = theFile('train', '--scenario', file, o.scenario);
+      const scenarioPath = theFile('train', '--scenario', 'scenario', file, o.scenario);
       const { runTrainCommand } = await import('./commands/train.js');
       await runTrainCommand({
         scenarioPath,
@@ -198,7 +206,7 @@ program
       file: string | undefined,
       o: { scenario?: string; policies?: string; seed?: number; timeScale?: number; out: string },
     ) => {
-      const scenarioPath = theFile('bench', '--scenario', file, o.scenario);
+      const scenarioPath = theFile('bench', '--scenario', 'scenario', file, o.scenario);
       const { runBenchCommand } = await import('./commands/bench.js');
       await runBenchCommand({
         scenarioPath,
@@ -234,7 +242,7 @@ program
   .option('--threads <n>', 'worker threads (default: one per core)', int('--threads', 1, 256))
   .option('--out <dir>', 'where results.json and charts go', 'out/whatif')
   .action(async (file: string | undefined, o: Record<string, string | number | boolean | undefined>) => {
-    const tracePath = theFile('whatif', '--trace', file, o.trace as string | undefined);
+    const tracePath = theFile('whatif', '--trace', 'trace', file, o.trace as string | undefined);
     const { runWhatifCommand } = await import('./commands/whatif.js');
     const format = o.format as string | undefined;
     if (format !== undefined && !['llmlb', 'mooncake', 'azure', 'burstgpt'].includes(format))

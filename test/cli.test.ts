@@ -150,6 +150,9 @@ test('simulate takes its scenario as its argument or by --scenario; two differen
   const none = run('--out', join(dir, 'c'));
   assert.equal(none.status, 2);
   assert.match(none.stderr, /simulate needs a file: llmlb simulate FILE \(or --scenario FILE\)/);
+  const missing = run('no-such-scenario.yaml', '--out', join(dir, 'd'));
+  assert.equal(missing.status, 2);
+  assert.equal(missing.stderr, 'llmlb: scenario file not found: no-such-scenario.yaml\n');
 });
 
 test('whatif: its trace as the argument; a missing one is "trace file not found", exit 2', () => {
