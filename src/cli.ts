@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, CommanderError, Option } from 'commander';
 import { ConfigError } from './config/load.js';
 import type { EngineCommandOptions } from './commands/engine.js';
@@ -32,6 +33,26 @@ const list = (v: string | undefined): string[] | undefined =>
     .map((s) => s.trim())
     .filter(Boolean);
 
+/**
+ * A command's file, given as its argument (`llmlb simulate FILE`) or by its option (`--scenario
+ * FILE`): either, or both when they name the same file. A missing file is named here, once for
+ * every command, before any module of the command loads.
+ */
+function theFile(
+  cmd: string,
+  flag: string,
+  what: string,
+  arg: string | undefined,
+  opt: string | undefined,
+): string {
+  if (arg !== undefined && opt !== undefined && resolve(arg) !== resolve(opt))
+    throw new UsageError(`${cmd}: two different files given, '${arg}' and ${flag} '${opt}'; give one`);
+  const file = arg ?? opt;
+  if (file === undefined) throw new UsageError(`${cmd} needs a file: llmlb ${cmd} FILE (or ${flag} FILE)`);
+  if (!existsSync(file)) throw new UsageError(`${what} file not found: ${file}`);
+  return file;
+}
+
 /** package.json is one level up from both src/cli.ts and dist/cli.js. */
 const VERSION = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -47,13 +68,15 @@ const program = new Command()
 program
   .command('serve')
   .description('run the router')
-  .requiredOption('--config <file>', 'YAML or JSON configuration')
+  .argument('[config]', 'YAML or JSON configuration (or --config)')
+  .option('--config <file>', 'YAML or JSON configuration')
   .option('--host <host>', 'listen address (overrides server.host)')
   .option('--port <port>', 'listen port (overrides server.port)', int('--port', 0, 65535))
-  .action(async (o: { config: string; host?: string; port?: number }) => {
+  .action(async (file: string | undefined, o: { config?: string; host?: string; port?: number }) => {
+    const config = theFile('serve', '--config', 'config', file, o.config);
     // Each command loads only its own modules: `serve` starts without the simulator's charting stack.
     const { runServe } = await import('./commands/serve.js');
-    await runServe(o);
+    await runServe({ ...o, config });
   });
 
 program
@@ -96,7 +119,8 @@ program
 program
   .command('simulate')
   .description('run a scenario on virtual time with each policy and compare')
-  .requiredOption('--scenario <file>', 'scenario YAML')
+  .argument('[scenario]', 'scenario YAML (or --scenario)')
+  .option('--scenario <file>', 'scenario YAML')
   .option('--policies <list>', "comma-separated policy names (default: the scenario's)")
   .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
   .option('--out <dir>', 'where results.json and charts go', 'out/simulate')
@@ -106,10 +130,14 @@ program
     int('--threads', 1, 256),
   )
   .action(
-    async (o: { scenario: string; policies?: string; seed?: number; out: string; threads?: number }) => {
+    async (
+      file: string | undefined,
+      o: { scenario?: string; policies?: string; seed?: number; out: string; threads?: number },
+    ) => {
+      const scenarioPath = theFile('simulate', '--scenario', 'scenario', file, o.scenario);
       const { runSimulateCommand } = await import('./commands/simulate.js');
       await runSimulateCommand({
-        scenarioPath: o.scenario,
+        scenarioPath,
         policies: list(o.policies),
         seed: o.seed,
         outDir: o.out,
@@ -121,7 +149,8 @@ program
 program
   .command('train')
   .description("train the rl policy (seed 004's Double DQN) on a scenario in the simulator")
-  .requiredOption('--scenario <file>', 'scenario YAML')
+  .argument('[scenario]', 'scenario YAML (or --scenario)')
+  .option('--scenario <file>', 'scenario YAML')
   .option('--episodes <n>', 'episodes', int('--episodes', 1, 100000), 20)
   .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
   .option('--requests <n>', "requests per episode (default: all the scenario's)", int('--requests', 1))
@@ -135,17 +164,21 @@ program
       .default('when-fits'),
   )
   .action(
-    async (o: {
-      scenario: string;
-      episodes: number;
-      seed?: number;
-      requests?: number;
-      out: string;
-      redecide: 'when-fits' | 'head' | 'on-change' | 'every-event';
-    }) => {
+    async (
+      file: string | undefined,
+      o: {
+        scenario?: string;
+        episodes: number;
+        seed?: number;
+        requests?: number;
+        out: string;
+        redecide: 'when-fits' | 'head' | 'on-change' | 'every-event';
+      },
+    ) => {
+      const scenarioPath = theFile('train', '--scenario', 'scenario', file, o.scenario);
       const { runTrainCommand } = await import('./commands/train.js');
       await runTrainCommand({
-        scenarioPath: o.scenario,
+        scenarioPath,
         episodes: o.episodes,
         seed: o.seed,
         requests: o.requests,
@@ -158,7 +191,8 @@ program
 program
   .command('bench')
   .description('run a scenario live: emulated engines (time-scaled) behind a fresh router per policy')
-  .requiredOption('--scenario <file>', 'scenario YAML')
+  .argument('[scenario]', 'scenario YAML (or --scenario)')
+  .option('--scenario <file>', 'scenario YAML')
   .option('--policies <list>', "comma-separated policy names (default: the scenario's)")
   .option('--seed <n>', "seed (default: the scenario's)", int('--seed'))
   .option(
@@ -168,10 +202,14 @@ program
   )
   .option('--out <dir>', 'where results.json and charts go', 'out/bench')
   .action(
-    async (o: { scenario: string; policies?: string; seed?: number; timeScale?: number; out: string }) => {
+    async (
+      file: string | undefined,
+      o: { scenario?: string; policies?: string; seed?: number; timeScale?: number; out: string },
+    ) => {
+      const scenarioPath = theFile('bench', '--scenario', 'scenario', file, o.scenario);
       const { runBenchCommand } = await import('./commands/bench.js');
       await runBenchCommand({
-        scenarioPath: o.scenario,
+        scenarioPath,
         policies: list(o.policies),
         seed: o.seed,
         timeScale: o.timeScale,
@@ -183,7 +221,8 @@ program
 program
   .command('whatif')
   .description("replay a trace on the config's fleet under every policy and replica count; recommend one")
-  .requiredOption('--trace <file>', 'trace file (llmlb capture, Mooncake JSONL, Azure or BurstGPT CSV)')
+  .argument('[trace]', 'trace file (or --trace)')
+  .option('--trace <file>', 'trace file (llmlb capture, Mooncake JSONL, Azure or BurstGPT CSV)')
   .option('--format <f>', 'llmlb | mooncake | azure | burstgpt (default: guessed from the file)')
   .requiredOption(
     '--config <file>',
@@ -202,7 +241,8 @@ program
   .option('--seed <n>', 'seed', int('--seed'))
   .option('--threads <n>', 'worker threads (default: one per core)', int('--threads', 1, 256))
   .option('--out <dir>', 'where results.json and charts go', 'out/whatif')
-  .action(async (o: Record<string, string | number | boolean | undefined>) => {
+  .action(async (file: string | undefined, o: Record<string, string | number | boolean | undefined>) => {
+    const tracePath = theFile('whatif', '--trace', 'trace', file, o.trace as string | undefined);
     const { runWhatifCommand } = await import('./commands/whatif.js');
     const format = o.format as string | undefined;
     if (format !== undefined && !['llmlb', 'mooncake', 'azure', 'burstgpt'].includes(format))
@@ -211,7 +251,7 @@ program
     if (replicas?.some((r) => !Number.isInteger(r) || r < 1))
       throw new UsageError('--replicas must list positive integers, e.g. 4,8,16');
     await runWhatifCommand({
-      tracePath: o.trace as string,
+      tracePath,
       format: format as 'llmlb' | 'mooncake' | 'azure' | 'burstgpt' | undefined,
       configPath: o.config as string,
       replicas,

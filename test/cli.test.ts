@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { engine } from './helpers.js';
@@ -134,4 +134,32 @@ test('profile: an unreachable backend is one line on stderr naming the command, 
   );
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stderr, `llmlb profile: cannot reach http://127.0.0.1:${port}: connection refused\n`);
+});
+
+test('simulate takes its scenario as its argument or by --scenario; two different files are a usage error', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-cli-sim-'));
+  const scenario = 'scenarios/small-exhaustive.yaml';
+  const run = (...args: string[]) =>
+    spawnSync(process.execPath, [...CLI, 'simulate', ...args], { encoding: 'utf8' });
+  const ok = run(scenario, '--scenario', `./${scenario}`, '--out', join(dir, 'a'));
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.ok(existsSync(join(dir, 'a', 'results.json')));
+  const both = run(scenario, '--scenario', 'scenarios/mixed-4x.yaml', '--out', join(dir, 'b'));
+  assert.equal(both.status, 2);
+  assert.match(both.stderr, /two different files given, 'scenarios\/small-exhaustive\.yaml' and --scenario/);
+  const none = run('--out', join(dir, 'c'));
+  assert.equal(none.status, 2);
+  assert.match(none.stderr, /simulate needs a file: llmlb simulate FILE \(or --scenario FILE\)/);
+  const missing = run('no-such-scenario.yaml', '--out', join(dir, 'd'));
+  assert.equal(missing.status, 2);
+  assert.equal(missing.stderr, 'llmlb: scenario file not found: no-such-scenario.yaml\n');
+});
+
+test('whatif: its trace as the argument; a missing one is "trace file not found", exit 2', () => {
+  const config = tmp('w.yaml', 'backends:\n  - { name: a, url: http://127.0.0.1:1, models: [m] }\n');
+  const r = spawnSync(process.execPath, [...CLI, 'whatif', 'no-such-trace.jsonl', '--config', config], {
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 2, r.stderr);
+  assert.equal(r.stderr, 'llmlb: trace file not found: no-such-trace.jsonl\n');
 });

@@ -116,6 +116,10 @@ test('profiles from a captured trace: prefill from TTFT, base and per-sequence s
 
 test('usage errors', async () => {
   await assert.rejects(runProfileCommand({ quiet: true }), UsageError);
+  await assert.rejects(
+    runProfileCommand({ trace: 'no-such-capture.jsonl', quiet: true }),
+    (e: Error) => e instanceof UsageError && e.message === 'trace file not found: no-such-capture.jsonl',
+  );
   await assert.rejects(runProfileCommand({ backend: 'nope', model: 'm', quiet: true }), UsageError);
   await assert.rejects(
     runProfileCommand({ backend: 'http://127.0.0.1:1', model: 'm', api: 'grpc', quiet: true }),

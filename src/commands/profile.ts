@@ -473,6 +473,8 @@ export async function runProfileCommand(o: ProfileCommandOptions): Promise<void>
     try {
       per = await profilesFromTrace(o.trace);
     } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new UsageError(`trace file not found: ${o.trace}`);
       throw new UsageError((e as Error).message);
     }
     if (per.size === 0)
@@ -528,7 +530,7 @@ export async function runProfileCommand(o: ProfileCommandOptions): Promise<void>
     throw new CommandError(
       e.name === 'TypeError' || e.name === 'TimeoutError'
         ? `cannot reach ${o.backend}: ${unreachableReason(err)}`
-        : e.message,
+        : e.message.replace(/\s*\n\s*/g, ' '),
     );
   }
   for (const p of r.prefill) say(`  prefill ${p.promptTokens} tokens: ${g4(p.seconds)} s`);
