@@ -237,8 +237,13 @@ describe('dashboard behind an admin token', () => {
       await page.goto(`${url}/dashboard?token=wrong`);
       await page.locator('#notice').waitFor({ state: 'visible', timeout: 10_000 });
       assert.match((await page.locator('#notice').textContent()) ?? '', /is not this router’s admin token/);
+      // A generation that finished without a token count (an OpenAI stream without usage).
+      r.stats.record({ backend: 'only', at: Date.now() - 1500, ok: true, latencyMs: 5 });
       await page.goto(`${url}/dashboard?token=s3cret-token`);
       await page.waitForSelector('tr[data-backend="only"]', { timeout: 10_000 });
+      const tokensCell = page.locator('tr[data-backend="only"] td').nth(6);
+      assert.equal(await tokensCell.textContent(), 'uncounted', 'not 0 tokens/s');
+      assert.match((await tokensCell.getAttribute('title')) ?? '', /without a token count/);
       assert.equal(await page.locator('#status').textContent(), 'live');
       assert.equal(await page.locator('#notice').isVisible(), false);
       assertRecentAxes(await xRanges(page), 'first event, no traffic');
