@@ -18,7 +18,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import { parse, stringify } from 'yaml';
 import type { PolicySpec } from '../src/core/policies/index.js';
 import { deriveSeed } from '../src/core/rng.js';
@@ -32,6 +32,7 @@ import { parseScenario } from '../src/scenario/load.js';
 import type { Scenario } from '../src/scenario/types.js';
 import { simulateFederation } from '../src/sim/federation.js';
 import { federationMode } from '../src/sim/federation-modes.js';
+import { monitorLoopDelay } from '../src/live-bench/loop-delay.js';
 
 const TIME_SCALE = Number(process.env.BENCH_FED_TIME_SCALE ?? 5);
 const DURATION_S = Number(process.env.BENCH_FED_DURATION_S ?? 120);
@@ -140,7 +141,7 @@ async function runLive(sc: Scenario, spec: PolicySpec): Promise<LiveResult> {
   const routers = new Map<string, { router: Router; url: string }>();
   const wall0 = performance.now();
   const cpu0 = process.cpuUsage();
-  const lag = monitorEventLoopDelay({ resolution: 10 });
+  let lag: ReturnType<typeof monitorLoopDelay> | undefined;
   try {
     for (const b of sc.fleet)
       engines.push(
@@ -205,7 +206,7 @@ async function runLive(sc: Scenario, spec: PolicySpec): Promise<LiveResult> {
         if (Date.now() > end) throw new Error('peers did not answer their probes within 5 s');
         await new Promise((ok) => setTimeout(ok, 20));
       }
-    lag.enable();
+    lag = monitorLoopDelay();
     const perRegion = await Promise.all(
       regions.list.map((r) =>
         replay(r.createDriver(deriveSeed(SEED, `region:${r.name}`)), {
@@ -216,7 +217,7 @@ async function runLive(sc: Scenario, spec: PolicySpec): Promise<LiveResult> {
         }),
       ),
     );
-    lag.disable();
+    lag.stop();
     const forwardedByRouter: Record<string, number> = Object.create(null) as Record<string, number>;
     const fromQueueByRouter: Record<string, number> = Object.create(null) as Record<string, number>;
     for (const [n, { router }] of routers) {
@@ -230,10 +231,10 @@ async function runLive(sc: Scenario, spec: PolicySpec): Promise<LiveResult> {
       fromQueueByRouter,
       wallS: (performance.now() - wall0) / 1000,
       cpuS: (cpu.user + cpu.system) / 1e6,
-      loopDelayP99Ms: lag.percentile(99) / 1e6,
+      loopDelayP99Ms: lag.read().p99,
     };
   } finally {
-    lag.disable();
+    lag?.stop();
     for (const { router } of routers.values()) await router.close();
     await Promise.all(hops.map((h) => h.hop.close()));
     await Promise.all(engines.map((e) => e.close()));

@@ -19,7 +19,41 @@ interface PageHooks {
     fleetPoints(): number;
     backends(): string[];
     last(): DashboardEvent | undefined;
+    xRanges(): ([number, number] | null)[];
   };
+}
+
+const launch = () =>
+  chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
+  });
+
+const xRanges = (p: Page) =>
+  p.evaluate(() => (globalThis as unknown as PageHooks).__llmlbDashboard.xRanges());
+
+/** Every chart's time axis is a recent stretch ending about now (not years away), at least a minute wide. */
+function assertRecentAxes(ranges: ([number, number] | null)[], what: string): void {
+  assert.equal(ranges.length, 3, what);
+  const nowS = Date.now() / 1000;
+  for (const r of ranges) {
+    assert.ok(r !== null, `${what}: every chart exists`);
+    const [min, max] = r;
+    assert.ok(Number.isFinite(min) && Number.isFinite(max), `${what}: finite axis ${min}..${max}`);
+    assert.ok(
+      Math.abs(max - nowS) < 120,
+      `${what}: axis ends near now (${new Date(max * 1000).toISOString()})`,
+    );
+    assert.ok(max - min >= 59 && max - min <= 400, `${what}: axis spans ${max - min} s`);
+  }
 }
 
 describe('dashboard', () => {
@@ -94,18 +128,7 @@ describe('dashboard', () => {
   test('headless Chromium shows the backends, fills the table and updates the charts', async () => {
     // Missing Chromium fails the test, here as in CI: a skip would drop it silently.
     assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    const browser = await launch();
     try {
       const page = await browser.newPage({ viewport: { width: 1280, height: 960 } });
       const problems: string[] = [];
@@ -125,6 +148,8 @@ describe('dashboard', () => {
       assert.deepEqual(rows, NAMES);
       assert.equal(await page.locator('#policy').textContent(), 'estimated-wait');
       assert.equal(await page.locator('#status').textContent(), 'live');
+      assert.equal(await page.locator('#notice').isVisible(), false);
+      assertRecentAxes(await xRanges(page), 'with traffic');
 
       // Rates reach the table once requests complete.
       await page.waitForFunction(
@@ -161,6 +186,68 @@ describe('dashboard', () => {
       mkdirSync('out', { recursive: true });
       await page.screenshot({ path: 'out/dashboard.png', fullPage: true });
       assert.deepEqual(problems, []);
+    } finally {
+      await browser.close();
+    }
+  });
+});
+
+describe('dashboard behind an admin token', () => {
+  let e: EngineServer;
+  let r: Router;
+  let url: string;
+  before(async () => {
+    e = await engine({ name: 'only' });
+    ({ router: r, url } = await router(
+      settings([backend('only', e.url)], { admin: { token: 's3cret-token', listen: undefined } }),
+    ));
+  });
+  after(async () => {
+    await r.close();
+    await e.close();
+  });
+
+  test('without its token: says how to open it, stops asking, and still draws sane empty charts', async () => {
+    assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
+    const browser = await launch();
+    try {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 960 } });
+      const errors: string[] = [];
+      page.on('pageerror', (x) => errors.push(x.message));
+      let streamRequests = 0;
+      page.on('request', (req) => {
+        if (new URL(req.url()).pathname.endsWith('/dashboard/events')) streamRequests++;
+      });
+
+      await page.goto(`${url}/dashboard`);
+      await page.locator('#notice').waitFor({ state: 'visible', timeout: 10_000 });
+      const text = await page.locator('#notice').textContent();
+      assert.match(text ?? '', /needs the router’s admin token/);
+      assert.ok(text?.includes(`${url}/dashboard?token=<admin.token>`), text ?? '');
+      assert.equal(await page.locator('#status').textContent(), 'needs the admin token');
+      // The first frame has no data: each time axis is still the last minute, not an arbitrary span.
+      assertRecentAxes(await xRanges(page), 'no data');
+      // It gave up: no reconnection loop (one stream attempt, one HEAD to learn why).
+      const asked = streamRequests;
+      assert.ok(asked <= 2, `${asked} requests to the event stream`);
+      await page.waitForTimeout(2500); // longer than the stream's retry (2 s): a retry would show
+      assert.equal(streamRequests, asked, 'no retry after a 401');
+
+      // A wrong token says so; the right one goes live and hides the notice.
+      await page.goto(`${url}/dashboard?token=wrong`);
+      await page.locator('#notice').waitFor({ state: 'visible', timeout: 10_000 });
+      assert.match((await page.locator('#notice').textContent()) ?? '', /is not this router’s admin token/);
+      // A generation that finished without a token count (an OpenAI stream without usage).
+      r.stats.record({ backend: 'only', at: Date.now() - 1500, ok: true, latencyMs: 5 });
+      await page.goto(`${url}/dashboard?token=s3cret-token`);
+      await page.waitForSelector('tr[data-backend="only"]', { timeout: 10_000 });
+      const tokensCell = page.locator('tr[data-backend="only"] td').nth(6);
+      assert.equal(await tokensCell.textContent(), 'uncounted', 'not 0 tokens/s');
+      assert.match((await tokensCell.getAttribute('title')) ?? '', /without a token count/);
+      assert.equal(await page.locator('#status').textContent(), 'live');
+      assert.equal(await page.locator('#notice').isVisible(), false);
+      assertRecentAxes(await xRanges(page), 'first event, no traffic');
+      assert.deepEqual(errors, []);
     } finally {
       await browser.close();
     }

@@ -37,15 +37,33 @@
   const width = (el) => Math.max(320, el.clientWidth);
   const timeScale = {
     time: true,
-    // Before any data uPlot passes no finite bounds (null, undefined or NaN as versions differ): show
-    // the last minute up to now instead of an arbitrary axis (years ahead on the first frame).
-    range: (u, min, max) =>
-      !Number.isFinite(max) || !Number.isFinite(min)
-        ? [Date.now() / 1000 - MIN_SPAN_S, Date.now() / 1000]
-        : [Math.min(min, max - MIN_SPAN_S), max],
+    // From the data, not from uPlot's bounds: without data it passes none, and for a single point
+    // (every page's first event) it passes that point + one day (in ms: years ahead, in seconds).
+    // The axis is the data's span, at least the last MIN_SPAN_S seconds, ending at the last point.
+    range: (u) => {
+      const xs = u.data[0];
+      const last = xs && xs.length > 0 ? xs[xs.length - 1] : Date.now() / 1000;
+      const first = xs && xs.length > 0 ? xs[0] : last;
+      return [Math.min(first, last - MIN_SPAN_S), last];
+    },
   };
   const fromZero = (u, min, max) => [0, Math.max(1, max ?? 1) * 1.1];
-  const intTicks = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
+  // Counts per second are whole numbers: whole ticks only (no 0.25 req/s on an idle chart), and
+  // short labels (12k) so a wide value never spills over the plot.
+  const intTicks = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
+  const short = (v) =>
+    v >= 1e6 ? `${+(v / 1e6).toPrecision(3)}M` : v >= 1e3 ? `${+(v / 1e3).toPrecision(3)}k` : String(v);
+  const countAxis = (extra) => ({
+    incrs: intTicks,
+    values: (u, ticks) => ticks.map(short),
+    size: 50,
+    ...extra,
+  });
+  const msTicks = [
+    1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 3e4, 6e4, 12e4, 3e5, 6e5, 18e5,
+  ];
+  // Time labels at least this far apart (px), so ':40 :45' never run into each other on a narrow page.
+  const timeAxis = { space: 70 };
 
   function chart(el, height, series, scales, axes, data) {
     return new uPlot(
@@ -76,13 +94,15 @@
       240,
       series,
       { y: { range: fromZero } },
-      [{}, { incrs: intTicks }],
+      [timeAxis, countAxis()],
       queueData(),
     );
   }
   function queueData() {
     return [live.t, ...names.flatMap((n) => [live.inFlight.get(n), live.waiting.get(n)]), live.queued];
   }
+  // Drawn at once, empty: the panel has its axes (the last minute) before the first event arrives.
+  buildQueueChart();
 
   const throughputChart = chart(
     $('chart-throughput'),
@@ -94,7 +114,7 @@
       { label: 'failed/s', stroke: '#d33a3a', width: 1.5, scale: 'rps' },
     ],
     { rps: { range: fromZero }, tok: { range: fromZero } },
-    [{}, { scale: 'rps' }, { scale: 'tok', side: 1, grid: { show: false } }],
+    [timeAxis, countAxis({ scale: 'rps' }), countAxis({ scale: 'tok', side: 1, grid: { show: false } })],
     [[], [], [], []],
   );
   const legendMs = (u, v) => (v === null || v === undefined ? '--' : ms(v));
@@ -107,10 +127,14 @@
     ],
     { y: { range: fromZero } },
     [
-      {},
+      timeAxis,
       {
-        values: (u, ticks) => ticks.map((v) => (v === 0 ? '0' : v < 1000 ? `${v} ms` : `${v / 1000} s`)),
-        size: 60,
+        incrs: msTicks,
+        values: (u, ticks) =>
+          ticks.map((v) =>
+            v === 0 ? '0' : v < 1000 ? `${v} ms` : v < 6e4 ? `${v / 1000} s` : `${v / 6e4} min`,
+          ),
+        size: 64,
       },
     ],
     [[], [], []],
@@ -245,18 +269,73 @@
   // With admin.token set the stream needs it; EventSource can't send headers, so the page passes
   // on the token it was opened with (/dashboard?token=…).
   const token = new URLSearchParams(window.location.search).get('token');
-  const events = new EventSource(
-    token ? `dashboard/events?token=${encodeURIComponent(token)}` : 'dashboard/events',
-  );
-  events.onopen = () => status('live', 'live');
-  events.onerror = () => status('reconnecting…', 'down');
-  events.onmessage = (m) => {
-    lastEvent = JSON.parse(m.data);
-    render(lastEvent);
-  };
+  const eventsUrl = token ? `dashboard/events?token=${encodeURIComponent(token)}` : 'dashboard/events';
+  let events;
+  function notice(parts) {
+    const el = $('notice');
+    // Text nodes and <code>, never innerHTML: the token comes from the address bar.
+    el.replaceChildren(
+      ...parts.map((p) => {
+        if (typeof p === 'string') return document.createTextNode(p);
+        const c = document.createElement('code');
+        c.textContent = p.code;
+        return c;
+      }),
+    );
+    el.hidden = false;
+  }
+  function connect() {
+    events = new EventSource(eventsUrl);
+    events.onopen = () => {
+      status('live', 'live');
+      $('notice').hidden = true;
+    };
+    events.onerror = () => {
+      // A network error: EventSource retries by itself. An HTTP error answer closes it for good, and
+      // it does not say which: ask the server (HEAD) what the status was.
+      if (events.readyState !== EventSource.CLOSED) return status('reconnecting…', 'down');
+      fetch(eventsUrl, { method: 'HEAD', cache: 'no-store' })
+        .then((r) => r.status)
+        .catch(() => 0)
+        .then((code) => {
+          if (code === 401 || code === 403) {
+            status('needs the admin token', 'down');
+            const here = `${window.location.origin}${window.location.pathname}`;
+            notice(
+              token
+                ? [
+                    'The token in this address is not this router’s admin token (',
+                    { code: 'admin.token' },
+                    ' in its config). Open ',
+                    { code: `${here}?token=<admin.token>` },
+                    ' with the right one.',
+                  ]
+                : [
+                    'This dashboard needs the router’s admin token (',
+                    { code: 'admin.token' },
+                    ' in its config): open ',
+                    { code: `${here}?token=<admin.token>` },
+                    '.',
+                  ],
+            );
+            return; // retrying cannot help until the address changes
+          }
+          status('reconnecting…', 'down');
+          setTimeout(connect, 2000);
+        });
+    };
+    events.onmessage = (m) => {
+      lastEvent = JSON.parse(m.data);
+      render(lastEvent);
+    };
+  }
+  connect();
 
   // For tests and curious operators (try it in the browser console).
+  const xRange = (c) => (c ? [c.scales.x.min, c.scales.x.max] : null);
   window.__llmlbDashboard = {
+    /** Each chart's time axis, [min, max] in seconds: queues, throughput, latency. */
+    xRanges: () => [xRange(queueChart), xRange(throughputChart), xRange(latencyChart)],
     points: () => live.t.length,
     fleetPoints: () => fleet.t.length,
     backends: () => names.slice(),
