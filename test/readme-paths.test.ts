@@ -7,15 +7,18 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 
 const readme = readFileSync('README.md', 'utf8');
 const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> })
   .scripts;
+// The repo's own folders (tracked files), not outputs a run left in the checkout (out/, bench-out/).
 const topDirs = new Set(
-  readdirSync('.', { withFileTypes: true })
-    .filter((e) => e.isDirectory() && !e.name.startsWith('.') && e.name !== 'node_modules')
-    .map((e) => e.name),
+  execFileSync('git', ['ls-files'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((f) => f.includes('/') && !f.startsWith('.'))
+    .map((f) => f.split('/')[0]!),
 );
 
 /** The command lines of the README's sh blocks (a trailing `\` joins the next line). */
