@@ -255,3 +255,60 @@ test('a backend on the other API is logged with a hint to set `api:`', async () 
     tagsOnly.close();
   }
 });
+
+test('/api/show answers the same over a mixed fleet, and from OpenAI-API backends alone', async () => {
+  const model = 'llama3.1-8b';
+  const ollama = await engine({ api: 'ollama', models: [model] });
+  const vllmA = await engine({ api: 'openai', models: [model] });
+  const vllmB = await engine({ api: 'openai', models: [model] });
+  const { log } = capturedLogger();
+  const mixed = await start(
+    settings([
+      backend('vllm-a', vllmA.url, { api: 'openai', models: [model] }),
+      backend('olla', ollama.url, { models: [model] }),
+      backend('vllm-b', vllmB.url, { api: 'openai', models: [model] }),
+    ]),
+    log,
+  );
+  const openaiOnly = await start(
+    settings([
+      backend('vllm-a', vllmA.url, { api: 'openai', models: [model] }),
+      backend('vllm-b', vllmB.url, { api: 'openai', models: [model] }),
+    ]),
+    log,
+  );
+  const show = async (url: string): Promise<{ body: string; backend: string | null }> => {
+    const r = await post(`${url}/api/show`, { model });
+    assert.equal(r.status, 200);
+    return { body: await r.text(), backend: r.headers.get('x-llmlb-backend') };
+  };
+  try {
+    for (const x of [mixed, openaiOnly])
+      await waitFor(() => x.router.scheduler.backendViews().every((b) => b.healthy));
+    // Concurrent calls too: with the least-connections policy they would spread over every backend.
+    const answers = [
+      ...(await Promise.all([1, 2, 3, 4].map(() => show(mixed.url)))),
+      ...(await Promise.all([1, 2, 3, 4].map(() => show(mixed.url)))),
+    ];
+    assert.deepEqual(new Set(answers.map((a) => a.backend)), new Set(['olla']));
+    assert.equal(new Set(answers.map((a) => a.body)).size, 1);
+    const native = JSON.parse(answers[0]!.body) as { model_info: Record<string, unknown> };
+    assert.equal(native.model_info['llama.context_length'], 8192);
+
+    const synth = await Promise.all([1, 2, 3, 4, 5, 6].map(() => show(openaiOnly.url)));
+    assert.deepEqual(new Set(synth.map((a) => a.backend)), new Set(['vllm-a', 'vllm-b']));
+    assert.equal(new Set(synth.map((a) => a.body)).size, 1);
+    const o = JSON.parse(synth[0]!.body) as {
+      model_info: Record<string, unknown>;
+      details: Record<string, unknown>;
+    };
+    assert.equal(o.model_info['general.context_length'], 8192);
+    assert.equal(o.model_info['llama.context_length'], 8192);
+    assert.equal(o.details.family, 'llama');
+    assert.equal(o.details.parameter_size, '8B');
+  } finally {
+    await mixed.router.close();
+    await openaiOnly.router.close();
+    await Promise.all([ollama.close(), vllmA.close(), vllmB.close()]);
+  }
+});
