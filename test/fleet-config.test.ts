@@ -9,9 +9,12 @@ import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { parseBackendEntry } from '../src/config/load.js';
 import { Router, type RouterSettings } from '../src/proxy/router.js';
+import { loadRouterConfig, watchConfig } from '../src/commands/serve.js';
 import { backend, engine, post, settings, waitFor } from './helpers.js';
 
 const CLI = ['--import', 'tsx', 'src/cli.ts'];
+/** Short answers: the emulated engine reads the output length from this header. */
+const SHORT = { 'x-llmlb-output-tokens': '4' };
 
 /** A logger whose lines a test can read. */
 function capturedLogger(): { log: Logger; lines: Record<string, unknown>[] } {
@@ -81,14 +84,15 @@ test('a /v1 base URL (api: openai) and a path-prefixed URL work end to end', asy
     await waitFor(() => router.scheduler.backendViews().every((b) => b.healthy && b.models.has('m1')));
     const seen = new Set<string>();
     for (let i = 0; i < 6; i++) {
-      const r = await post(`${url}/v1/chat/completions`, {
-        model: 'm1',
-        messages: [{ role: 'user', content: 'hi' }],
-      });
+      const r = await post(
+        `${url}/v1/chat/completions`,
+        { model: 'm1', messages: [{ role: 'user', content: 'hi' }] },
+        SHORT,
+      );
       assert.equal(r.status, 200, await r.clone().text());
       seen.add(r.headers.get('x-llmlb-backend') ?? '');
       await r.arrayBuffer();
-      const g = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x', stream: false });
+      const g = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x', stream: false }, SHORT);
       assert.equal(g.status, 200);
       seen.add(g.headers.get('x-llmlb-backend') ?? '');
       await g.arrayBuffer();
@@ -310,5 +314,36 @@ test('/api/show answers the same over a mixed fleet, and from OpenAI-API backend
     await mixed.router.close();
     await openaiOnly.router.close();
     await Promise.all([ollama.close(), vllmA.close(), vllmB.close()]);
+  }
+});
+
+test('reload: a bad backend URL is one line and the running config stays; a /v1 URL is added', async () => {
+  const e = await engine();
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-fleet-'));
+  const file = join(dir, 'llmlb.yaml');
+  const yaml = (extra: string): string =>
+    `server: { port: 0 }\nlog: { level: info }\nbackends:\n  - { name: a, url: "${e.url}", models: [m1] }\n${extra}`;
+  writeFileSync(file, yaml(''));
+  const { log, lines } = capturedLogger();
+  const { router } = await start(loadRouterConfig(file, {}), log);
+  const unwatch = watchConfig(file, {}, router, log);
+  try {
+    writeFileSync(file, yaml(`  - { name: v, url: "http://u:p@127.0.0.1:1/v1", api: openai }\n`));
+    await waitFor(
+      () => lines.some((l) => l.msg === 'config reload rejected; keeping the running config'),
+      5000,
+    );
+    const rejected = lines.find((l) => l.msg === 'config reload rejected; keeping the running config')!;
+    assert.match(String(rejected.reason), /backends\[1\]\.url/);
+    assert.equal(rejected.err, undefined); // no stack
+    assert.equal(router.fleet.get('v'), undefined);
+    writeFileSync(file, yaml(`  - { name: v, url: "${e.url}/v1", api: openai }\n`));
+    await waitFor(() => router.scheduler.backend('v')?.healthy === true, 5000, 'v added');
+    assert.equal(router.fleet.get('v')?.basePath, '');
+    assert.ok(router.scheduler.backend('v')?.models.has('m1'));
+  } finally {
+    unwatch();
+    await router.close();
+    await e.close();
   }
 });
