@@ -240,6 +240,7 @@ test('a backend on the other API is logged with a hint to set `api:`', async () 
   const { router } = await start(
     settings([
       backend('vllm', vllm.url, { models: undefined }), // api left out: ollama
+      backend('vllm-v1', `${vllm.url}/v1`, { models: undefined }), // the usual vLLM base URL, api left out
       backend('olla', tagsUrl, { api: 'openai', models: ['m1'] }),
     ]),
     log,
@@ -251,6 +252,7 @@ test('a backend on the other API is logged with a hint to set `api:`', async () 
       String(warn('vllm')?.msg),
       /^backend probe failed; answers the OpenAI API; set `api: openai`$/,
     );
+    assert.equal(warn('vllm-v1')?.hint, 'answers the OpenAI API; set `api: openai`');
     assert.equal(warn('olla')?.hint, 'answers the Ollama API; set `api: ollama`');
     assert.match(String(router.fleet.get('vllm')?.problem), /answered 404; answers the OpenAI API/);
   } finally {

@@ -245,7 +245,7 @@ export class Flight {
         const why = pending.map((rt) => rt.config.name).join(', ');
         this.fail(
           503,
-          `model '${this.parsed.model}' not available: model discovery has not succeeded on backend ${why}`,
+          `model '${this.parsed.model}' not available: model discovery has not succeeded on backend${pending.length > 1 ? 's' : ''} ${why}`,
           'model_unavailable',
           { 'retry-after': '1' },
         );
