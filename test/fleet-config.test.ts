@@ -9,9 +9,12 @@ import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { parseBackendEntry } from '../src/config/load.js';
 import { Router, type RouterSettings } from '../src/proxy/router.js';
+import { loadRouterConfig, watchConfig } from '../src/commands/serve.js';
 import { backend, engine, post, settings, waitFor } from './helpers.js';
 
 const CLI = ['--import', 'tsx', 'src/cli.ts'];
+/** Short answers: the emulated engine reads the output length from this header. */
+const SHORT = { 'x-llmlb-output-tokens': '4' };
 
 /** A logger whose lines a test can read. */
 function capturedLogger(): { log: Logger; lines: Record<string, unknown>[] } {
@@ -81,14 +84,15 @@ test('a /v1 base URL (api: openai) and a path-prefixed URL work end to end', asy
     await waitFor(() => router.scheduler.backendViews().every((b) => b.healthy && b.models.has('m1')));
     const seen = new Set<string>();
     for (let i = 0; i < 6; i++) {
-      const r = await post(`${url}/v1/chat/completions`, {
-        model: 'm1',
-        messages: [{ role: 'user', content: 'hi' }],
-      });
+      const r = await post(
+        `${url}/v1/chat/completions`,
+        { model: 'm1', messages: [{ role: 'user', content: 'hi' }] },
+        SHORT,
+      );
       assert.equal(r.status, 200, await r.clone().text());
       seen.add(r.headers.get('x-llmlb-backend') ?? '');
       await r.arrayBuffer();
-      const g = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x', stream: false });
+      const g = await post(`${url}/api/generate`, { model: 'm1', prompt: 'x', stream: false }, SHORT);
       assert.equal(g.status, 200);
       seen.add(g.headers.get('x-llmlb-backend') ?? '');
       await g.arrayBuffer();
@@ -236,6 +240,7 @@ test('a backend on the other API is logged with a hint to set `api:`', async () 
   const { router } = await start(
     settings([
       backend('vllm', vllm.url, { models: undefined }), // api left out: ollama
+      backend('vllm-v1', `${vllm.url}/v1`, { models: undefined }), // the usual vLLM base URL, api left out
       backend('olla', tagsUrl, { api: 'openai', models: ['m1'] }),
     ]),
     log,
@@ -247,11 +252,100 @@ test('a backend on the other API is logged with a hint to set `api:`', async () 
       String(warn('vllm')?.msg),
       /^backend probe failed; answers the OpenAI API; set `api: openai`$/,
     );
+    assert.equal(warn('vllm-v1')?.hint, 'answers the OpenAI API; set `api: openai`');
     assert.equal(warn('olla')?.hint, 'answers the Ollama API; set `api: ollama`');
     assert.match(String(router.fleet.get('vllm')?.problem), /answered 404; answers the OpenAI API/);
   } finally {
     await router.close();
     await vllm.close();
     tagsOnly.close();
+  }
+});
+
+test('/api/show answers the same over a mixed fleet, and from OpenAI-API backends alone', async () => {
+  const model = 'llama3.1-8b';
+  const ollama = await engine({ api: 'ollama', models: [model] });
+  const vllmA = await engine({ api: 'openai', models: [model] });
+  const vllmB = await engine({ api: 'openai', models: [model] });
+  const { log } = capturedLogger();
+  const mixed = await start(
+    settings([
+      backend('vllm-a', vllmA.url, { api: 'openai', models: [model] }),
+      backend('olla', ollama.url, { models: [model] }),
+      backend('vllm-b', vllmB.url, { api: 'openai', models: [model] }),
+    ]),
+    log,
+  );
+  const openaiOnly = await start(
+    settings([
+      backend('vllm-a', vllmA.url, { api: 'openai', models: [model] }),
+      backend('vllm-b', vllmB.url, { api: 'openai', models: [model] }),
+    ]),
+    log,
+  );
+  const show = async (url: string): Promise<{ body: string; backend: string | null }> => {
+    const r = await post(`${url}/api/show`, { model });
+    assert.equal(r.status, 200);
+    return { body: await r.text(), backend: r.headers.get('x-llmlb-backend') };
+  };
+  try {
+    for (const x of [mixed, openaiOnly])
+      await waitFor(() => x.router.scheduler.backendViews().every((b) => b.healthy));
+    // Concurrent calls too: with the least-connections policy they would spread over every backend.
+    const answers = [
+      ...(await Promise.all([1, 2, 3, 4].map(() => show(mixed.url)))),
+      ...(await Promise.all([1, 2, 3, 4].map(() => show(mixed.url)))),
+    ];
+    assert.deepEqual(new Set(answers.map((a) => a.backend)), new Set(['olla']));
+    assert.equal(new Set(answers.map((a) => a.body)).size, 1);
+    const native = JSON.parse(answers[0]!.body) as { model_info: Record<string, unknown> };
+    assert.equal(native.model_info['llama.context_length'], 8192);
+
+    const synth = await Promise.all([1, 2, 3, 4, 5, 6].map(() => show(openaiOnly.url)));
+    assert.deepEqual(new Set(synth.map((a) => a.backend)), new Set(['vllm-a', 'vllm-b']));
+    assert.equal(new Set(synth.map((a) => a.body)).size, 1);
+    const o = JSON.parse(synth[0]!.body) as {
+      model_info: Record<string, unknown>;
+      details: Record<string, unknown>;
+    };
+    assert.equal(o.model_info['general.context_length'], 8192);
+    assert.equal(o.model_info['llama.context_length'], 8192);
+    assert.equal(o.details.family, 'llama');
+    assert.equal(o.details.parameter_size, '8B');
+  } finally {
+    await mixed.router.close();
+    await openaiOnly.router.close();
+    await Promise.all([ollama.close(), vllmA.close(), vllmB.close()]);
+  }
+});
+
+test('reload: a bad backend URL is one line and the running config stays; a /v1 URL is added', async () => {
+  const e = await engine();
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-fleet-'));
+  const file = join(dir, 'llmlb.yaml');
+  const yaml = (extra: string): string =>
+    `server: { port: 0 }\nlog: { level: info }\nbackends:\n  - { name: a, url: "${e.url}", models: [m1] }\n${extra}`;
+  writeFileSync(file, yaml(''));
+  const { log, lines } = capturedLogger();
+  const { router } = await start(loadRouterConfig(file, {}), log);
+  const unwatch = watchConfig(file, {}, router, log);
+  try {
+    writeFileSync(file, yaml(`  - { name: v, url: "http://u:p@127.0.0.1:1/v1", api: openai }\n`));
+    await waitFor(
+      () => lines.some((l) => l.msg === 'config reload rejected; keeping the running config'),
+      5000,
+    );
+    const rejected = lines.find((l) => l.msg === 'config reload rejected; keeping the running config')!;
+    assert.match(String(rejected.reason), /backends\[1\]\.url/);
+    assert.equal(rejected.err, undefined); // no stack
+    assert.equal(router.fleet.get('v'), undefined);
+    writeFileSync(file, yaml(`  - { name: v, url: "${e.url}/v1", api: openai }\n`));
+    await waitFor(() => router.scheduler.backend('v')?.healthy === true, 5000, 'v added');
+    assert.equal(router.fleet.get('v')?.basePath, '');
+    assert.ok(router.scheduler.backend('v')?.models.has('m1'));
+  } finally {
+    unwatch();
+    await router.close();
+    await e.close();
   }
 });

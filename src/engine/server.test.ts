@@ -195,6 +195,15 @@ test('openai /v1/chat/completions: non-stream and stream with usage', async (t) 
   for (const ev of events) assert.equal((ev as Obj).object, 'chat.completion.chunk');
 });
 
+test('a configured context length shows in /v1/models, /v1/models/{id} and /api/show alike', async (t) => {
+  const e = await engine(t, { models: ['llama3'], contextLength: 32768 });
+  const list = await json(await fetch(`${e.url}/v1/models`));
+  assert.equal((list.data as Obj[])[0]!.max_model_len, 32768);
+  assert.equal((await json(await fetch(`${e.url}/v1/models/llama3`))).max_model_len, 32768);
+  const show = await json(await fetch(`${e.url}/api/show`, { method: 'POST', body: '{"model":"llama3"}' }));
+  assert.equal((show.model_info as Obj)['llama.context_length'], 32768);
+});
+
 test('model listings, version, health', async (t) => {
   const e = await engine(t, { models: ['llama3', 'qwen2.5'] });
   const tags = await json(await fetch(`${e.url}/api/tags`));
@@ -205,6 +214,14 @@ test('model listings, version, health', async (t) => {
   assert.equal(typeof (tags.models as Obj[])[0]!.digest, 'string');
   const models = await json(await fetch(`${e.url}/v1/models`));
   assert.equal(models.object, 'list');
+  // vLLM's fields for the context length, 8192 unless configured.
+  assert.deepEqual(
+    (models.data as Obj[]).map((m) => [m.root, m.max_model_len]),
+    [
+      ['llama3', 8192],
+      ['qwen2.5', 8192],
+    ],
+  );
   assert.deepEqual(
     (models.data as Obj[]).map((m) => [m.id, m.object]),
     [

@@ -48,6 +48,8 @@ export interface EngineServerOptions {
   readonly name?: string;
   /** Whether POST /v1/responses is served (default true; false plays an older engine without it). */
   readonly responses?: boolean;
+  /** Context length reported (vLLM's `max_model_len` in /v1/models, Ollama's in /api/show); default 8192. */
+  readonly contextLength?: number;
 }
 
 export interface EngineServer {
@@ -229,6 +231,16 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
   }
 
   const ollama = opts.api === 'ollama' || opts.api === 'both';
+  const contextLength = opts.contextLength ?? 8192;
+  // As vLLM lists a model: `root` and `max_model_len` are what clients read the context length from.
+  const modelEntry = (id: string): Obj => ({
+    id,
+    object: 'model',
+    created: 0,
+    owned_by: 'llmlb',
+    root: id,
+    max_model_len: contextLength,
+  });
   const routes = new Map<string, Route>();
   const post = (path: string, kind: EndpointKind): void => {
     routes.set(path, {
@@ -307,7 +319,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
     handle: (_req, res) =>
       sendJson(res, 200, {
         object: 'list',
-        data: models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'llmlb' })),
+        data: models.map(modelEntry),
       }),
   });
   if (ollama) {
@@ -362,7 +374,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
           model_info: {
             'general.architecture': 'llama',
             'general.parameter_count': 8_030_261_248,
-            'llama.context_length': 8192,
+            'llama.context_length': contextLength,
           },
           capabilities: ['completion'],
           modified_at: startedAt,
@@ -441,7 +453,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
     format: 'openai',
     handle: (_q, res) => {
       modelOr404('openai', id);
-      sendJson(res, 200, { id, object: 'model', created: 0, owned_by: 'llmlb' });
+      sendJson(res, 200, modelEntry(id));
     },
   });
 

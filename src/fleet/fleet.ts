@@ -243,9 +243,13 @@ export class Fleet {
   }
 
   /** GET a small page; undefined unless 200. Throws on network errors. */
-  private async fetchPage(rt: BackendRuntime, path: string): Promise<string | undefined> {
+  private async fetchPage(
+    rt: BackendRuntime,
+    path: string,
+    basePath = rt.basePath,
+  ): Promise<string | undefined> {
     const res = await rt.control.request({
-      path: rt.basePath + path,
+      path: basePath + path,
       method: 'GET',
       headersTimeout: this.opts.probeTimeoutMs,
       bodyTimeout: this.opts.probeTimeoutMs,
@@ -380,8 +384,10 @@ export class Fleet {
   private async otherApiHint(rt: BackendRuntime): Promise<string | undefined> {
     const other = rt.config.api === 'openai' ? 'ollama' : 'openai';
     const path = other === 'openai' ? '/v1/models' : '/api/tags';
+    // The URL read as the other API would: `http://vllm:8000/v1` with `api:` left out is the classic.
+    const alt = parseBackendUrl(rt.config.url, other);
     try {
-      const text = await this.fetchPage(rt, path);
+      const text = await this.fetchPage(rt, path, alt.ok ? alt.basePath : rt.basePath);
       const body: unknown = text === undefined ? undefined : JSON.parse(text);
       const list = isObj(body) ? (other === 'openai' ? body.data : body.models) : undefined;
       return Array.isArray(list)

@@ -35,6 +35,7 @@ import type { AttemptBook } from './attempt-book.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
 import type { Usage } from './usage.js';
 import { usagePlan } from './stream-usage.js';
+import { showAvoids } from './show-route.js';
 import { forwardToPeer } from '../federation/forward.js';
 import type { PeerRoute, TakeForPeer } from '../federation/queue-forward.js';
 import { HOP_HEADER, type RouteDecision } from '../federation/types.js';
@@ -245,7 +246,7 @@ export class Flight {
         const why = pending.map((rt) => rt.config.name).join(', ');
         this.fail(
           503,
-          `model '${this.parsed.model}' not available: model discovery has not succeeded on backend ${why}`,
+          `model '${this.parsed.model}' not available: model discovery has not succeeded on backend${pending.length > 1 ? 's' : ''} ${why}`,
           'model_unavailable',
           { 'retry-after': '1' },
         );
@@ -511,13 +512,18 @@ export class Flight {
     );
   }
 
-  /** Backends this try must avoid: those tried, plus those resting after a 429. */
+  /** Backends this try must avoid: those tried, plus those resting after a 429 (and see show-route.ts). */
   private excluded(tried: Set<string> | undefined, t: number): ReadonlySet<string> {
     const cooling = this.host.cooldowns.cooling(t);
-    if (!cooling) return tried ?? NONE_TRIED;
-    const s = new Set(cooling);
-    if (tried) for (const b of tried) s.add(b);
-    return s;
+    let out: ReadonlySet<string> = tried ?? NONE_TRIED;
+    if (cooling) {
+      const s = new Set(cooling);
+      if (tried) for (const b of tried) s.add(b);
+      out = s;
+    }
+    if (this.route.body !== 'show') return out;
+    const avoid = showAvoids(this.host.scheduler.backendViews(), this.parsed.model, out);
+    return avoid.length === 0 ? out : new Set([...out, ...avoid]);
   }
 
   /** Whether some backend that could serve this request is excluded only because it is cooling. */

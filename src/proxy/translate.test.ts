@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SseToNdjson, ollamaToOpenAI, openAIResponseToOllama } from './translate.js';
+import { SseToNdjson, ollamaToOpenAI, openAIResponseToOllama, upstreamTranslation } from './translate.js';
 
 test('ollama chat → openai chat keeps options, format and tools', () => {
   const t = ollamaToOpenAI(
@@ -97,4 +97,35 @@ test('SSE → NDJSON from a backend that sent no usage: its text events are the 
   assert.equal(last.eval_count, 3);
   assert.equal(last.prompt_eval_count, 0);
   assert.deepEqual(s.counted, { completionTokens: 3 });
+});
+
+test('/api/show from an OpenAI backend: context length from max_model_len, family and size from the name', () => {
+  const tr = upstreamTranslation('show', { api: 'openai' }, { model: 'llama-8b' }, false)!;
+  assert.equal(tr.path, '/v1/models');
+  const list = {
+    data: [
+      { id: 'other', max_model_len: 1 },
+      { id: 'llama-8b', root: 'meta-llama/Meta-Llama-3.1-8B-Instruct', max_model_len: 131072 },
+    ],
+  };
+  const o = JSON.parse(tr.whole(JSON.stringify(list), 1)!.body) as Record<string, Record<string, unknown>>;
+  assert.deepEqual(o.model_info, {
+    'general.architecture': 'llama',
+    'general.context_length': 131072,
+    'llama.context_length': 131072,
+  });
+  assert.equal(o.details!.family, 'llama');
+  assert.deepEqual(o.details!.families, ['llama']);
+  assert.equal(o.details!.parameter_size, '8B');
+  assert.equal(o.details!.parent_model, 'meta-llama/Meta-Llama-3.1-8B-Instruct');
+  // A name that tells nothing still gets the context length; no entry, what the name tells.
+  const bare = JSON.parse(
+    upstreamTranslation('show', { api: 'openai' }, { model: 'm1' }, false)!.whole(
+      '{"data":[{"id":"m1","max_model_len":8192}]}',
+      1,
+    )!.body,
+  ) as Record<string, unknown>;
+  assert.deepEqual(bare.model_info, { 'general.context_length': 8192 });
+  const none = JSON.parse(tr.whole('{"data":[]}', 1)!.body) as Record<string, unknown>;
+  assert.deepEqual(none.model_info, { 'general.architecture': 'llama' });
 });
