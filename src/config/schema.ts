@@ -135,6 +135,7 @@ export const configSchema = z.strictObject({
       scrapeIntervalMs: positiveInt.default(1_000),
       // A backend whose requests get no first byte for max(stallMinMs, stallFactor × its usual
       // first-byte time), while nothing else on it progresses, is stuck: ejected, requests retried.
+      // A non-streamed request (first byte = whole answer) also gets 3× its expected duration.
       stallMinMs: positiveInt.default(10_000),
       stallFactor: z.number().min(1).default(10),
       // A stuck backend stays out this long even if its probe answers (hung generation, live probe).

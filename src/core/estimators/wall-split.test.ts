@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { splitWall } from './wall-split.js';
+import { splitWall, WallRegression } from './wall-split.js';
 
 test('a wall time is split in the ratio of the current model, both parts scaled to fit it', () => {
   // Model: 100 prompt tokens × 1 ms = 0.1 s, 200 output tokens × 20 ms = 4 s; the answer took 8.2 s.
@@ -39,4 +39,43 @@ test('nothing learnable gives undefined, never NaN or Infinity', () => {
     const s = splitWall(1, p, c, pp, dd);
     if (s) assert.ok(Number.isFinite(s.prefillS) && Number.isFinite(s.decodeSPerToken));
   }
+});
+
+test('whole answers of varied sizes tell prefill from decode (a ratio no rescaling finds)', () => {
+  const r = new WallRegression(0.05);
+  assert.equal(r.rates(), undefined, 'no samples');
+  // A GPU-like engine: 0.1 ms per prompt token, 20 ms per output token (1 : 200).
+  for (let i = 0; i < 30; i++) {
+    const p = 50 + ((i * 37) % 11) * 300;
+    const c = 10 + ((i * 13) % 7) * 60;
+    r.update(p, c, p * 0.0001 + c * 0.02);
+  }
+  const x = r.rates()!;
+  assert.ok(Math.abs(x.prefillSPerToken - 0.0001) < 1e-9, `prefill ${x.prefillSPerToken}`);
+  assert.ok(Math.abs(x.decodeSPerToken - 0.02) < 1e-9, `decode ${x.decodeSPerToken}`);
+});
+
+test('answers whose sizes move together identify nothing; bad samples are ignored', () => {
+  const r = new WallRegression(0.05);
+  for (let i = 1; i <= 20; i++) r.update(10 * i, 5 * i, i); // C = P/2 always: not identifiable
+  assert.equal(r.rates(), undefined);
+  const q = new WallRegression(0.05);
+  for (const [p, c, w] of [
+    [NaN, 1, 1],
+    [1, Infinity, 1],
+    [1, 1, -1],
+    [0, 0, 1],
+  ] as const)
+    q.update(p, c, w);
+  assert.equal(q.rates(), undefined);
+  // A fit that says one rate is negative (noise) is not used.
+  const n = new WallRegression(0.05);
+  for (const [p, c, w] of [
+    [100, 10, 0.1],
+    [1000, 10, 0.05],
+    [100, 100, 2],
+    [1000, 100, 1.9],
+  ] as const)
+    n.update(p, c, w);
+  assert.equal(n.rates(), undefined);
 });

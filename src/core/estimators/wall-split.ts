@@ -5,8 +5,9 @@
  * prefill makes prefill explode and decode look free (issue #34). What the wall time does say is
  * prefill + decode of the tokens its usage reports, so both parts of the current model are scaled
  * by the same factor to fit it: W / (P·p + C·d). With no model yet, callers pass their priors
- * (their ratio is the prior split). The ratio p : d is not identifiable from one wall time; it is
- * learned from answers that give it (streams, engine-measured durations) and kept here.
+ * (their ratio is the prior split). The ratio p : d is not identifiable from one wall time: it
+ * comes from answers that give it (streams, engine-measured durations) or from many whole answers
+ * of varied sizes (WallRegression below).
  */
 export interface WallSplit {
   /** Seconds of prefill for the whole prompt. */
@@ -38,4 +39,48 @@ export function splitWall(
   if (!(total > 0 && Number.isFinite(total))) return undefined;
   const k = wallS / total;
   return { prefillS: pre * k, decodeSPerToken: out > 0 ? d * k : 0 };
+}
+
+/** 1 − r² of prompt and output tokens (uncentred) below which the two rates are not told apart. */
+const MIN_INDEPENDENCE = 0.05;
+
+/**
+ * Per-token rates from whole answers alone: least squares of wall time on prompt and output tokens
+ * (W ≈ P·p + C·d, no intercept), with exponential forgetting. Answers whose prompt and output
+ * lengths vary independently tell p from d, which a split by the current model cannot: its ratio
+ * is only ever rescaled. `rates()` answers only when the samples identify both, positive.
+ */
+export class WallRegression {
+  private spp = 0;
+  private spc = 0;
+  private scc = 0;
+  private spw = 0;
+  private scw = 0;
+  private n = 0;
+
+  constructor(private readonly alpha: number) {}
+
+  update(promptTokens: number, outTokens: number, wallS: number): void {
+    const ok = (v: number): boolean => Number.isFinite(v) && v >= 0;
+    if (!(ok(promptTokens) && ok(outTokens) && ok(wallS))) return;
+    if (promptTokens + outTokens === 0) return;
+    const keep = this.n === 0 ? 0 : 1 - this.alpha;
+    this.spp = keep * this.spp + promptTokens * promptTokens;
+    this.spc = keep * this.spc + promptTokens * outTokens;
+    this.scc = keep * this.scc + outTokens * outTokens;
+    this.spw = keep * this.spw + promptTokens * wallS;
+    this.scw = keep * this.scw + outTokens * wallS;
+    this.n++;
+  }
+
+  /** Seconds per prompt and per output token, when identified (both positive and finite). */
+  rates(): { prefillSPerToken: number; decodeSPerToken: number } | undefined {
+    if (this.n < 3) return undefined;
+    const det = this.spp * this.scc - this.spc * this.spc;
+    if (!(det > MIN_INDEPENDENCE * this.spp * this.scc)) return undefined;
+    const p = (this.spw * this.scc - this.scw * this.spc) / det;
+    const d = (this.scw * this.spp - this.spw * this.spc) / det;
+    if (!(p > 0 && d > 0 && Number.isFinite(p) && Number.isFinite(d))) return undefined;
+    return { prefillSPerToken: p, decodeSPerToken: d };
+  }
 }

@@ -574,3 +574,30 @@ test('issue #34: a non-streamed answer is split by the rates streams taught, sca
   assert.ok(kp > 1.3 && kp < 1.6, `prefill ×${kp}`);
   assert.ok(kd > 1.3 && kd < 1.6, `decode ×${kd}`);
 });
+
+test('issue #34: whole answers alone, of varied sizes, teach a prefill : decode ratio far from the priors', () => {
+  const p = estimatedWait({ random: () => 0, params: {} });
+  const b = view('gpu', 0);
+  // 0.05 ms per prompt token, 20 ms per output token (1 : 400; the priors say 1 : 50).
+  for (let i = 0; i < 60; i++) {
+    const promptTokens = 50 + ((i * 37) % 11) * 300;
+    const completionTokens = 10 + ((i * 13) % 7) * 60;
+    const r = req(`g${i}`, promptTokens * 4);
+    const t0 = i * 100_000;
+    const wall = (promptTokens * 0.00005 + completionTokens * 0.02) * 1000;
+    p.onDispatch?.(r, b, t0);
+    const report = {
+      ok: true,
+      dispatchedAt: t0,
+      firstByteAt: t0 + wall,
+      firstByteIsWholeAnswer: true,
+      finishedAt: t0 + wall,
+      promptTokens,
+      completionTokens,
+    };
+    p.onComplete?.(r, b, report, report.finishedAt);
+  }
+  const d = p.describe!('gpu');
+  assert.ok(d.prefillSPerToken! > 0.00004 && d.prefillSPerToken! < 0.00006, `prefill ${d.prefillSPerToken}`);
+  assert.ok(d.decodeSPerToken! > 0.018 && d.decodeSPerToken! < 0.022, `decode ${d.decodeSPerToken}`);
+});

@@ -3,7 +3,7 @@ import { Ema } from '../estimators/guard.js';
 import { LinearFit } from '../estimators/linear-fit.js';
 import { OutputLengthPredictor } from '../estimators/output-length.js';
 import { OutputLengthModel } from '../estimators/output-length-model.js';
-import { splitWall } from '../estimators/wall-split.js';
+import { splitWall, WallRegression } from '../estimators/wall-split.js';
 import type { BackendView, CompletionReport, Policy, PolicyContext, RequestInfo } from '../types.js';
 import { parseParams } from './params.js';
 import { PrefixCredit } from './prefix-credit.js';
@@ -139,6 +139,8 @@ interface Backend {
   readonly prefill: LinearFit;
   /** Seconds per output token against the batch it ran in. */
   readonly decode: LinearFit;
+  /** Rates from whole (non-streamed, wall-time only) answers, when they tell prefill from decode. */
+  readonly wall: WallRegression;
   /** Learned lower bound on sequences run at once. */
   slots: number;
   /** Lowest in-flight count at which a pushed request queued in the engine (Infinity: never seen). */
@@ -266,6 +268,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         prefill: new LinearFit({ alpha: p.alpha, minSpread: 8, throughOrigin: true }),
         // Batch sizes: half a request of spread before a slope is believed.
         decode: new LinearFit({ alpha: p.alpha, minSpread: 0.5 }),
+        wall: new WallRegression(p.alpha),
         slots: 1,
         queuedAt: Infinity,
         lastSampleAt: undefined,
@@ -979,14 +982,17 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       // Wall-clock only, and the request should not have queued: split it at the first byte.
       const first = r.firstByteAt;
       if (r.firstByteIsWholeAnswer === true) {
-        // Non-streamed: the first byte is the whole answer. Split its time by the current model.
+        // Non-streamed: the first byte is the whole answer. Split its time in the ratio whole
+        // answers of varied sizes show, else by the current model (else the priors' ratio).
+        b.wall.update(tokens, outTokens ?? 0, wallS);
+        const fitted = b.wall.rates();
         const pre = b.prefill.at(tokens);
         const s = splitWall(
           wallS,
           tokens,
           outTokens ?? 0,
-          pre !== undefined && tokens > 0 ? pre / tokens : p.priorPrefillS,
-          b.decode.at(batch) ?? p.priorDecodeS,
+          fitted?.prefillSPerToken ?? (pre !== undefined && tokens > 0 ? pre / tokens : p.priorPrefillS),
+          fitted?.decodeSPerToken ?? b.decode.at(batch) ?? p.priorDecodeS,
         );
         if (s !== undefined) {
           if (tokens > 0) b.prefill.update(tokens, s.prefillS);
