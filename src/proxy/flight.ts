@@ -608,7 +608,8 @@ export class Flight {
       if (ok) {
         this.outputTokens = usage.completionTokens;
         this.promptTokens = usage.promptTokens;
-        if (firstByteAt !== undefined) this.ttfbMs = firstByteAt - this.info.arrivedAt;
+        // A whole (non-streamed) answer's first byte is its end: no time to first token to show.
+        if (firstByteAt !== undefined && this.parsed.stream) this.ttfbMs = firstByteAt - this.info.arrivedAt;
       }
       h.waiters.apply(h.scheduler.complete(this.info.id, report, t));
       if (ok) {
