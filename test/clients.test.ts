@@ -13,7 +13,7 @@ import { Ollama } from 'ollama';
 import OpenAI from 'openai';
 import { defaultProfile, OUTPUT_TOKENS_HEADER, type EngineServer } from '../src/engine/server.js';
 import type { Router } from '../src/proxy/router.js';
-import { backend, engine, post, router, settings, waitFor } from './helpers.js';
+import { backend, engine, post, router, settings, stallHealth, waitFor } from './helpers.js';
 
 describe('client routes through the router', () => {
   let a: EngineServer;
@@ -237,14 +237,7 @@ describe('default non-streamed calls against a slow engine', () => {
         [backend('a', a.url, { models: ['m1'] }), backend('b', b.url, { api: 'openai', models: ['m2'] })],
         {
           timeouts: { connectMs: 1000, firstByteMs: 60_000, idleMs: 60_000 },
-          health: {
-            failuresToEject: 3,
-            probeIntervalMs: 100,
-            probeTimeoutMs: 500,
-            scrapeIntervalMs: 100,
-            stallMinMs: 200,
-            stallFactor: 10,
-          },
+          health: stallHealth(200),
         },
       ),
     ));

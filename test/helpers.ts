@@ -72,3 +72,44 @@ export function post(url: string, body: unknown, headers: Record<string, string>
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
 }
+
+/** Health settings for stall tests: fast probes and scrapes, the stall limit `stallMinMs` (factor 10). */
+export function stallHealth(
+  stallMinMs: number,
+  over: Partial<RouterSettings['health']> = {},
+): RouterSettings['health'] {
+  return {
+    failuresToEject: 3,
+    probeIntervalMs: 100,
+    probeTimeoutMs: 500,
+    scrapeIntervalMs: 100,
+    stallMinMs,
+    stallFactor: 10,
+    ...over,
+  };
+}
+
+/**
+ * Two engines behind a round-robin router: `hung` never answers a generation (its probe does),
+ * `good` does. Stall limit 1.5 s, a 60 s quarantine, and first-byte/idle timeouts of 600 s, so
+ * only the stall watch can find the hung one.
+ */
+export async function hungFleet(): Promise<{ router: Router; url: string; close(): Promise<void> }> {
+  const hung = await engine({ faults: { hang: true } });
+  const good = await engine();
+  const { router: r, url } = await router(
+    settings([backend('hung', hung.url), backend('good', good.url)], {
+      policy: { name: 'round-robin', params: {} },
+      timeouts: { connectMs: 1000, firstByteMs: 600_000, idleMs: 600_000 },
+      health: stallHealth(1500, { quarantineMs: 60_000 }),
+    }),
+  );
+  return {
+    router: r,
+    url,
+    close: async () => {
+      await r.close();
+      await Promise.all([hung.close(), good.close()]);
+    },
+  };
+}

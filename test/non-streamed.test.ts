@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { defaultProfile, OUTPUT_TOKENS_HEADER } from '../src/engine/server.js';
 import { probeBackend } from '../src/commands/profile.js';
-import { backend, engine, post, router, settings } from './helpers.js';
+import { backend, engine, hungFleet, post, router, settings, stallHealth } from './helpers.js';
 
 /** `--speed 0.1` (a CPU box: ~0.18 s per output token), run 40× faster than real time. */
 const SPEED = 0.1;
@@ -29,14 +29,7 @@ async function nonStreamedRun(api: 'ollama' | 'openai'): Promise<void> {
       timeouts: { connectMs: 1000, firstByteMs: 60_000, idleMs: 60_000 },
       // A short stall limit, as the default 10 s is to a real-time engine: before #34's fix, the
       // first long answer here was 504 "backend ejected: stuck" and everything after it 503.
-      health: {
-        failuresToEject: 3,
-        probeIntervalMs: 100,
-        probeTimeoutMs: 500,
-        scrapeIntervalMs: 100,
-        stallMinMs: 200,
-        stallFactor: 10,
-      },
+      health: stallHealth(200),
     }),
   );
   const path = api === 'ollama' ? '/api/chat' : '/v1/chat/completions';
@@ -95,23 +88,7 @@ test('OpenAI API: 20 non-streamed chats on a --speed 0.1 engine, some long: all 
   nonStreamedRun('openai'));
 
 test('a backend that truly hangs is still found stuck with only non-streamed requests, and they are retried', async () => {
-  const hung = await engine({ faults: { hang: true } });
-  const good = await engine();
-  const { router: r, url } = await router(
-    settings([backend('hung', hung.url), backend('good', good.url)], {
-      policy: { name: 'round-robin', params: {} },
-      timeouts: { connectMs: 1000, firstByteMs: 600_000, idleMs: 600_000 },
-      health: {
-        failuresToEject: 3,
-        probeIntervalMs: 100,
-        probeTimeoutMs: 500,
-        scrapeIntervalMs: 100,
-        stallMinMs: 1500,
-        stallFactor: 10,
-        quarantineMs: 60_000,
-      },
-    }),
-  );
+  const { router: r, url, close } = await hungFleet();
   try {
     const t0 = Date.now();
     const answers = await Promise.all(
@@ -134,7 +111,6 @@ test('a backend that truly hangs is still found stuck with only non-streamed req
     assert.ok(took < 6000, `requests took ${took} ms`);
     assert.equal(r.scheduler.backend('hung')?.healthy, false, 'ejected');
   } finally {
-    await r.close();
-    await Promise.all([hung.close(), good.close()]);
+    await close();
   }
 });

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
-import { backend, engine, post, router, settings, waitFor } from './helpers.js';
+import { backend, engine, hungFleet, post, router, settings, waitFor } from './helpers.js';
 
 /** `{"a":{"a":…}}` nested `depth` levels, built as text (JSON.stringify itself would overflow). */
 function deepObject(depth: number): string {
@@ -76,23 +76,7 @@ test('a translation that throws gives its slot back (the one place that owns it)
 });
 
 test('a backend that hangs while its probe answers is found stuck, ejected, and its requests retried', async () => {
-  const hung = await engine({ faults: { hang: true } });
-  const good = await engine();
-  const { router: r, url } = await router(
-    settings([backend('hung', hung.url), backend('good', good.url)], {
-      policy: { name: 'round-robin', params: {} },
-      timeouts: { connectMs: 1000, firstByteMs: 600_000, idleMs: 600_000 },
-      health: {
-        failuresToEject: 3,
-        probeIntervalMs: 100,
-        probeTimeoutMs: 500,
-        scrapeIntervalMs: 100,
-        stallMinMs: 1500,
-        stallFactor: 10,
-        quarantineMs: 60_000,
-      },
-    }),
-  );
+  const { router: r, url, close } = await hungFleet();
   try {
     const t0 = Date.now();
     const answers = await Promise.all(
@@ -121,8 +105,7 @@ test('a backend that hangs while its probe answers is found stuck, ejected, and 
     const metrics = await (await fetch(`${url}/metrics`)).text();
     assert.match(metrics, /llmlb_backend_ejections_total\{backend="hung"\} 1/);
   } finally {
-    await r.close();
-    await Promise.all([hung.close(), good.close()]);
+    await close();
   }
 });
 
