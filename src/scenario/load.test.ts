@@ -241,6 +241,27 @@ describe('scenario errors name the field (and line)', () => {
     expectError(MINIMAL.replace('rate: 1', 'rate: -1'), 'workload.rate', />0/, 6));
   it('unknown workload param', () =>
     expectError(MINIMAL.replace('rate: 1', 'rate: 1, burst: 2'), 'workload.burst', /unknown key/, 6));
+  it('misspelt keys say what they meant: top level, in the fleet, in the workload', () => {
+    expectError(
+      MINIMAL.replace('durationS: 10', 'durationS: 10\npolices: [random]'),
+      'polices',
+      /did you mean `policies`\?/,
+    );
+    expectError(
+      MINIMAL.replace('- name: a', '- name: a\n    profile: { slot: 2 }'),
+      'fleet[0].profile.slot',
+      /did you mean `slots`\?/,
+    );
+    expectError(
+      MINIMAL.replace('rate: 1', 'rate: 1, durationz: 3'),
+      'workload.durationz',
+      /did you mean `durationS`\?/,
+    );
+    assert.throws(
+      () => parseScenario(MINIMAL + 'colour: red\n', 'bad.yaml'),
+      (e: unknown) => !/did you mean/.test(String(e)),
+    );
+  });
   it('bad length distribution', () =>
     expectError(
       MINIMAL.replace('rate: 1', 'rate: 1, promptTokens: { dist: uniform, min: 9, max: 3 }'),

@@ -43,6 +43,7 @@ import { LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import type { PolicySpec } from '../core/policies/index.js';
 import { policySpecSchema, UNKNOWN_KEY, yamlPosition } from '../config/policy-spec.js';
+import { didYouMean } from '../config/suggest.js';
 import {
   checkEndpointPickerConfig,
   endpointPickerConfigSchema,
@@ -131,12 +132,17 @@ interface Problem {
   readonly message: string;
 }
 
-/** zod issues → problems; an unknown key is reported at the key itself. */
-function problems(error: z.ZodError, prefix: Path = []): Problem[] {
+/**
+ * zod issues → problems; an unknown key is reported at the key itself, with the closest known key
+ * of `schema` at that place when one is a typo away.
+ */
+function problems(error: z.ZodError, prefix: Path = [], schema?: z.ZodType): Problem[] {
   return error.issues.flatMap((i): Problem[] => {
     const path = [...prefix, ...(i.path as (string | number)[])];
     if (i.code === 'unrecognized_keys') {
-      return i.keys.map((k) => ({ path: [...path, k], message: UNKNOWN_KEY }));
+      const at = i.path as (string | number)[];
+      const hint = (k: string): string => (schema === undefined ? '' : didYouMean(schema, at, k));
+      return i.keys.map((k) => ({ path: [...path, k], message: UNKNOWN_KEY + hint(k) }));
     }
     return [{ path, message: i.message }];
   });
@@ -185,7 +191,7 @@ function bindWorkload(
     if (typeof v === 'string' && !isAbsolute(v)) params[key] = resolve(baseDir, v);
   }
   const bound = wt.bind(params);
-  if (!bound.success) return { problems: problems(bound.error, ['workload']) };
+  if (!bound.success) return { problems: problems(bound.error, ['workload'], wt.schema) };
   return { create: bound.create, problems: [] };
 }
 
@@ -211,7 +217,7 @@ export function parseScenario(text: string, source: string): Scenario {
   const rawObj = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
   const baseDir = source.startsWith('<') ? process.cwd() : dirname(resolve(source));
   const workload = bindWorkload(rawObj.workload, rawObj.durationS, baseDir);
-  const found = [...(parsed.success ? [] : problems(parsed.error)), ...workload.problems];
+  const found = [...(parsed.success ? [] : problems(parsed.error, [], ScenarioFile)), ...workload.problems];
   if (found.length > 0 || !parsed.success || !workload.create) {
     fail(source, doc, lc, found.length > 0 ? found : [{ path: ['workload'], message: 'invalid workload' }]);
   }
