@@ -228,8 +228,6 @@ export interface PolicyContext {
   readonly params: PolicyParams;
 }
 
-export type PolicyFactory = (ctx: PolicyContext) => Policy;
-
 export type RejectReason = 'no-backend' | 'queue-full' | 'queue-timeout';
 
 /** What the scheduler tells its host to do. */

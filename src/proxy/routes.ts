@@ -8,8 +8,6 @@ export interface ProxyRoute {
   readonly api: ApiKind;
   /** Path on the backend (the alias /ollama/generate goes to /api/generate). */
   readonly upstreamPath: string;
-  /** Set for Ollama generation endpoints: how to translate for an OpenAI backend. */
-  readonly ollamaKind?: OllamaKind;
   /**
    * How the request is translated for a backend that speaks the other API or lacks the route
    * (upstreamTranslation in translate.ts); unset: forwarded as it came, to any backend.
@@ -25,7 +23,7 @@ const generation = (
   upstreamPath: string,
   chat: boolean,
   ollamaKind?: OllamaKind,
-): ProxyRoute => ({ api, upstreamPath, chat, ...(ollamaKind ? { ollamaKind, translate: ollamaKind } : {}) });
+): ProxyRoute => ({ api, upstreamPath, chat, ...(ollamaKind ? { translate: ollamaKind } : {}) });
 
 /**
  * Every POST route the router schedules and forwards, model-aware: the model is read from the

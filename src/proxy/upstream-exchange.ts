@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { streamErrorChunk, type ErrorFormat } from '../http/errors.js';
-import { upstreamTranslation, type OllamaKind, type StreamConverter, type Translation } from './translate.js';
+import type { StreamConverter, Translation } from './translate.js';
 import { SseUsageScanner } from './stream-usage.js';
 import { TailBuffer, responseUsage, type Usage } from './usage.js';
 
@@ -31,8 +31,6 @@ export interface ExchangeRequest {
   readonly model: string;
   /** The request was translated for its backend (upstreamTranslation): the answer is converted back. */
   readonly translation?: Translation | undefined;
-  /** Older form of `translation` for Ollama generation only: an Ollama request on an OpenAI backend. */
-  readonly translateFrom?: OllamaKind | undefined;
   /** Client arrival time (the clock's units, ms): Ollama's total_duration for translated answers. */
   readonly arrivedAt: number;
   /**
@@ -92,11 +90,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     private readonly finish: (end: ExchangeEnd) => void,
   ) {
     this.dispatchedAt = clock();
-    this.tr =
-      req.translation ??
-      (req.translateFrom !== undefined
-        ? upstreamTranslation(req.translateFrom, { api: 'openai' }, { model: req.model }, req.stream)
-        : undefined);
+    this.tr = req.translation;
   }
 
   /** The client left: abort the upstream request (now, or as soon as undici starts it). */

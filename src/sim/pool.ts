@@ -125,16 +125,3 @@ function startPool<J, R>(threads: number, runHere: (job: J) => R): SimPool<J, R>
     },
   };
 }
-
-export async function runTraceJobs(
-  jobs: readonly TraceJob[],
-  threads: number = defaultThreads(),
-  onDone?: (r: TraceJobResult, index: number) => void,
-): Promise<TraceJobResult[]> {
-  const pool = startTracePool(Math.min(Math.max(1, Math.floor(threads)), jobs.length));
-  try {
-    return await pool.run(jobs, onDone);
-  } finally {
-    await pool.close();
-  }
-}

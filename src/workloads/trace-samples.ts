@@ -62,29 +62,3 @@ export function mooncakeSample(opts: {
   }
   return lines.join('\n') + '\n';
 }
-
-/** Azure LLM inference trace shape (conv or code): bursty arrivals, lognormal lengths. */
-export function azureSample(opts: {
-  requests: number;
-  durationS: number;
-  seed: number;
-  meanContext: number;
-  meanGenerated: number;
-}): string {
-  const rng = createRng(opts.seed);
-  const rate = opts.requests / opts.durationS;
-  const start = Date.UTC(2023, 10, 16, 18, 0, 0);
-  const lines = ['TIMESTAMP,ContextTokens,GeneratedTokens'];
-  let t = 0;
-  let burst = 1;
-  for (let i = 0; i < opts.requests; i++) {
-    // Rate redrawn every ~30 s (cv ~0.5): the traces' minute-scale burstiness.
-    if (rng() < 1 / (30 * rate)) burst = Math.max(0.2, lognormal(rng, 1, 0.5));
-    t += -Math.log(1 - rng()) / (rate * burst);
-    const d = new Date(start + t * 1000).toISOString().replace('T', ' ').replace('Z', '');
-    const ctx = Math.max(1, Math.round(lognormal(rng, opts.meanContext, 1)));
-    const gen = Math.max(1, Math.round(lognormal(rng, opts.meanGenerated, 1)));
-    lines.push(`${d}0000,${ctx},${gen}`);
-  }
-  return lines.join('\n') + '\n';
-}

@@ -172,11 +172,6 @@ export function policyNames(scheduling?: EndpointPickerConfig): string[] {
   return [...builtins.keys(), ...profileNames(scheduling)];
 }
 
-/** Add a built-in profile (embedders, later issues). */
-export function registerPolicy(name: string, build: BuiltinProfile): void {
-  builtins.set(name, build);
-}
-
 /** A policy as written in config: a bare name, or a name with its parameters. */
 export interface PolicySpec {
   readonly name: string;

@@ -1,4 +1,4 @@
-import type { Plugin, PluginFactory } from './plugin.js';
+import type { PluginFactory } from './plugin.js';
 
 /**
  * Every plugin type by its YAML name (llm-d's names where llm-d has the plugin). Plugin files
@@ -16,9 +16,4 @@ export function pluginTypes(): string[] {
 
 export function pluginFactory(type: string): PluginFactory | undefined {
   return registry.get(type);
-}
-
-/** Type guard helpers for profile assembly. */
-export function isKind<K extends Plugin['kind']>(p: Plugin, kind: K): p is Extract<Plugin, { kind: K }> {
-  return p.kind === kind;
 }

@@ -92,6 +92,3 @@ export function backlogPrompts(n: number): string[] {
     return s.slice(0, len);
   });
 }
-
-export const modelByName = (name: string): BacklogModel | undefined =>
-  BACKLOG_MODELS.find((x) => x.name === name);
