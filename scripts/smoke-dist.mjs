@@ -19,7 +19,7 @@ const stray = [];
   for (const e of readdirSync(dir)) {
     const p = join(dir, e);
     if (statSync(p).isDirectory()) walk(p);
-    else if (/\.test\.js$|(^|[./])testing\.js$/.test(e)) stray.push(p);
+    else if (/\.test\.js$|\.suite\.js$|(^|[./])testing\.js$/.test(e)) stray.push(p);
   }
 })('dist');
 if (stray.length > 0) fail(`dist holds test code: ${stray.join(', ')}`);

@@ -1,4 +1,4 @@
 import { MemoryQuotaStore } from './memory-quota-store.js';
-import { quotaStoreSuite } from './quota-store.suite.js';
+import { quotaStoreSuite } from './quota-store.testing.js';
 
 quotaStoreSuite('memory', async (limits, options, env) => new MemoryQuotaStore(limits, options, env));

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { LeaseNotFoundError, type QuotaLimits } from '../core/quota/index.js';
-import { quotaStoreSuite } from './quota-store.suite.js';
+import { quotaStoreSuite } from './quota-store.testing.js';
 import { RedisQuotaStore, decodeState, encodeState } from './redis-quota-store.js';
 import { createQuotaState, tryAdmit, resolveOptions } from '../core/quota/index.js';
 
