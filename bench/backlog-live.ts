@@ -240,7 +240,7 @@ export async function runLive(
       be = await child(['bench/backlog-backend-child.ts', String(K)], /^backend (\S+)/);
       await writeFile(cfg, routerConfig(be.match[1]!, 0));
       router = await child(['src/cli.ts', 'serve', '--config', cfg], /llmlb listening on (\S+)/);
-      // Seed 001's flow: admission from the router, then the call straight to the Models Backend. Through
+      // The quota-aware router's flow: admission from the router, then the call straight to the Models Backend. Through
       // the router, this build's proxy-path gate would take a second lease for the same call.
       const r = await liveLlmlb(prompts, be.match[1]!, new HttpAdmission(router.match[1]!));
       viaRouter = { r, calls: (await backendCalls(be.match[1]!)).calls };

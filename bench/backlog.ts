@@ -1,5 +1,5 @@
 /**
- * `npm run bench:backlog` (issue 7, seed 001): drain a backlog of prompts across 10 models with
+ * `npm run bench:backlog` (issue 7, the quota-aware router): drain a backlog of prompts across 10 models with
  * per-model targets, the as-is pipeline (20 workers × batches of 10, 30-minute worker timeout)
  * against llmlb (solver + admission API), first on virtual time, then live and time-scaled.
  *

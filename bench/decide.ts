@@ -1,6 +1,6 @@
 /**
  * `npm run bench:decide`: how long one routing decision takes, with 100 and 1000 backends and a
- * prefix trie holding 100k entries (seed 003's prefix-trie at scale). A decision is what the
+ * prefix trie holding 100k entries (SkyLB's prefix-trie at scale). A decision is what the
  * scheduler does per request on the hot path: the policy's pick plus its onDispatch (where the
  * trie learns the prefix). Loads and engine metrics change between decisions, and every prompt is
  * a shared system prompt plus a conversation of its own, so trie walks are as deep as in a chat

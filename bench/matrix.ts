@@ -50,7 +50,7 @@ function schedulingOf(file: string): EndpointPickerConfig | undefined {
 }
 
 /**
- * Scheduling profiles shipped in scenarios and example configs (seed 002's load-aware and
+ * Scheduling profiles shipped in scenarios and example configs (Heimdall's load-aware and
  * Heimdall profiles): they join the matrix like built-ins, labelled by profile name (prefixed with
  * the example's file name when the profile is just "default").
  */

@@ -5,7 +5,7 @@
  * Two layouts side by side in one run, the same request stream for both:
  * - shared head: the shipped policies/rl-mixed-4x.json network (trained on 4 backends, scoring
  *   each of the 16 candidates and "wait" with one small network);
- * - flat: the older layout, one 101→64→64→17 network over all 16 slots (seed 004's 64×64).
+ * - flat: the older layout, one 101→64→64→17 network over all 16 slots (the performance-aware router's 64×64).
  * Figures to stdout and bench-out/rl-decide.json. RL_WEIGHTS=file measures another weights file.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

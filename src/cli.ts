@@ -148,7 +148,9 @@ program
 
 program
   .command('train')
-  .description("train the rl policy (seed 004's Double DQN) on a scenario in the simulator")
+  .description(
+    "train the rl policy (the performance-aware router's Double DQN) on a scenario in the simulator",
+  )
   .argument('[scenario]', 'scenario YAML (or --scenario)')
   .option('--scenario <file>', 'scenario YAML')
   .option('--episodes <n>', 'episodes', int('--episodes', 1, 100000), 20)
@@ -158,7 +160,7 @@ program
   .addOption(
     new Option(
       '--redecide <mode>',
-      'when held requests are decided again: when-fits, head (only the queue head: seed 004), on-change, every-event',
+      'when held requests are decided again: when-fits, head (only the queue head: the performance-aware router), on-change, every-event',
     )
       .choices(['when-fits', 'head', 'on-change', 'every-event'])
       .default('when-fits'),
@@ -333,7 +335,7 @@ db(tasks.command('run').description('solve tasks: claim, admit (/schedule), call
   .option('--admission <url>', 'admission API base URL (default: --router)')
   .option(
     '--models-url <url>',
-    "where model calls go (default: --router; a models backend for seed 001's flow)",
+    "where model calls go (default: --router; a models backend for the quota-aware router's flow)",
   )
   .option('--no-admission', 'skip the admission API (no quotas); needs --model')
   .option('--model <name>', 'model for unpinned tasks when --no-admission')

@@ -124,7 +124,7 @@ describe('admission API', () => {
     assert.equal(JSON.stringify(await quotas()), before);
   });
 
-  test('advice: seed 001 shape', async () => {
+  test('advice: the quota-aware router shape', async () => {
     const a = await json(await fetch(`${url}/advice`));
     assert.deepEqual(Object.keys(a).sort(), ['backpressure_score', 'suggested_parallelism']);
     assert.ok(Number(a.backpressure_score) >= 0 && Number(a.backpressure_score) <= 1);

@@ -40,7 +40,7 @@ async function openAiFleet(
 }
 
 /**
- * Seed 003's policies on the live router, against emulated engines over real HTTP: selective
+ * SkyLB's policies on the live router, against emulated engines over real HTTP: selective
  * pushing on pending requests makes the fleet scrape /metrics at the policy's probe interval, and
  * consistent hashing follows the configured session key.
  */

@@ -1,4 +1,4 @@
-// Issue #17 items 2–3 over real HTTP: each /admin/decisions entry carries seed 004's request class
+// Issue #17 items 2–3 over real HTTP: each /admin/decisions entry carries the performance-aware router's request class
 // (LL / LH / HL / HH on the chosen backend, from its speed), and a task-hint header reaches the
 // output-length predictor.
 import { test } from 'node:test';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** Request bodies of the admission API (seed 001 field names). Strict: a typo is a 400, not a default. */
+/** Request bodies of the admission API (the quota-aware router field names). Strict: a typo is a 400, not a default. */
 export const scheduleBody = z.strictObject({
   estimated_tokens: z.number().int().min(1),
   model: z.string().min(1).optional(),

@@ -61,9 +61,9 @@ function statusOf(err: QuotaError): number {
 }
 
 /**
- * Admission API (seed 001): POST /schedule, /complete, /heartbeat, GET /advice, plus
+ * Admission API (the quota-aware router): POST /schedule, /complete, /heartbeat, GET /advice, plus
  * GET /admin/quotas and PATCH /admin/quotas/:model (the router lets admin requests in first:
- * admin-auth.ts). Returns false for any other path. Errors are `{"error": "…"}` (seed 001's
+ * admin-auth.ts). Returns false for any other path. Errors are `{"error": "…"}` (the quota-aware router's
  * shape) on the client routes, the OpenAI shape on /admin like the other admin routes. Every
  * rejection happens before the store is touched.
  */
@@ -144,7 +144,7 @@ async function heartbeat(req: IncomingMessage, res: ServerResponse, admission: A
     const l = await admission.store.heartbeat(b.task_id);
     sendJson(res, 200, { ok: true, expires_at: new Date(l.expiresAt).toISOString() });
   } catch (err) {
-    // Seed 001's not-found shape, with the usual error text alongside.
+    // The quota-aware router's not-found shape, with the usual error text alongside.
     if (err instanceof LeaseNotFoundError)
       return sendJson(res, 404, { ok: false, reason: 'not_found', error: err.message });
     throw err;

@@ -93,7 +93,7 @@ export async function runBenchCommand(opts: {
     backendTable(results),
     '',
   ];
-  // Seed 004's per-class view, as simulate prints it (router wait is not seen by the client: '-').
+  // The performance-aware router's per-class view, as simulate prints it (router wait is not seen by the client: '-').
   const classRuns: RunResult[] = runs.map((r) => ({
     policy: r.policy,
     records: r.records.map((x) => ({

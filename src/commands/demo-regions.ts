@@ -32,7 +32,7 @@ export interface RegionsDemo {
 
 /**
  * Three (or `regions`) routers on loopback, one per region, each with its own emulated engines and
- * with its peers reached through delaying TCP hops (cross-region latency): seed 003's federation
+ * with its peers reached through delaying TCP hops (cross-region latency): SkyLB's federation
  * (issue #19) on one machine. Prefix trie + SP-P at both layers, as `examples/regions-3` configure it.
  */
 export async function startRegionsDemo(o: RegionsDemoOptions): Promise<RegionsDemo> {

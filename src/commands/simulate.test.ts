@@ -27,7 +27,7 @@ async function captured<T>(fn: () => Promise<T>): Promise<{ value: T; out: strin
 test('simulate command on the shipped small scenario: table, oracle, results.json, charts', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));
   const { value: res, out } = await captured(() => runSimulateCommand({ scenarioPath: SMALL, outDir: dir }));
-  assert.equal(res.policies.length, 7); // seed 004: round-robin … workload-aware
+  assert.equal(res.policies.length, 7); // the performance-aware router: round-robin … workload-aware
   assert.ok(res.policies.every((p) => p.completed === 8));
   assert.match(out, /policy +sent +done +failed +complete s +wait mean/);
   assert.match(out, /oracle: 256 assignments simulated; best inst-[01](,inst-[01]){7}/);

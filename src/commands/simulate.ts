@@ -215,7 +215,7 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
     backendTable(results),
     '',
   ];
-  // Seed 004's per-class view (task-mix workloads), each request classed by its backend's speed.
+  // The performance-aware router's per-class view (task-mix workloads), each request classed by its backend's speed.
   const classes = fleetClassTable(runs, scenario.fleet);
   if (classes) lines.push(classes, '');
   if (results.oracle) lines.push(oracleTable(results), '');

@@ -62,7 +62,7 @@ export interface EpisodeStats {
   readonly evalCompleted: number;
 }
 
-// Seed 004 C.10.3 / §5: γ, completion reward, β_d of the guidance decay; minibatch smaller than
+// The performance-aware router C.10.3 / §5: γ, completion reward, β_d of the guidance decay; minibatch smaller than
 // the seed's 512 so an episode's gradient steps fit the 10-minute budget on two cores.
 const GAMMA = 0.95;
 /** Rewards are divided by this so Q-values stay near unit scale (Huber's linear zone is ±1). */
@@ -116,7 +116,7 @@ function score(run: RunResult, total: number): number {
 }
 
 /**
- * Train seed 004's workload-guided Double DQN on the simulator. Each time the scheduler asks the
+ * Train the performance-aware router's workload-guided Double DQN on the simulator. Each time the scheduler asks the
  * policy about a waiting request is one MDP step; the reward for a step (Eq. 3) is
  *   + r_w per request completed in the step
  *   − Δt · Σ_j (1 − f_j) / T̂_j over requests in flight and the head (latency still owed; Δt = STEP_S)

@@ -44,7 +44,7 @@ export const federationConfigKeys = {
       snapshotMaxEntries: z.number().int().positive().default(100_000),
       /**
        * Peers are told a replica is available only while its KV cache usage is below this: they
-       * get spare capacity, this region's users keep their prefix cache. 1 = SP-P alone (seed 003).
+       * get spare capacity, this region's users keep their prefix cache. 1 = SP-P alone (SkyLB).
        */
       lendKvBelow: z.number().gt(0).max(1).default(1),
     })

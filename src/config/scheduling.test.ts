@@ -13,7 +13,7 @@ const opts: ParseOptions = {
 
 const issuesOf = (text: string): ConfigIssue[] => configIssues(text, opts);
 
-test("seed 002's Heimdall config loads as written and runs as the policy", () => {
+test("Heimdall's Heimdall config loads as written and runs as the policy", () => {
   const c = loadConfigFile('examples/heimdall.yaml', opts);
   assert.equal(c.policy.name, 'default');
   const p = createPolicy(c.policy, () => 0.5, c.scheduling);

@@ -78,7 +78,7 @@ export interface RequestInfo {
   readonly taskHint?: string | undefined;
 }
 
-/** Seed 004's request classes: light/heavy prompt × light/heavy decode, on a given backend. */
+/** The performance-aware router's request classes: light/heavy prompt × light/heavy decode, on a given backend. */
 export type RequestClass = 'LL' | 'LH' | 'HL' | 'HH';
 
 /** See Policy.responseRatio. */

@@ -530,7 +530,7 @@ test("prefillMode 'chunked': a prompt is prefilled in budget-sized chunks, decod
   );
 });
 
-test('seed 004 §3: p = d = 1000 alone ≈ 17 s; p = d = 500 arriving every 50 iterations slows it (seed: 31 s)', () => {
+test('the performance-aware router §3: p = d = 1000 alone ≈ 17 s; p = d = 500 arriving every 50 iterations slows it (seed: 31 s)', () => {
   const profile = defaultProfile({
     ...V100_LLAMA2_7B,
     slots: 128,

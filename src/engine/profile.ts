@@ -1,10 +1,10 @@
 /**
- * Default engine constants: Llama-2-7B-class model on one V100-class GPU, from seed 004 §3
+ * Default engine constants: Llama-2-7B-class model on one V100-class GPU, from the performance-aware router §3
  * (Figure 4) plus back-of-envelope hardware numbers.
  *
- * - prefillPerTokenS 3.2e-4: seed 004's prefill gradient. It also matches compute: ~14 GFLOP per
+ * - prefillPerTokenS 3.2e-4: the performance-aware router's prefill gradient. It also matches compute: ~14 GFLOP per
  *   token for 7B parameters at ~45 TFLOP/s effective fp16.
- * - perSeqS 3.3e-5: seed 004's decode gradient — each running sequence adds one decode token to
+ * - perSeqS 3.3e-5: the performance-aware router's decode gradient — each running sequence adds one decode token to
  *   every iteration, so "per decode token in the batch" is per sequence.
  * - baseStepS 0.018: decode is memory-bound; reading 14 GB of weights at ~900 GB/s is ~15 ms, plus
  *   launch/sampling overhead.
@@ -35,7 +35,7 @@ export function defaultProfile(overrides: Partial<EngineProfile> = {}): EnginePr
 }
 
 /**
- * Seed 004's instance, Llama-2-7B under vLLM v0 on one V100, for the seed-004 scenarios:
+ * The performance-aware router's instance, Llama-2-7B under vLLM v0 on one V100, for the performance-aware router's scenarios:
  * - baseStepS 0.0155: 13.5 GB of fp16 weights read per iteration at ~90 % of the V100's 900 GB/s
  *   (GEMV-bound decode reaches that); with attention below, p = d = 1000 alone takes 17.5 s (seed
  *   §3 measured 17 s).

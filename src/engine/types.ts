@@ -40,7 +40,7 @@ export interface EngineProfile {
    *   running sequence decodes a token (the simple model; Ollama / llama.cpp continuous batching).
    * - 'stall': vLLM v0's default scheduler (no chunked prefill): an iteration that admits prompts
    *   runs only their prefill; running sequences generate nothing in it, so each arrival stalls the
-   *   whole batch for its prefill (seed 004 §3, Fig. 1a's latency spikes).
+   *   whole batch for its prefill (the performance-aware router §3, Fig. 1a's latency spikes).
    * - 'chunked': vLLM chunked prefill / Sarathi-Serve: each iteration has a budget of
    *   `maxBatchedTokens`; every decoding sequence takes one token of it first, prompts are prefilled
    *   in chunks from what is left, and a sequence emits its first token in the iteration that

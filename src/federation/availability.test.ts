@@ -10,7 +10,7 @@ const view = (name: string, inFlight: number, metrics?: Partial<EngineMetrics>):
     metrics: metrics ? { running: 0, waiting: 0, kvUsage: 0, at: 0, ...metrics } : undefined,
   });
 
-describe('availableReplicas (seed 003 Algorithm 1, lines 3–8)', () => {
+describe('availableReplicas (SkyLB Algorithm 1, lines 3–8)', () => {
   const views = [
     view('idle', 0, { kvUsage: 0.1 }),
     view('full-kv', 5, { running: 5, kvUsage: 0.9 }),

@@ -2,7 +2,7 @@ import { engineWaiting } from '../core/engine-load.js';
 import type { BackendView } from '../core/types.js';
 
 /**
- * Local replicas available to take one more request (seed 003 Algorithm 1, lines 3–8): healthy,
+ * Local replicas available to take one more request (SkyLB Algorithm 1, lines 3–8): healthy,
  * below their cap, and with no request pending in the engine by the last probe corrected by this
  * router's own pushes since (what the SP-P filter checks). A replica that never reported metrics
  * counts as available while this router has nothing in flight there.

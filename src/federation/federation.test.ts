@@ -17,7 +17,7 @@ const req = (id: string, promptText: string, sessionKey?: string): RequestInfo =
 });
 const free = { availableReplicas: 1, queueLength: 0 };
 
-describe('Federation (seed 003 Algorithm 1)', () => {
+describe('Federation (SkyLB Algorithm 1)', () => {
   it('runs locally while a local replica is available, and never forwards a forwarded request', () => {
     const f = new Federation({ region: 'us', peers, selection: 'trie' });
     f.setStatus('eu', { region: 'eu', ...free }, 0);

@@ -1,5 +1,5 @@
 /**
- * The forwarding decision of a federated router (seed 003 Algorithm 1, HANDLEREQUEST): run locally
+ * The forwarding decision of a federated router (SkyLB Algorithm 1, HANDLEREQUEST): run locally
  * while any local replica is available; otherwise forward to an available peer router, chosen by the
  * regional snapshot trie (prefix-trie policies) or the peer ring (consistent-hash policies); with
  * no peer available either, queue locally. Pure: the host passes the time, probes peers, and reports
@@ -50,7 +50,7 @@ export class Federation {
   private readonly statusTtlMs: number;
   private readonly ejectMs: number;
   private readonly peers = new Map<string, PeerState>();
-  /** Regional snapshot: the prompts this router forwarded to each peer (seed 003 §3.2). */
+  /** Regional snapshot: the prompts this router forwarded to each peer (SkyLB §3.2). */
   readonly snapshot: PrefixTrie;
   private readonly ring: HashRing;
 

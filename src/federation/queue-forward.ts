@@ -1,5 +1,5 @@
 /**
- * Algorithm 1 at the head of the router queue (seed 003 §3.1–§3.3): a request that queued here
+ * Algorithm 1 at the head of the router queue (SkyLB §3.1–§3.3): a request that queued here
  * while no peer was available is forwarded as soon as one is, instead of waiting for a local
  * replica. The simulator (src/sim/federation.ts) and the live router (src/proxy/router.ts) both
  * keep their forwardable waiting requests here and drain it when a peer status comes in or a

@@ -1,7 +1,7 @@
 import type { BackendView, Policy } from '../core/types.js';
 
 /**
- * Several routers in front of one fleet (issue #19, seed 003 §3.1's hot-spot problem): each router
+ * Several routers in front of one fleet (issue #19, SkyLB §3.1's hot-spot problem): each router
  * counts only its own pushes, so three least-loaded pickers see the same idle backend and herd
  * onto it. This wrapper shows the inner policy every backend's in-flight count as this router's
  * own (live, so its pushes since the last share are in) plus the other routers' at the last share.

@@ -1,5 +1,5 @@
 /**
- * Federation of routers (seed 003 §3.1–§3.3): one router per region routes to its own replicas and
+ * Federation of routers (SkyLB §3.1–§3.3): one router per region routes to its own replicas and
  * forwards to a peer router only when none of them is available. Types shared by the pure decision
  * code, the live prober/forwarder and the simulator.
  */
@@ -20,7 +20,7 @@ export interface PeerStatus {
   readonly queueLength: number;
 }
 
-/** How peers are chosen once no local replica is available (seed 003 §3.2: same family as local). */
+/** How peers are chosen once no local replica is available (SkyLB §3.2: same family as local). */
 export type PeerSelection = 'trie' | 'ring';
 
 /** The forwarding decision for one request. */

@@ -15,7 +15,7 @@ export interface DecisionRecord {
   readonly queuedMs: number;
   readonly attempt: number;
   /**
-   * Seed 004's class of the request (LL / LH / HL / HH) on the chosen backend, from that backend's
+   * The performance-aware router's class of the request (LL / LH / HL / HH) on the chosen backend, from that backend's
    * learned speed (WorkloadTracker.classOf); null when the policy does not track workload, or on a
    * reject.
    */

@@ -334,7 +334,7 @@ export class Flight {
   }
 
   /**
-   * Every local replica full and a peer available (seed 003 Algorithm 1): the request goes to the
+   * Every local replica full and a peer available (SkyLB Algorithm 1): the request goes to the
    * peer router with the hop marker and its answer streams back. True when that settled the
    * request; false to run it here (local first, or the peer failed before any byte went out).
    */

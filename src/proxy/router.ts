@@ -201,7 +201,7 @@ export class Router {
       const fed = new Federation({
         region: settings.region,
         peers: settings.peers,
-        // Both layers use the same policy family (seed 003 §3.2).
+        // Both layers use the same policy family (SkyLB §3.2).
         selection: f?.peerSelection ?? (settings.policy.name === 'consistent-hash' ? 'ring' : 'trie'),
         tau: f?.tau,
         ejectMs: f?.ejectMs,

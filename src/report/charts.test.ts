@@ -11,7 +11,7 @@ const run = (policy: string) => ({
   ],
 });
 
-test('chart data: CDF to 1, seed 000 cumulative series, live queue steps', () => {
+test('chart data: CDF to 1, OllamaRouter cumulative series, live queue steps', () => {
   const cdf = latencyCdf([run('p')]);
   assert.deepEqual(
     cdf.map((r) => [r.latencyS, r.fraction]),

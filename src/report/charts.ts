@@ -47,7 +47,7 @@ export function latencyCdf(runs: readonly ChartRun[]): Row[] {
   return rows;
 }
 
-/** Seed 000 Figures 3–5: cumulative mean wait, completion rate and cumulative throughput over time. */
+/** OllamaRouter Figures 3–5: cumulative mean wait, completion rate and cumulative throughput over time. */
 export function overTime(runs: readonly ChartRun[]): Row[] {
   const rows: Row[] = [];
   for (const run of runs) {
@@ -71,7 +71,7 @@ export function overTime(runs: readonly ChartRun[]): Row[] {
 }
 
 /**
- * Seed 002's figure: each backend's queue (requests pushed to it and not finished: the engine's
+ * Heimdall's figure: each backend's queue (requests pushed to it and not finished: the engine's
  * running batch plus its pending queue) over time, plus the router's own queue, one panel per policy.
  */
 export function queues(runs: readonly ChartRun[]): Row[] {

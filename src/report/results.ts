@@ -2,14 +2,14 @@
  * results.json (design §2): one entry per policy, built the same way from a simulated run and from
  * a live bench, so the two can be compared field by field.
  *
- * "Wait" follows seed 000 (Tables 3–4, §6): the request waiting time k6 reports (http_req_waiting:
+ * "Wait" follows OllamaRouter (Tables 3–4, §6): the request waiting time k6 reports (http_req_waiting:
  * from sending the request to the first response byte), for a non-streamed Ollama call — whose
  * first byte is the whole answer. So wait here is the same end-to-end time as latency (finish −
  * arrival: router queue + engine queue + prefill + decode), not the router-queue time alone; and,
  * as k6 does (§6: "metrics based only on the completed requests"), only completed requests count.
  * (The seed's tables say seconds but their values are milliseconds: 3073 s of completion time
  * cannot hold a 407972 s mean wait. We report seconds.) "Completion time" is makespanS: first
- * arrival to last completion; throughput = completed / makespan (seed 000: 61 / 3073 s).
+ * arrival to last completion; throughput = completed / makespan (OllamaRouter: 61 / 3073 s).
  */
 
 import { percentile } from './stats.js';
@@ -44,7 +44,7 @@ export interface PolicyResult {
   /** Still queued or running when the run ended (durationS + graceS). sent = completed + failed + unfinished. */
   readonly unfinished: number;
   readonly completionRate: number;
-  /** From the first arrival to the last completion, s (the seed 000 "completion time"). */
+  /** From the first arrival to the last completion, s (the OllamaRouter "completion time"). */
   readonly makespanS: number;
   readonly throughputRps: number;
   readonly latencyS: Summary;
@@ -57,7 +57,7 @@ export interface PolicyResult {
 
 /**
  * Spread of outstanding requests (pushed, not finished) across backends, averaged over sample
- * instants taken at a fixed period while anything was outstanding (seed 003 §5.1 reports the
+ * instants taken at a fixed period while anything was outstanding (SkyLB §5.1 reports the
  * variance of outstanding requests across replicas: a prefix-affine policy piles work on a few).
  */
 export interface OutstandingSpread {

@@ -43,7 +43,7 @@ test('formatTable pads columns: first left-aligned, others right-aligned', () =>
   assert.equal(formatTable(['a', 'b'], [['1']]), 'a  b\n-  -\n1', 'a short row ends early');
 });
 
-test('comparison table: seed 000 columns; completion time N/A unless all completed', () => {
+test('comparison table: OllamaRouter columns; completion time N/A unless all completed', () => {
   const t = comparisonTable(results());
   const [head, , first, second] = t.split('\n');
   assert.match(

@@ -21,7 +21,7 @@ export function formatTable(
 const f = (x: number, d = 2): string => x.toFixed(d);
 
 /**
- * The comparison table in the shape of seed 000 Tables 3 and 4: sent, completed within the test,
+ * The comparison table in the shape of OllamaRouter Tables 3 and 4: sent, completed within the test,
  * completion time, wait (mean/min/median/max/p90/p95), throughput — plus TTFT and prefix hits.
  */
 export function comparisonTable(results: Results): string {
@@ -65,7 +65,7 @@ export function comparisonTable(results: Results): string {
 }
 
 /**
- * Seed 003's view (§5.1): throughput, TTFT and end-to-end latency (p50/p90/mean), prefix-cache hit
+ * SkyLB's view (§5.1): throughput, TTFT and end-to-end latency (p50/p90/mean), prefix-cache hit
  * rate, and how unevenly requests sat on the backends (time-averaged outstanding: mean per backend,
  * most − least loaded, coefficient of variation, most loaded / mean; and pending inside engines).
  */
@@ -123,7 +123,7 @@ export function backendTable(results: Results): string {
 }
 
 /**
- * Each policy's mean latency placed between the oracle's best and worst achievable (seed 004 Fig. 2):
+ * Each policy's mean latency placed between the oracle's best and worst achievable (the performance-aware router Fig. 2):
  * 0% is optimal routing, 100% the worst possible.
  */
 export function oracleTable(results: Results): string {

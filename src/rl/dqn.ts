@@ -1,7 +1,7 @@
 import { Mlp, type MlpJson } from './mlp.js';
 
 /**
- * Double DQN (van Hasselt et al. 2016), as seed 004 §4.3 / C.10.3 trains its router: an online
+ * Double DQN (van Hasselt et al. 2016), as the performance-aware router §4.3 / C.10.3 trains its router: an online
  * Q-network picks the next action, a periodically synced target network values it, transitions
  * are replayed from a ring buffer in seeded random minibatches, and the loss is Huber on the
  * chosen action's Q. Deterministic under the seed.
@@ -163,7 +163,7 @@ export interface RowTransition {
 
 /**
  * Double DQN over a shared per-option head: Q(s, a) = net(row_a(s)), one network scoring every
- * option from its own row (seed 004's router with permutation-equivariant backend scores). The
+ * option from its own row (the performance-aware router's router with permutation-equivariant backend scores). The
  * options of a state are its rows; the rows count may differ between states (candidates come and
  * go, "wait" is offered only sometimes). Same loss, target and replay as DoubleDqn.
  */

@@ -42,7 +42,7 @@ const LABELS = [
   'prefix-trie+sp-p(waitForMatchMs=1000)',
 ];
 
-describe('seed 003 scenarios (skylb-*)', () => {
+describe('SkyLB scenarios (skylb-*)', () => {
   const cases = [
     { file: 'skylb-tot', replicas: 4, openers: 40 },
     { file: 'skylb-tot-12', replicas: 12, openers: 80 },

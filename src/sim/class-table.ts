@@ -4,7 +4,7 @@ import { formatTable } from '../report/table.js';
 
 export type RequestClass = 'LL' | 'LH' | 'HL' | 'HH';
 
-/** Seed 004 §3's thresholds (the workload tracker's heavyPromptS / heavyDecodeS defaults). */
+/** The performance-aware router §3's thresholds (the workload tracker's heavyPromptS / heavyDecodeS defaults). */
 export interface ClassThresholds {
   /** A prompt is heavy when its prefill alone takes at least this long on its backend, s. */
   readonly heavyPromptS: number;
@@ -38,7 +38,7 @@ export function speedClassifier(
 }
 
 /**
- * Seed 004's per-class view: for each policy and request class (LL / LH / HL / HH; "all" for
+ * The performance-aware router's per-class view: for each policy and request class (LL / LH / HL / HH; "all" for
  * every request), mean and p90 end-to-end latency, mean TTFT, mean time between tokens, and mean
  * router wait (arrival → dispatch), in seconds. The class is the backend-speed one when a
  * `classify` is given (the simulator knows each backend's profile), else the suffix of a task-mix
@@ -99,7 +99,7 @@ export function classTable(
 
 /**
  * The per-class table `simulate` and `llmlb bench` print: only for task-mix workloads (the ones
- * seed 004's classes are about), each request classed by the speed of the fleet backend it ran on.
+ * the performance-aware router's classes are about), each request classed by the speed of the fleet backend it ran on.
  */
 export function fleetClassTable(
   runs: readonly RunResult[],
@@ -109,7 +109,7 @@ export function fleetClassTable(
   return classTable(runs, speedClassifier(new Map(fleet.map((b) => [b.name, b.profile]))));
 }
 
-/** Whether any request carries a task-mix class label (the workloads seed 004's classes are about). */
+/** Whether any request carries a task-mix class label (the workloads the performance-aware router's classes are about). */
 export function hasTaskClasses(runs: readonly RunResult[]): boolean {
   return runs.some((r) => r.records.some((x) => labelClass(x.label) !== undefined));
 }

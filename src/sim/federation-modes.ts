@@ -1,7 +1,7 @@
 /**
  * The policies a multi-router scenario compares: not one router's picker but how the routers work
  * together, each naming the picker its routers run (`policy`, default per mode).
- * - `region-local`: each region's router keeps to its own replicas (seed 003 §5.2's baseline).
+ * - `region-local`: each region's router keeps to its own replicas (SkyLB §5.2's baseline).
  * - `skylb`: prefix trie at both layers + SP-P (the regional snapshot trie picks the peer).
  * - `skylb-ch`: consistent hash at both layers + SP-P (the peer ring picks the peer).
  * - `single`: one router takes every request (the baseline for `routers` scenarios).

@@ -1,6 +1,6 @@
 /**
  * The simulator for more than one router (issue #19): a router per region with its own clients and
- * replicas, forwarding to peers by seed 003 Algorithm 1 across one-way latencies (`regions`), or N
+ * replicas, forwarding to peers by SkyLB Algorithm 1 across one-way latencies (`regions`), or N
  * routers in front of one fleet with or without a shared in-flight view (`routers`). Same pieces as
  * the single-router simulator (simulator.ts): the scheduling core and policies, the engine model,
  * the workload drivers, and the live router's federation decision (src/federation/federation.ts).

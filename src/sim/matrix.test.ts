@@ -9,7 +9,7 @@ const scenarios = join(import.meta.dirname, '..', '..', 'scenarios');
 
 /**
  * The CI-sized matrix (issue #20): the default policy against both baselines on the trace-shaped
- * scenarios (shortened), seed 000's and seed 002's burst. It fails when the default loses to round
+ * scenarios (shortened), OllamaRouter's and Heimdall's burst. It fails when the default loses to round
  * robin by more than 5 % on mean E2E anywhere — the regression issue #20 was — or to the better
  * baseline by more than 2 % (the issue's goal).
  */

@@ -1,5 +1,5 @@
 /**
- * The exhaustive oracle (seed 004 Fig. 2): for a small open-loop scenario, simulate every assignment
+ * The exhaustive oracle (the performance-aware router Fig. 2): for a small open-loop scenario, simulate every assignment
  * of its requests to its backends with the engine model and report the best and worst achievable
  * mean latency — the physical limit of routing, against which each policy can be placed.
  */

@@ -759,7 +759,7 @@ function checkConservation(
 }
 
 /**
- * A policy's name as reports show it: a `push` mode as a suffix (`prefix-trie+sp-p`, seed 003's
+ * A policy's name as reports show it: a `push` mode as a suffix (`prefix-trie+sp-p`, SkyLB's
  * naming of blind / SP-O / SP-P variants), other parameters appended in parentheses.
  */
 export function policyLabel(spec: PolicySpec): string {

@@ -176,7 +176,7 @@ export function quotaStoreSuite(name: string, make: StoreFactory): void {
       assert.deepEqual([end.inFlight, end.windowTokens, end.windowRequests], [0, 0, 0]);
     }));
 
-  test(`${name}: advice has seed 001's shape and reacts to refusals`, () =>
+  test(`${name}: advice has the quota-aware router's shape and reacts to refusals`, () =>
     withStore({ m: L({ maxConcurrent: 1 }) }, {}, async (s) => {
       assert.deepEqual(await s.advice(), { backpressure_score: 0, suggested_parallelism: 1 });
       taskId(await s.acquire({ tokens: 1, model: 'm' }));

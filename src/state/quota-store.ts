@@ -17,7 +17,7 @@ import type {
  * state can't be reached (hosts answer 503 + Retry-After).
  */
 export interface QuotaStore {
-  /** Admit now (the lease id is seed 001's task_id) or say how long to wait. */
+  /** Admit now (the lease id is the quota-aware router's task_id) or say how long to wait. */
   acquire(req: AdmitRequest): Promise<AdmitResult>;
   /** Release; an unknown, completed or reclaimed id throws LeaseNotFoundError. */
   complete(leaseId: string): Promise<Lease>;

@@ -1,6 +1,6 @@
 import { request } from 'undici';
 
-/** `POST /schedule` answers, seed 001's field names. */
+/** `POST /schedule` answers, the quota-aware router's field names. */
 export type ScheduleResult =
   { readonly wait_for_ms: number } | { readonly model_backend_id: string; readonly task_id: string };
 

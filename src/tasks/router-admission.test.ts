@@ -39,7 +39,7 @@ for (const backendKind of BACKENDS) {
     );
     const url = await r.listen('127.0.0.1', 0);
     t.after(() => r.close());
-    const caller = new OpenAiCaller(be.url); // seed 001: admission from the router, call to the backend
+    const caller = new OpenAiCaller(be.url); // the quota-aware router: admission from the router, call to the backend
     t.after(() => caller.close());
     const store = new TaskStore(sql, { maxAttempts: 2, baseBackoffMs: 10 });
     await store.add([

@@ -167,7 +167,7 @@ describe('tree-of-thought', () => {
 
   it('branching 2, depth 4 → 15 requests per tree', () => {
     assert.equal(treeSize(2, 4), 15);
-    assert.equal(treeSize(4, 4), 85); // seed 003's 4-branch trees
+    assert.equal(treeSize(4, 4), 85); // SkyLB's 4-branch trees
     const sent = drive(treeOfThoughtWorkload(params, 1));
     assert.equal(sent.length, 2 * 3 * 15);
     const perTree = new Map<string, number>();

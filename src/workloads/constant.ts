@@ -1,6 +1,6 @@
 /**
  * Constant arrival rate (k6's `constant-arrival-rate` executor): request i is sent at
- * startS + i / rate, whatever happened to the earlier ones (open loop). Seed 000 §5: one request
+ * startS + i / rate, whatever happened to the earlier ones (open loop). OllamaRouter §5: one request
  * every 40 s (rate 0.025) for 40 minutes gives requests at 0, 40, …, 2360 s — 60 of them.
  */
 import { z } from 'zod';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { HEAVY_SPECS, heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
 
-// The command line seed 002 runs.
+// The command line Heimdall runs.
 const SEED_002 = {
   heavySeeds: 400,
   seedInterval: 0,
@@ -15,7 +15,7 @@ const SEED_002 = {
   timeout: 10000,
 };
 
-describe('heimdall (seed 002 workload.py)', () => {
+describe('heimdall (Heimdall workload.py)', () => {
   const rs = heimdallWorkload(SEED_002, 1).start();
   const byLabel = (l: string) => rs.filter((s) => s.request.label === l);
 

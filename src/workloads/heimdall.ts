@@ -1,5 +1,5 @@
 /**
- * Port of seed 002's `workload.py` (Heimdall's "JSQ-favorable workload with inline heavy requests"):
+ * Port of Heimdall's `workload.py` (Heimdall's "JSQ-favorable workload with inline heavy requests"):
  *  1. `heavySeeds` heavy requests first, `seedInterval` apart, cycling through HEAVY_SPECS — every
  *     fourth is the super-heavy (4000 words, 1050 tokens), so round-robin over 4 pods pins all of
  *     them on one pod;

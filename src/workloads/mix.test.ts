@@ -34,7 +34,7 @@ function create(params: unknown, seed = 1): ClientDriver {
 }
 
 describe('mix workload', () => {
-  it("seed 003's mixed tree: 2 clients of 85-request trees beside 20 clients of 15-request trees", () => {
+  it("SkyLB's mixed tree: 2 clients of 85-request trees beside 20 clients of 15-request trees", () => {
     const sent = drive(create(mixedTree));
     const big = sent.filter((s) => s.request.id.startsWith('big'));
     const small = sent.filter((s) => s.request.id.startsWith('small'));

@@ -1,5 +1,5 @@
 /**
- * Several client populations side by side (seed 003 §5's Mixed Tree: 2 clients sending 4-branch
+ * Several client populations side by side (SkyLB §5's Mixed Tree: 2 clients sending 4-branch
  * trees beside 20 sending 2-branch ones). Each part is a workload of its own type and params, run
  * with its own derived seed (by position), so appending a part never changes what the others send. Follow-ups go
  * back to the part that sent the request.

@@ -1,5 +1,5 @@
 /**
- * Multi-turn chat sessions (closed loop; seed 003 §5's ChatBot Arena / WildChat shape): `clients`
+ * Multi-turn chat sessions (closed loop; SkyLB §5's ChatBot Arena / WildChat shape): `clients`
  * users, each running conversations one after another. A conversation has `turns` user messages;
  * every turn resends the whole history — system prompt, earlier user messages and the answers the
  * engine gave (the `outputText` passed to onFinish) — so consecutive turns share a growing prefix,
@@ -7,9 +7,9 @@
  *
  * sessionKey = `${idPrefix}${client}-${conversation}` (the affinity key a session router hashes), or
  * with `sessionKeyBy: client` the user's own key `${idPrefix}${client}` for all their conversations
- * (seed 003 hashes on the user id). `userPrefixTokens` gives each user a fixed preamble of their own
+ * (SkyLB hashes on the user id). `userPrefixTokens` gives each user a fixed preamble of their own
  * (custom instructions, a document they keep asking about) that starts every conversation of theirs:
- * the within-user prefix similarity seed 003 §3.2 measures across a user's requests.
+ * the within-user prefix similarity SkyLB §3.2 measures across a user's requests.
  * Request ids are `${idPrefix}${client}-${conversation}-${turn}`. Each client draws from its own seeded streams, so what a
  * client sends does not depend on the order in which other clients' requests finish.
  * A failed turn ends its conversation (the user gives up); the next one starts after a gap.

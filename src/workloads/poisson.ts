@@ -1,5 +1,5 @@
 /**
- * Poisson arrivals: exponential gaps with mean 1/rate (open loop). Seed 004 §5 sends 2000 requests
+ * Poisson arrivals: exponential gaps with mean 1/rate (open loop). The performance-aware router §5 sends 2000 requests
  * at an average of 20 per second this way.
  */
 import { z } from 'zod';

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { countTokens } from '../engine/tokens.js';
 import { SEED_004_TASKS, sizeClass, taskMixWorkload } from './task-mix.js';
 
-// Seed 004 Table 3: samples, mean prompt, mean decode, share of heavy decodes.
+// The performance-aware router Table 3: samples, mean prompt, mean decode, share of heavy decodes.
 const TABLE_3: Record<string, [number, number, number, number]> = {
   translation: [7351, 29.09, 61.76, 0.0918],
   qna: [6988, 29.83, 334.4, 0.5818],
@@ -14,7 +14,7 @@ const TABLE_3: Record<string, [number, number, number, number]> = {
 
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-describe('task-mix (seed 004)', () => {
+describe('task-mix (the performance-aware router)', () => {
   const N = 20000;
   const rs = taskMixWorkload({ count: N }, 1).start();
 

@@ -1,5 +1,5 @@
 /**
- * Seed 004's mixed workload: five tasks with their own prompt/decode length profiles, sampled at
+ * The performance-aware router's mixed workload: five tasks with their own prompt/decode length profiles, sampled at
  * random in proportion to their dataset sizes (Appendix C.5, Table 3), Poisson arrivals (§5: 2000
  * requests at λ = 20/s). Each request is labelled `task/CLASS` with CLASS one of LL, LH, HL, HH
  * (light/heavy prompt × light/heavy decode, §3).
@@ -43,7 +43,7 @@ import { poissonTimes } from './poisson.js';
 import { TextSource } from './text.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from './types.js';
 
-/** Prompt templates, one per seed 004 task (Appendix C.5.1); 'plain' is bare filler. */
+/** Prompt templates, one per the performance-aware router task (Appendix C.5.1); 'plain' is bare filler. */
 export const TEMPLATES = [
   'sentiment',
   'entity-recognition',
@@ -56,7 +56,7 @@ type Template = (typeof TEMPLATES)[number];
 
 const TaskSchema = z.strictObject({
   name: z.string().min(1),
-  /** Relative share of requests (seed 004: the dataset's sample count). */
+  /** Relative share of requests (the performance-aware router: the dataset's sample count). */
   weight: z.number().finite().positive(),
   promptTokens: DistSchema,
   outputTokens: DistSchema,
@@ -81,7 +81,7 @@ function heavyMix(
   };
 }
 
-/** Seed 004 Table 3, as length distributions (see the header for how they were fitted). */
+/** The performance-aware router Table 3, as length distributions (see the header for how they were fitted). */
 export const SEED_004_TASKS: readonly TaskSpec[] = [
   {
     name: 'translation',

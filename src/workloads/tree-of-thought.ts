@@ -1,5 +1,5 @@
 /**
- * Tree of Thoughts (closed loop; seed 003 §5): each client solves questions one tree at a time. A
+ * Tree of Thoughts (closed loop; SkyLB §5): each client solves questions one tree at a time. A
  * tree has `depth` levels and `branching` children per node — branching 2, depth 4 gives
  * 1 + 2 + 4 + 8 = 15 requests, the seed's "2-branch structure (15 requests per tree)". When a node
  * finishes, its children are sent at once; a child's prompt is its parent's prompt + the parent's

@@ -25,16 +25,16 @@ export interface WorkloadRequest {
   readonly maxTokens?: number;
   /** Affinity key sent as the `x-session-token` header and OpenAI `user`. */
   readonly sessionKey?: string;
-  /** Free-form class label for reports (e.g. the seed 004 task type or LL/LH/HL/HH). */
+  /** Free-form class label for reports (e.g. the the performance-aware router task type or LL/LH/HL/HH). */
   readonly label?: string;
-  /** Task type of task-mix workloads (seed 004: sentiment, entity-recognition, …). */
+  /** Task type of task-mix workloads (the performance-aware router: sentiment, entity-recognition, …). */
   readonly task?: string;
   /**
    * Task hint the client sends (the router's `server.taskHintHeader`, x-llmlb-task by default; the
    * simulator hands it to the router directly): the output-length predictor's task feature.
    */
   readonly taskHint?: string;
-  /** Seed 004 size class: light/heavy prompt × light/heavy decode. */
+  /** The performance-aware router size class: light/heavy prompt × light/heavy decode. */
   readonly sizeClass?: 'LL' | 'LH' | 'HL' | 'HH';
   /** Client-side timeout, seconds (e.g. workload.py's --timeout); absent = the runner's default. */
   readonly timeoutS?: number;

@@ -37,7 +37,7 @@ test('gradient check: analytic cross-entropy gradient matches central difference
   }
 });
 
-test('buckets by expected decode time: seed 004 edges 250 / 1000 tokens', () => {
+test('buckets by expected decode time: the performance-aware router edges 250 / 1000 tokens', () => {
   const m = new OutputLengthModel();
   assert.equal(m.buckets, 3);
   assert.deepEqual(
@@ -124,7 +124,7 @@ function taskMix(
   });
 }
 
-test('task-mix (seed 004 workload): bucket accuracy with and without the task hint (prediction time: npm run bench:predict)', () => {
+test('task-mix (the performance-aware router workload): bucket accuracy with and without the task hint (prediction time: npm run bench:predict)', () => {
   const test = (hint: boolean): { q: LengthQuery; out: number; task: string }[] => taskMix(2, 1000, hint);
   const acc = (hint: boolean): number => {
     const m = new OutputLengthModel();

@@ -1,5 +1,5 @@
 /**
- * Seed 004 §4.1's output-length predictor, learned online: softmax regression over hashed sparse
+ * The performance-aware router §4.1's output-length predictor, learned online: softmax regression over hashed sparse
  * features, trained one completed request at a time with (lazy, sparse) Adam. It predicts a BUCKET
  * of answer length whose edges are expected decode times (seed: 0–0.5 s, 0.5–2 s, ≥ 2 s at its
  * 500 tokens/s → 0–250, 250–1000, ≥ 1000 tokens), not a token count: a class is what a router
@@ -48,7 +48,7 @@ export interface OutputLengthModelOptions {
   readonly scanChars?: number;
 }
 
-/** Seed 004 §4.1: 0.5 s and 2 s of decode at 500 tokens/s. */
+/** The performance-aware router §4.1: 0.5 s and 2 s of decode at 500 tokens/s. */
 export const SEED_004_EDGES: readonly number[] = [250, 1000];
 
 /** Sparse feature vector: parallel index/value arrays, `n` used. */

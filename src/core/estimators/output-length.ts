@@ -4,12 +4,12 @@ import { Ema } from './guard.js';
  * Online output-length prediction: an EMA of answer lengths per model and prompt-length bucket
  * (powers of two), falling back to the model's overall EMA, then to a default. Answers depend on
  * the task more than on anything the router sees, but prompt length is a cheap, real signal
- * (seed 004: task types differ in both). A later predictor can replace this behind `predict`.
+ * (the performance-aware router: task types differ in both). A later predictor can replace this behind `predict`.
  *
  * Answers cut at the client's cap (num_predict / max_tokens) are censored: they say the natural
  * length was at least the cap, not what it was. They are kept out of the length EMAs and counted
  * instead in a per-model share of capped answers, which weighs the cap into the prediction. Where
- * clients cap every answer at the length they want (seed 002's workload.py), predicting
+ * clients cap every answer at the length they want (Heimdall's workload.py), predicting
  * min(EMA, cap) would keep the default forever: nothing uncapped is ever seen (issue #20).
  */
 /** What the predictor learned for one model. */

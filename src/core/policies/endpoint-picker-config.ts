@@ -5,8 +5,8 @@ import { pluginFactory, pluginTypes } from './plugins.js';
 import { ProfilePolicy, type DynamicWeightRule, type WeightedScorer } from './profile.js';
 
 /**
- * Scheduling profiles in the YAML shape of llm-d's `EndpointPickerConfig` (seed 002's Heimdall
- * config loads as written). `dynamicWeights` on a profile is our extension (seed 002, key
+ * Scheduling profiles in the YAML shape of llm-d's `EndpointPickerConfig` (Heimdall's Heimdall
+ * config loads as written). `dynamicWeights` on a profile is our extension (Heimdall, key
  * feature 2). A profile's name can then be used as `policy:`.
  */
 const pluginSchema = z.strictObject({

@@ -228,7 +228,7 @@ test('issue #20: answers cut at the client cap are censored, and move the predic
   const p = estimatedWait({ random: () => 0, params: { defaultOutputTokens: 10, lateBinding: false } });
   const a = view('a', 0);
   // A request pushed before any answer was seen, then clients' answers, each capped at the length
-  // it wanted (seed 002's workload.py): every one reaches its cap.
+  // it wanted (Heimdall's workload.py): every one reaches its cap.
   p.onDispatch?.(req('big', 400, 1000), a, 0);
   for (let i = 0; i < 40; i++) answer(p, a, req(`c${i}`, 400, 500), 500, 0);
   // ~1000 tokens expected for the one in flight (the cap is reached), not min(default 10, cap):

@@ -10,7 +10,7 @@ import { PrefixCredit } from './prefix-credit.js';
 
 /**
  * Our estimated-wait router (the default). For each candidate it predicts when *this* request
- * would finish there, and picks the earliest. It fixes what seed 000's estimate gets wrong, and
+ * would finish there, and picks the earliest. It fixes what OllamaRouter's estimate gets wrong, and
  * models a continuous-batching engine (issue #20, docs/results.md):
  *
  * - Rates come from the engine's own durations (Ollama prompt_eval_duration / eval_duration), so
@@ -213,7 +213,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   /**
    * Answer lengths against what was predicted for them: the response-ratio order trusts predicted
    * sizes only as far as they have told answers apart (a slope near 0 — lengths the router cannot
-   * foresee — orders held requests by arrival; seed 004's task mix from prompt length alone).
+   * foresee — orders held requests by arrival; the performance-aware router's task mix from prompt length alone).
    */
   const calibration = new LinearFit({ alpha: 0.02, minSpread: 8 });
   const credit =

@@ -38,7 +38,7 @@ const plugin = <K extends 'picker' | 'scorer' | 'filter'>(
 const NO_PARAMS = z.strictObject({}); // built once: a zod schema costs tens of µs to make
 const noParams = (name: string, ctx: PolicyContext): void => void parseParams(NO_PARAMS, ctx.params, name);
 
-/** Selective-pushing parameters of a built-in, by push mode (seed 003 §3.3). */
+/** Selective-pushing parameters of a built-in, by push mode (SkyLB §3.3). */
 const PUSH_PARAMS = {
   blind: [],
   'sp-o': ['maxOutstanding'],
@@ -122,14 +122,14 @@ const builtins = new Map<string, BuiltinProfile>([
   ['ollama-router', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(ollamaRouter(ctx)) })],
   ['estimated-wait', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(estimatedWait(ctx)) })],
   ['pinned', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(pinned(ctx)) })],
-  // Seed 004: workload-aware routing (predicted answer length, mixing impact Eq. 1–2) and its baselines.
+  // The performance-aware router: workload-aware routing (predicted answer length, mixing impact Eq. 1–2) and its baselines.
   ['jsq', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(jsq(ctx)) })],
   ['max-capacity', maxCapacity],
   ['min-min', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(minMin(ctx)) })],
   ['workload-aware', workloadAware],
-  // Seed 004 §4.3: the Double-DQN router (weights from `llmlb train`, read by the host).
+  // The performance-aware router §4.3: the Double-DQN router (weights from `llmlb train`, read by the host).
   ['rl', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(rl(ctx)) })],
-  // Seed 003: prefix locality, each with blind pushing or selective pushing (push: sp-o / sp-p).
+  // SkyLB: prefix locality, each with blind pushing or selective pushing (push: sp-o / sp-p).
   [
     'prefix-trie',
     (ctx) => {
@@ -152,7 +152,7 @@ const builtins = new Map<string, BuiltinProfile>([
       };
     },
   ],
-  // SGLang router's cache_aware policy: seed 003 §5.2's blind-pushing baseline, and with SP-P its
+  // SGLang router's cache_aware policy: SkyLB §5.2's blind-pushing baseline, and with SP-P its
   // selective-pushing variant.
   [
     'sglang-cache-aware',

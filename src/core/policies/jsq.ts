@@ -4,7 +4,7 @@ import { trackedHooks } from './tracked-policy.js';
 import { WorkloadParams, WorkloadTracker } from './workload-tracker.js';
 
 /**
- * Join the shortest queue, as seed 004 C.3.1 defines it for LLMs: the backend with the fewest
+ * Join the shortest queue, as the performance-aware router C.3.1 defines it for LLMs: the backend with the fewest
  * prompt and decode tokens still to process (prompts not yet prefilled, plus each in-flight
  * request's predicted answer less what it has likely generated). Ties: lowest index.
  */

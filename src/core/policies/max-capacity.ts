@@ -7,7 +7,7 @@ import { trackedHooks } from './tracked-policy.js';
 import { WorkloadTracker } from './workload-tracker.js';
 
 /**
- * Maximum capacity usage (seed 004 C.3.2): the head request goes to the backend with the most KV
+ * Maximum capacity usage (the performance-aware router C.3.2): the head request goes to the backend with the most KV
  * free now (kvCapacityTokens less the prompt and generated tokens of what is in flight there),
  * among those where its prompt and predicted answer fit (kv-fit-filter); when it fits nowhere it
  * waits at the router, in arrival order, until a completion frees room (the seed re-tries every

@@ -4,7 +4,7 @@ import { trackedHooks } from './tracked-policy.js';
 import { WorkloadParams, WorkloadTracker } from './workload-tracker.js';
 
 /**
- * Min-min (seed 004 C.3.3, after Chen et al. 2013): a job's time on a machine is its prompt tokens
+ * Min-min (the performance-aware router C.3.3, after Chen et al. 2013): a job's time on a machine is its prompt tokens
  * at the prefill rate plus the UPPER edge of its predicted answer bucket at the decode rate, after
  * the machine's ready time: 0 when the request fits in its KV now, else when its earliest
  * in-flight request should finish. The instances are homogeneous (as in the seed), so the fleet's

@@ -4,7 +4,7 @@ import type { BackendView, Policy, PolicyContext, RequestInfo } from '../types.j
 import { parseParams } from './params.js';
 
 /**
- * Seed 000 (OllamaRouter), Algorithm 1 and §4.3, kept faithful: it is the reference the
+ * OllamaRouter (OllamaRouter), Algorithm 1 and §4.3, kept faithful: it is the reference the
  * `estimated-wait` policy is measured against. Per backend: q_i = characters of the prompts in
  * flight (whitespace runs collapsed), t̂_i = EMA time per token, γ_i ∈ [0,2] = queue weight; one
  * global token factor f. Ŵ(i) = (γ_i·q_i·f + T̂)·t̂_i with T̂ = p·f.

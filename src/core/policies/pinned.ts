@@ -4,7 +4,7 @@ import { parseParams } from './params.js';
 
 /**
  * Everything to one named backend (held in the router queue while it is at its cap): the
- * "single host" baseline of seed 000, and a way to pin traffic while debugging a node.
+ * "single host" baseline of OllamaRouter, and a way to pin traffic while debugging a node.
  */
 const Params = z.strictObject({ backend: z.string().min(1) });
 

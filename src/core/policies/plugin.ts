@@ -9,7 +9,7 @@ import type {
 } from '../types.js';
 
 /**
- * Scheduling plugins (seed 002, after llm-d's Endpoint Picker): a profile runs its filters in
+ * Scheduling plugins (Heimdall, after llm-d's Endpoint Picker): a profile runs its filters in
  * order, then every scorer, sums the weighted scores, and lets its picker choose. A built-in
  * policy is a profile too (one scorer and a picker), so there is one mechanism.
  *

@@ -27,7 +27,7 @@ export type WeightSignal =
   | 'ttftSloMissRatio';
 
 /**
- * Seed 002, key feature 2: weights that follow the traffic. While `signal` is above `above`, the
+ * Heimdall, key feature 2: weights that follow the traffic. While `signal` is above `above`, the
  * listed scorers get the given weights (later rules override earlier ones); below it, the
  * profile's own weights apply again. `below` adds hysteresis: once on, a rule stays on until the
  * signal drops under it.

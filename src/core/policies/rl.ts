@@ -6,7 +6,7 @@ import { trackedHooks } from './tracked-policy.js';
 import { WorkloadParams, WorkloadTracker, type BackendWork } from './workload-tracker.js';
 
 /**
- * Seed 004 §4.3's RL router: a Double-DQN Q-function (trained in the simulator by `llmlb train`)
+ * The performance-aware router §4.3's RL router: a Double-DQN Q-function (trained in the simulator by `llmlb train`)
  * scores "send the head request to backend m" for each candidate, plus "wait" (hold it in the
  * router queue). Pure: it is given the weights document; reading the file is the host's
  * (installRlWeightsSource, at policy creation, never per request).
@@ -108,7 +108,7 @@ const Params = WorkloadParams.omit({ bucketEdges: true, kvCapacityTokens: true }
    * RlWeights.redecide). `when-fits`: the network decides whether to hold a request that fits in
    * no backend's KV; a held one is decided again once it fits in some backend's KV (or one is
    * idle), when it is dispatched — a backend changing that leaves it fitting nowhere does not ask
-   * it (Policy.fitGate: the scheduler skips it). `head`: seed 004's MDP — only the queue's head is decided; while it
+   * it (Policy.fitGate: the scheduler skips it). `head`: the performance-aware router's MDP — only the queue's head is decided; while it
    * waits, the requests behind it wait too, and it is decided again when a backend serving its
    * model changes. `on-change`: every held request is decided again, each on its own, when such a
    * backend changes (a completion frees KV and slots, settings, health); not at every arrival and

@@ -10,7 +10,7 @@ import { estimatedWaitScorer } from './scorers/estimated-wait-scorer.js';
 import { MixingParams, mixingImpactScorer } from './scorers/mixing-impact-scorer.js';
 
 const Params = MixingParams.extend({
-  /** Weight of the mixing-impact score (seed 004 Eq. 1–2). */
+  /** Weight of the mixing-impact score (the performance-aware router Eq. 1–2). */
   mixingWeight: z.number().nonnegative().default(1),
   /** Weight of the estimated-wait score (when this request would finish on each backend). */
   waitWeight: z.number().nonnegative().default(1),
@@ -21,7 +21,7 @@ const Params = MixingParams.extend({
 });
 
 /**
- * Seed 004's heuristic as a built-in profile: kv-fit-filter (hold while it fits nowhere), mixing-impact-scorer (where adding this request
+ * The performance-aware router's heuristic as a built-in profile: kv-fit-filter (hold while it fits nowhere), mixing-impact-scorer (where adding this request
  * disturbs the least prompt and decode work, with its predicted answer) plus estimated-wait-scorer
  * (where it would finish first), summed with weights and the best taken (ties round-robin). The
  * same profile can be written in EndpointPickerConfig YAML from the two scorers.

@@ -5,7 +5,7 @@ import { splitWall } from '../estimators/wall-split.js';
 import type { BackendView, CompletionReport, RequestClass, RequestInfo } from '../types.js';
 
 /**
- * What seed 004's routers know about each backend's work (§4.2–4.3): every request this router
+ * What the performance-aware router's routers know about each backend's work (§4.2–4.3): every request this router
  * pushed there and has not seen finish — its prompt tokens, its predicted answer (bucket and
  * expected tokens, from the online output-length predictor) and how far it has likely got — plus
  * the backend's own speed, learned from completions (prefill and decode seconds per token).
@@ -19,11 +19,11 @@ export const WorkloadParams = z.strictObject({
   heavyPromptS: z.number().positive().default(0.5),
   /** A decode is heavy if it would take at least this long on the backend (s). */
   heavyDecodeS: z.number().positive().default(5),
-  /** Prior prefill seconds per prompt token before a backend reports one (seed 004 Fig. 4a, V100). */
+  /** Prior prefill seconds per prompt token before a backend reports one (the performance-aware router Fig. 4a, V100). */
   priorPrefillS: z.number().positive().default(3.2e-4),
-  /** Prior seconds per decode iteration (seed 004 §5: 0.02 s, the minimum decode batch time). */
+  /** Prior seconds per decode iteration (the performance-aware router §5: 0.02 s, the minimum decode batch time). */
   priorDecodeS: z.number().positive().default(0.02),
-  /** Answer-length bucket edges in tokens (seed 004 §4.1: 0.5 s and 2 s of decode at 500 tokens/s). */
+  /** Answer-length bucket edges in tokens (the performance-aware router §4.1: 0.5 s and 2 s of decode at 500 tokens/s). */
   bucketEdges: z.array(z.number().int().positive()).min(1).default([250, 1000]),
   /**
    * KV tokens one backend holds (engine profile kvCapacityTokens): max-capacity and min-min check

@@ -1,7 +1,7 @@
 /**
- * Consistent hashing on a ring with virtual nodes (seed 003 §3.2, SkyLB-CH; Karger et al.'s ring
+ * Consistent hashing on a ring with virtual nodes (SkyLB §3.2, SkyLB-CH; Karger et al.'s ring
  * hash). Each member owns `vnodes × weight` points; a key goes to the owner of the first point at
- * or after its hash, and unavailable owners are skipped by walking on (seed 003 Listing 1, line 26),
+ * or after its hash, and unavailable owners are skipped by walking on (SkyLB Listing 1, line 26),
  * so a key moves only while its home is unavailable and returns when it is back.
  */
 

@@ -1,5 +1,5 @@
 /**
- * Approximate prefix trie over request text (seed 003 §3.2, after SGLang's approximate radix tree):
+ * Approximate prefix trie over request text (SkyLB §3.2, after SGLang's approximate radix tree):
  * the text is cut into fixed-size character chunks, each chunk hashed, and each node of the path
  * records the backends a request with that prefix was pushed to. It remembers what the router sent
  * where, not what an engine really kept in its KV cache — decisions never wait for an engine.

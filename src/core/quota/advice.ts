@@ -1,5 +1,5 @@
 /**
- * Parallelism advice (seed 001 iteration 2 §A): a rolling minute of /schedule outcomes turned into
+ * Parallelism advice (the quota-aware router iteration 2 §A): a rolling minute of /schedule outcomes turned into
  * a backpressure score in [0, 1] and a suggested number of concurrent workers.
  *
  *   score = clamp(0.5·norm(p95 wait, 25 ms, 1000 ms) + 0.5·(1 − admit rate), 0, 1)

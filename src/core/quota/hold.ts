@@ -1,7 +1,7 @@
 /**
- * Age bonus, so large requests don't starve (seed 001 iteration 2 §C).
+ * Age bonus, so large requests don't starve (the quota-aware router iteration 2 §C).
  *
- * Seed 001 adds an age bonus to WDRR deficits. Here WDRR rounds are computed in closed form
+ * The quota-aware router adds an age bonus to WDRR deficits. Here WDRR rounds are computed in closed form
  * (wdrr.ts), so a deficit never keeps a request out; what starves a large request is the token
  * window: small requests keep taking what frees up. So the bonus is a reservation: the first
  * request refused for tokens at a model opens a hold (a larger refused one grows it); once it has

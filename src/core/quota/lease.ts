@@ -4,7 +4,7 @@ import { modelQuota, type QuotaState } from './state.js';
 import { deficitCap } from './wdrr.js';
 import { refundTokens } from './window.js';
 
-/** An admission handle (seed 001's task_id). JSON-safe. */
+/** An admission handle (the quota-aware router's task_id). JSON-safe. */
 export interface Lease {
   id: string;
   model: string;
@@ -35,7 +35,7 @@ export function releaseLease(state: QuotaState, lease: Lease, now: number): void
 
 /**
  * Expiry (no heartbeat within the TTL): frees the slot and refunds the tokens and deficit, as
- * seed 001 prescribes, so abandoned work can be admitted again. The request count stays charged:
+ * the quota-aware router prescribes, so abandoned work can be admitted again. The request count stays charged:
  * the call may well have reached the model, and requests are the cheaper target to honour.
  */
 export function reclaimLease(

@@ -1,5 +1,5 @@
 /**
- * Shape a raw "capacity in X ms" into the hint returned to callers (seed 001 iteration 2 §D):
+ * Shape a raw "capacity in X ms" into the hint returned to callers (the quota-aware router iteration 2 §D):
  * jitter ±10% so callers told the same thing don't come back together, then round the wake-up
  * time up to the next tick boundary (when window capacity actually returns), floor `minWaitMs`.
  * `random` is injected (the core reads no clock and owns no randomness).

@@ -1,7 +1,7 @@
 /**
  * Weighted deficit round robin across the models that could take a request now.
  *
- * Seed 001 adds every weight to every deficit once per /schedule call, so a 1800-token request
+ * The quota-aware router adds every weight to every deficit once per /schedule call, so a 1800-token request
  * with weight 1 would need 1800 calls before anything is admitted. Instead we run as many rounds
  * as the best candidate needs, in closed form: a model of weight w needing r rounds has
  * ceil((tokens − deficit) / (w·quantum)) of them; the fewest wins (ties: more deficit per weight,

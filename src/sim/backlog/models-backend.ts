@@ -1,5 +1,5 @@
 /**
- * An emulated seed-001 "Models Backend": one HTTP server in front of 10 models, with a `single`
+ * An emulated "Models Backend" (as the quota-aware router describes it): one HTTP server in front of 10 models, with a `single`
  * endpoint (OpenAI chat completions, so the llmlb router can front it) and a `batch` endpoint that
  * answers only when every prompt in it is done. Latency per (model, prompt) comes from the
  * scenario, divided by `timeScale`. Every call is recorded (model time) for the violation meter.

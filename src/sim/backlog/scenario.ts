@@ -1,5 +1,5 @@
 /**
- * The backlog benchmark's world (seed 001): a "Models Backend" with 10 models whose per-prompt
+ * The backlog benchmark's world (the quota-aware router): a "Models Backend" with 10 models whose per-prompt
  * latency spans 1 s–2 min, per-model traffic targets, and a backlog of unpinned prompts. Pure:
  * latencies and lengths are functions of (model, prompt), so the simulator and the live emulated
  * backend see the same work.

@@ -44,7 +44,7 @@ const callOf = (m: BacklogModel, prompt: string, startMs: number): CallRecord =>
 });
 
 /**
- * As-is (seed 001): a DAG run takes every unsolved task, splits it into `workers` equal shares;
+ * As-is (the quota-aware router): a DAG run takes every unsolved task, splits it into `workers` equal shares;
  * each worker sends its share in batches of `batchSize` to the batch endpoint (prompt i of a batch
  * on model i mod 10) and writes the answers when the whole batch returns. A worker still busy at
  * `workerTimeoutS` is killed: its batch's answers are lost (the models did the work anyway). When

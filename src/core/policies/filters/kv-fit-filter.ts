@@ -6,7 +6,7 @@ import { trackedHooks } from '../tracked-policy.js';
 import { WorkloadParams, WorkloadTracker } from '../workload-tracker.js';
 
 /**
- * Seed 004's "prevent requests from being queued at each model instance due to a lack of memory"
+ * The performance-aware router's "prevent requests from being queued at each model instance due to a lack of memory"
  * (§4.3) and C.3.2's "given that it can process this particular request": keeps backends whose KV
  * (kvCapacityTokens less the prompt and generated tokens of what this router has in flight there,
  * WorkloadTracker) has room for this request's prompt and predicted answer, or that are idle.

@@ -10,7 +10,7 @@ const Params = z.strictObject({
 });
 
 /**
- * Selective pushing on outstanding requests (seed 003 §3.3, SP-O): keeps backends where the
+ * Selective pushing on outstanding requests (SkyLB §3.3, SP-O): keeps backends where the
  * router's own in-flight count is below a fixed threshold. None left holds the request in the
  * router queue; a completion frees a slot and the scheduler's pump pushes it. The seed's point is
  * that no fixed threshold fits LLM requests of unpredictable length — pending-filter adapts.

@@ -15,7 +15,7 @@ const Params = z.strictObject({
 });
 
 /**
- * Selective pushing on pending requests (seed 003 §3.3, SP-P): a backend takes a request only
+ * Selective pushing on pending requests (SkyLB §3.3, SP-P): a backend takes a request only
  * while its engine reports no requests waiting outside the running batch (vLLM
  * `num_requests_waiting`, the emulated engine's queue). Between probes the last report is
  * corrected by what the router itself did (engine-load.ts): each push counts as waiting until a

@@ -10,10 +10,10 @@ const Params = z.strictObject({
 });
 
 /**
- * SkyLB-CH (seed 003 §3.2): consistent hashing of the request's session key (the
+ * SkyLB-CH (SkyLB §3.2): consistent hashing of the request's session key (the
  * `x-session-token` header, OpenAI's `user`, or the configured header / body field) on a ring with
  * virtual nodes. Candidates are the available backends after the profile's filters; a key whose
- * home is not among them walks on to the next available point (seed 003 Listing 1, line 26).
+ * home is not among them walks on to the next available point (SkyLB Listing 1, line 26).
  * Backends join the ring when first seen as candidates and leave it when removed from the fleet,
  * so unhealthy or busy ones keep their points and get their keys back when they return.
  * Requests without a key go to the least loaded candidate.

@@ -44,7 +44,7 @@ export interface PrefixTrieDecision {
 }
 
 /**
- * SkyLB's prefix-tree routing (seed 003 §3.2): the candidate holding the longest prefix of the
+ * SkyLB's prefix-tree routing (SkyLB §3.2): the candidate holding the longest prefix of the
  * prompt in an approximate trie of what this router pushed where; among several with that match,
  * the least loaded. Candidates are the available backends after the
  * profile's filters (SP-O / SP-P), so the walk stops as soon as no available backend remains down

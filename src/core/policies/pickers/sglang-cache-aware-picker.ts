@@ -25,7 +25,7 @@ export interface SglangCacheAwareDecision {
 }
 
 /**
- * SGLang router's `cache_aware` policy (sgl-router, the router seed 003 §5 uses as its baseline and
+ * SGLang router's `cache_aware` policy (sgl-router, the router SkyLB §5 uses as its baseline and
  * extends with selective pushing), over the same approximate prefix trie as `prefix-trie`:
  *  1. when the candidates are imbalanced — busiest − idlest in flight > balanceAbsThreshold and
  *     busiest > balanceRelThreshold × idlest — the least loaded candidate;
@@ -36,7 +36,7 @@ export interface SglangCacheAwareDecision {
  * Unlike `prefix-trie`, a short match is balanced by what each backend was sent over time, not by
  * its load now, and load only wins once the spread passes an absolute threshold: this is what
  * lets a blind-pushing cache-aware router pile requests onto some replicas while others idle.
- * The candidates are those the profile's filters leave (blind, SP-O or SP-P), as in seed 003.
+ * The candidates are those the profile's filters leave (blind, SP-O or SP-P), as in SkyLB.
  */
 export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
   readonly trie: PrefixTrie;

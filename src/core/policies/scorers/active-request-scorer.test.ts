@@ -12,7 +12,7 @@ test('active-request-scorer: none active 1, most active 0, proportional between'
   assert.deepEqual(scoresOf(s, requestInfo('x'), [a!, b!, c!], 1000), [1, 0, 1 / 3]);
 });
 
-test('active-request-scorer forgets requests older than requestTimeout (seed 002)', () => {
+test('active-request-scorer forgets requests older than requestTimeout (Heimdall)', () => {
   const s = makePlugin('scorer', 'active-request-scorer', { requestTimeout: '30s' });
   const [a, b] = [backendView('a', 0), backendView('b', 1)];
   s.onDispatch!(requestInfo('old'), a!, 0);

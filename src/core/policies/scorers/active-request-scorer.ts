@@ -5,7 +5,7 @@ import { parseParams } from '../params.js';
 
 const Params = z.strictObject({
   /**
-   * After this, a request no longer counts as active (seed 002: the engine is assumed to have
+   * After this, a request no longer counts as active (Heimdall: the engine is assumed to have
    * timed it out). 0 = never: then the router's own in-flight count is used (it sees every
    * completion), which is least-connections.
    */
@@ -13,7 +13,7 @@ const Params = z.strictObject({
 });
 
 /**
- * Seed 002's active-request-scorer: a backend with no active request scores 1, the one with the
+ * Heimdall's active-request-scorer: a backend with no active request scores 1, the one with the
  * most 0, the others in proportion ((max − active) / max). It counts requests itself from
  * dispatch to completion, and forgets one after `requestTimeout` as the seed specifies — the
  * router's own in-flight count never expires, so this is what makes the two differ.

@@ -10,7 +10,7 @@ const Params = z.strictObject({
 });
 
 /**
- * Seed 002's load-aware-scorer. Its prose ("more queued → toward 1.0") contradicts its own rule
+ * Heimdall's load-aware-scorer. Its prose ("more queued → toward 1.0") contradicts its own rule
  * that higher means lighter; we follow llm-d's code, which Heimdall builds on: an empty queue
  * scores 0.5, otherwise 0.5·(1 − min(waiting, threshold)/threshold). Absolute, not relative, so
  * small differences between lightly loaded backends do not swing the total (unlike queue-scorer).

@@ -4,11 +4,11 @@ import { parseParams } from '../params.js';
 import { WorkloadParams, WorkloadTracker } from '../workload-tracker.js';
 
 export const MixingParams = WorkloadParams.extend({
-  /** Weight of the prompt-phase penalty against the decode-phase one (seed 004 §5: 0.5). */
+  /** Weight of the prompt-phase penalty against the decode-phase one (the performance-aware router §5: 0.5). */
   mixAlpha: z.number().gt(0).lt(1).default(0.5),
-  /** Prefill gradient, s per token (seed 004 §3, Llama-2-7B on V100). */
+  /** Prefill gradient, s per token (the performance-aware router §3, Llama-2-7B on V100). */
   grad1: z.number().positive().default(3.2e-4),
-  /** Decode gradient, s per token (seed 004 §3). */
+  /** Decode gradient, s per token (the performance-aware router §3). */
   grad2: z.number().positive().default(3.3e-5),
   /** ε of Eq. 1: prompt-phase impact above this many seconds is penalised (default: the heavy-prompt 0.5 s). */
   epsilonS: z.number().positive().default(0.5),
@@ -24,7 +24,7 @@ export interface MixingTerms {
 }
 
 /**
- * Seed 004 Eq. 1–2 for request i (p_i prompt, d_i predicted decode tokens) joining a backend whose
+ * The performance-aware router Eq. 1–2 for request i (p_i prompt, d_i predicted decode tokens) joining a backend whose
  * requests hold `context` = Σ_j (p_j + d_j) tokens. Eq. 2 is read as −grad2 · (Σ_j (p_j + d_j) +
  * p_i + d_i): the printed "−grad2·Σ + p_i + d_i" leaves the request's own tokens unscaled, which
  * contradicts the seed's stated range [−1, 1]; either way only Σ differs between backends.
@@ -55,7 +55,7 @@ export function mixingScore(
 }
 
 /**
- * Mixing-impact scorer (seed 004 §4.2): r_mixing of this request on each candidate, from the
+ * Mixing-impact scorer (the performance-aware router §4.2): r_mixing of this request on each candidate, from the
  * prompt and decode tokens of what this router has in flight there (WorkloadTracker) and the
  * request's predicted answer; min–max scaled to [0, 1] (all equal: 1). Composable in
  * EndpointPickerConfig YAML like any scorer; its parameters are the tracker's and Eq. 1–2's.

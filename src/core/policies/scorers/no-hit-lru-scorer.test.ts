@@ -26,7 +26,7 @@ test('no-hit-lru-scorer spreads cold requests in least-recently-used order; hot 
   assert.deepEqual(scoresOf(s, requestInfo('4', prompt('one')), bs), [0.5, 0.5, 0.5]);
 });
 
-test("no-hit-lru-scorer loads without a declared prefix plugin (seed 002's example) and keeps its own", () => {
+test("no-hit-lru-scorer loads without a declared prefix plugin (Heimdall's example) and keeps its own", () => {
   const s = makePlugin('scorer', 'no-hit-lru-scorer');
   assert.equal(s.uses?.length, 1);
   const own = s.uses![0]!;

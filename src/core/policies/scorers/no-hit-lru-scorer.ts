@@ -11,7 +11,7 @@ const Params = z.strictObject({
 });
 
 /**
- * Seed 002's no-hit-lru-scorer: cold requests (no prefix hit on any backend) go round the fleet in
+ * Heimdall's no-hit-lru-scorer: cold requests (no prefix hit on any backend) go round the fleet in
  * least-recently-used order, so every backend's KV cache fills evenly. For a cold request, the
  * backend that most recently took a cold one scores 0, older ones more (position / tracked), and
  * backends not tracked (never took one, or beyond lruSize) 1. Hot requests: 0.5 everywhere, so
@@ -23,7 +23,7 @@ export function noHitLruScorer(ctx: PluginContext): Scorer {
   if (declared !== undefined && !isPrefixHitSource(declared)) {
     throw new Error(`${ctx.name}: prefixPluginName '${p.prefixPluginName}' is not a prefix plugin`);
   }
-  // Seed 002's example enables no-hit-lru-scorer without declaring the prefix plugin: then it
+  // Heimdall's example enables no-hit-lru-scorer without declaring the prefix plugin: then it
   // keeps a private one (default parameters) that only tells hot from cold.
   const prefix =
     declared ??

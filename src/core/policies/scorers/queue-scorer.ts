@@ -9,7 +9,7 @@ const Params = z.strictObject({
 });
 
 /**
- * Seed 002 / llm-d queue-scorer: the backend with the fewest queued requests scores 1, the most
+ * Heimdall / llm-d queue-scorer: the backend with the fewest queued requests scores 1, the most
  * 0, the rest in proportion. Queued = the engine's waiting count, corrected by what this router
  * pushed and saw finish since the scrape (see engine-load.ts). All equal: every backend scores 1.
  */

@@ -8,7 +8,7 @@ const Params = z.strictObject({
 });
 
 /**
- * Seed 002's session-affinity-scorer: 1 for the backend that last served this session (the
+ * Heimdall's session-affinity-scorer: 1 for the backend that last served this session (the
  * `x-session-token` header, or OpenAI's `user`), 0 elsewhere. Indirectly prefix-cache aware:
  * a conversation's next turn lands where its history is cached.
  */
