@@ -4,6 +4,7 @@
  * completion, the answer (whole or streamed) becomes a Response object or its SSE events.
  * The emulated engine writes its native /v1/responses answers with the same builders.
  */
+import { sseEventObject } from './sse.js';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -405,19 +406,8 @@ export class ChatSseToResponses {
   }
 
   private event(event: string): string {
-    let data = '';
-    for (const line of event.split('\n')) {
-      const l = line.endsWith('\r') ? line.slice(0, -1) : line;
-      if (l.startsWith('data:')) data += l.slice(l[5] === ' ' ? 6 : 5);
-    }
-    if (data === '' || data === '[DONE]') return '';
-    let o: unknown;
-    try {
-      o = JSON.parse(data);
-    } catch {
-      return '';
-    }
-    if (!isObj(o)) return '';
+    const o = sseEventObject(event);
+    if (!o) return '';
     if (isObj(o.error)) this.error = typeof o.error.message === 'string' ? o.error.message : 'upstream error';
     const counts = chatCounts(o.usage);
     if (counts) this.counts = counts;

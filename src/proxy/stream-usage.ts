@@ -6,7 +6,8 @@
  * gives no usage (`streamUsage: false`, or an older server ignoring the option), the stream's
  * content events are counted instead: one per token on vLLM, SGLang, llama.cpp and Ollama.
  */
-import type { Usage } from './usage.js';
+import { sseEventObject } from '../http/sse.js';
+import { isSpace, usageOf, type Usage } from './usage.js';
 
 const INCLUDE_USAGE = '"stream_options":{"include_usage":true}';
 
@@ -55,8 +56,6 @@ export function usagePlan(
   const options = { ...given, include_usage: true };
   return { body: Buffer.from(JSON.stringify({ ...body, stream_options: options })), scan: 'drop' };
 }
-
-const isSpace = (c: number | undefined): boolean => c === 32 || c === 10 || c === 13 || c === 9;
 
 /** A partial event longer than this is not an SSE event worth holding: the scanner stands aside. */
 const MAX_HELD_BYTES = 1 << 20;
@@ -159,9 +158,9 @@ export class SseUsageScanner {
 
   /** Keeps the usage of the event in buf[s, e); true when it is a usage-only event (no choices). */
   private usageOnly(buf: Buffer, s: number, e: number): boolean {
-    const o = parsePayload(buf.toString('utf8', s, e));
-    const usage = o === undefined ? undefined : usageOf(o.usage);
-    if (usage === undefined) return false;
+    const o = sseEventObject(buf.toString('utf8', s, e));
+    const usage = usageOf(o);
+    if (usage?.completionTokens === undefined) return false;
     this.usage = usage;
     return Array.isArray(o!.choices) && o!.choices.length === 0;
   }
@@ -191,31 +190,4 @@ function without(buf: Buffer, end: number, cut: readonly number[]): Buffer {
   }
   parts.push(buf.subarray(from, end));
   return Buffer.concat(parts);
-}
-
-/** The JSON object of an event's `data:` line(s), or undefined. */
-function parsePayload(text: string): Record<string, unknown> | undefined {
-  let data = '';
-  for (const line of text.split(/\r?\n/))
-    if (line.startsWith('data:')) data += (data === '' ? '' : '\n') + line.slice(5).trim();
-  if (data === '' || data === '[DONE]') return undefined;
-  try {
-    const v: unknown = JSON.parse(data);
-    return v !== null && typeof v === 'object' && !Array.isArray(v)
-      ? (v as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-const count = (v: unknown): number | undefined =>
-  typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
-
-function usageOf(u: unknown): Usage | undefined {
-  if (u === null || typeof u !== 'object') return undefined;
-  const r = u as Record<string, unknown>;
-  const completionTokens = count(r.completion_tokens);
-  if (completionTokens === undefined) return undefined;
-  return { promptTokens: count(r.prompt_tokens), completionTokens };
 }

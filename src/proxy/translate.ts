@@ -10,6 +10,7 @@
 import type { ApiKind } from '../core/types.js';
 import { errorBody, streamErrorChunk, type ErrorFormat } from '../http/errors.js';
 import { ChatSseToResponses, chatToResponse, responsesToChat } from '../http/responses.js';
+import { sseEventObject } from '../http/sse.js';
 
 export type OllamaKind = 'generate' | 'chat';
 
@@ -207,19 +208,8 @@ export class SseToNdjson {
   }
 
   private event(event: string): string {
-    let data = '';
-    for (const line of event.split('\n')) {
-      const l = line.endsWith('\r') ? line.slice(0, -1) : line;
-      if (l.startsWith('data:')) data += l.slice(l[5] === ' ' ? 6 : 5);
-    }
-    if (data === '' || data === '[DONE]') return '';
-    let o: unknown;
-    try {
-      o = JSON.parse(data);
-    } catch {
-      return '';
-    }
-    if (!isObj(o)) return '';
+    const o = sseEventObject(event);
+    if (!o) return '';
     if (isObj(o.error)) this.error = typeof o.error.message === 'string' ? o.error.message : 'upstream error';
     const counts = usageCounts(o.usage);
     if (counts) this.counts = counts;

@@ -56,7 +56,7 @@ const KEY_PROMPT_EVAL_DURATION = Buffer.from('"prompt_eval_duration"');
 const KEY_EVAL_COUNT = Buffer.from('"eval_count"');
 const KEY_EVAL_DURATION = Buffer.from('"eval_duration"');
 
-const isSpace = (c: number | undefined): boolean => c === 32 || c === 10 || c === 13 || c === 9;
+export const isSpace = (c: number | undefined): boolean => c === 32 || c === 10 || c === 13 || c === 9;
 
 /**
  * A `"key": number` in the last line of `b`, read from the bytes (nothing decoded). In valid JSON
@@ -151,7 +151,8 @@ export function ollamaUsage(tail: string): Usage {
   };
 }
 
-function usageOf(o: Record<string, unknown> | undefined): Usage | undefined {
+/** The token counts of an OpenAI object's `usage` (a body, a stream event); undefined without one. */
+export function usageOf(o: Record<string, unknown> | undefined): Usage | undefined {
   const u = o?.usage;
   if (!u || typeof u !== 'object') return undefined;
   const r = u as Record<string, unknown>;
