@@ -138,9 +138,10 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       if (this.req.stream && !failed) this.sse = tr.stream();
       if (this.sse === undefined) this.whole = [];
     } else {
-      this.tail = new TailBuffer(this.req.stream ? 4096 : 1 << 20);
+      // A scanned stream's usage is read by its scanner as it passes; any other answer's at its end.
       if (this.req.usageScan !== undefined && this.req.stream && !failed)
         this.scan = new SseUsageScanner(this.req.usageScan === 'drop');
+      else this.tail = new TailBuffer(this.req.stream ? 4096 : 1 << 20);
       for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
         const k = rawHeaders[i]!;
         // Only two names matter here: compare by length first, decode only those.
@@ -166,12 +167,12 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       if (out !== '') this.send(out);
       return !this.paused;
     }
-    this.tail!.push(chunk);
     if (this.scan !== undefined) {
       const out = this.scan.push(chunk);
       if (out.length > 0) this.send(out);
       return !this.paused;
     }
+    this.tail!.push(chunk);
     if (!this.req.stream) {
       // A non-streamed answer: its first chunk waits, so a one-chunk answer leaves in one
       // res.end() (headers and body in one corked write); a second chunk sends it on.
@@ -222,12 +223,12 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       this.send(last);
       res.end();
     } else {
-      usage = responseUsage(this.tail!, req.format, req.stream);
       if (this.scan !== undefined) {
         const rest = this.scan.end();
         if (rest.length > 0) this.send(rest);
-        usage = scannedUsage(usage, this.scan);
-      }
+        // What the stream reported, else its token-carrying events counted.
+        usage = this.scan.usage ?? { completionTokens: this.scan.contentEvents };
+      } else usage = responseUsage(this.tail!, req.format, req.stream);
       if (!res.headersSent) this.writeHead();
       if (this.held !== undefined) res.end(this.held);
       else res.end();
@@ -287,12 +288,6 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.paused = false;
     this.resumeUpstream?.();
   };
-}
-
-/** A stream's usage: what it reported, else its token-carrying events counted. */
-function scannedUsage(read: Usage, scan: SseUsageScanner): Usage {
-  if (read.completionTokens !== undefined) return read;
-  return scan.usage ?? { promptTokens: read.promptTokens, completionTokens: scan.contentEvents };
 }
 
 export function isTimeout(e: Error & { code?: string }): boolean {
