@@ -8,6 +8,7 @@ import { admitAdmin } from './admin-auth.js';
 import { handleFleetRoute } from './fleet-routes.js';
 import { Flight } from './flight.js';
 import { PROXY_ROUTES, type ProxyRoute } from './routes.js';
+import type { BackendView } from '../core/types.js';
 import type { Router } from './router.js';
 
 /** What the admin listener serves besides /admin. */
@@ -114,7 +115,7 @@ export class HttpFront {
   /** Liveness: always 200 while the process answers; the detail says what is not serving. */
   private healthz(res: ServerResponse): void {
     const views = this.r.scheduler.backendViews();
-    const healthy = views.filter((b) => b.healthy && !b.draining).length;
+    const healthy = takingTraffic(views);
     sendJson(res, 200, {
       status: 'ok',
       backends: views.length,
@@ -130,7 +131,7 @@ export class HttpFront {
   /** Readiness: 503 while no backend can take traffic (a load balancer in front stops sending). */
   private readyz(res: ServerResponse): void {
     const views = this.r.scheduler.backendViews();
-    const healthyBackends = views.filter((b) => b.healthy && !b.draining).length;
+    const healthyBackends = takingTraffic(views);
     const ready = healthyBackends > 0;
     sendJson(res, ready ? 200 : 503, { ready, healthyBackends, backends: views.length });
   }
@@ -179,3 +180,7 @@ export class HttpFront {
 function formatOf(path: string): ErrorFormat {
   return path.startsWith('/v1/') ? 'openai' : 'ollama';
 }
+
+/** Backends that can take traffic: healthy and not draining. */
+const takingTraffic = (views: readonly BackendView[]): number =>
+  views.filter((b) => b.healthy && !b.draining).length;
