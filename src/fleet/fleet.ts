@@ -320,7 +320,7 @@ export class Fleet {
       config.models === undefined &&
       (rt.discoveredAt === undefined || this.now() - rt.discoveredAt >= this.opts.refreshMs);
     const path = config.api === 'openai' ? '/v1/models' : discover ? '/api/tags' : '/api/version';
-    let status: number | undefined; // set when the backend answered, but not 200
+    let status: number | undefined; // set once the backend answered (a refusal, or a body that is not JSON)
     try {
       const res = await rt.control.request({
         path: rt.basePath + path,
@@ -330,11 +330,8 @@ export class Fleet {
         signal: AbortSignal.timeout(this.opts.probeTimeoutMs),
       });
       const text = await res.body.text();
-      if (res.statusCode !== 200) {
-        status = res.statusCode;
-        throw new Error(`GET ${path} answered ${res.statusCode}`);
-      }
       status = res.statusCode;
+      if (status !== 200) throw new Error(`GET ${path} answered ${status}`);
       const body: unknown = JSON.parse(text); // not JSON: something else answers there
       if (this.backends.get(config.name) !== rt) return; // removed meanwhile
       if (discover) {
