@@ -102,14 +102,13 @@ export interface SimulateResults extends Results {
 }
 
 /**
- * A trace workload's pass over its file (the skipped lines are a property of the file, not of the
- * seed); undefined for other workloads. Costs one more pass over a trace, none otherwise.
+ * A trace workload's counts of its file (the skipped lines are a property of the file, not of the
+ * seed); undefined for other workloads. A trace driver has made its full pass when created
+ * (traceWorkload checks the file), so its stats are read, not counted again.
  */
 function traceStats(scenario: Scenario, seed: number): TraceReplay | undefined {
   const driver = scenario.createDriver(seed);
-  if (!(driver instanceof TraceReplay)) return undefined;
-  driver.check();
-  return driver;
+  return driver instanceof TraceReplay ? driver : undefined;
 }
 
 export interface SimulateCommandOptions {
