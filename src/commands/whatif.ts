@@ -182,10 +182,12 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
     }
   }
 
-  const multiples = opts.rateScales !== undefined ? checkRateScales(opts.rateScales) : [1];
-  const sweep = multiples.length > 1;
-  // One multiple: the replay that much faster; a sweep checks the trace at the base speed.
-  const baseScale = (opts.rateScale ?? 1) * (sweep ? 1 : multiples[0]!);
+  const asked = opts.rateScales !== undefined ? checkRateScales(opts.rateScales) : [1];
+  const sweep = asked.length > 1;
+  // One multiple: the replay that much faster, run as the plain ×1 of that speed; a sweep checks
+  // the trace at the base speed and runs each multiple of it.
+  const baseScale = (opts.rateScale ?? 1) * (sweep ? 1 : asked[0]!);
+  const multiples = sweep ? asked : [1];
 
   /** The check pass over the trace, then one job per replica count × policy (× load multiple). */
   const traceJobs = (): { replay: TraceReplay; jobsAt: (k: number) => TraceJob[] } => {
