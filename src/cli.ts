@@ -43,6 +43,11 @@ with the same think times; a trace (and heimdall's script) is replayed k× faste
 part by its own rule. A policy "holds" at ×k while it completes ≥ 99 % and its mean E2E stays
 within 2× the best mean E2E at the lowest load swept.`;
 
+const WHATIF_RATE_SCALE_NOTE = `
+Load sweeps (--rate-scale 1,2,3,4): ×k replays the trace k× faster (the same requests, their
+gaps ÷ k). A policy "holds" at ×k while it meets --slo; without one, while it
+completes ≥ 99 % and its mean E2E stays within 2× the best mean E2E at the lowest load swept.`;
+
 const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
 const list = (v: string | undefined): string[] | undefined =>
   v
@@ -269,6 +274,7 @@ program
     '--rate-scale <list>',
     'replay k× faster; a list (1,2,3,4) sweeps the loads: every policy and replica count at each, with capacity curves',
   )
+  .addHelpText('after', WHATIF_RATE_SCALE_NOTE)
   .option('--limit <n>', 'replay the first n requests', int('--limit', 1))
   .option('--skip-bad', 'skip malformed trace lines (counted) instead of failing')
   .option('--seed <n>', 'seed', int('--seed'))
