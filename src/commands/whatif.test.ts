@@ -187,8 +187,8 @@ describe('whatif', () => {
       ['round-robin@1@x1', 'prefix-trie@1@x1', 'round-robin@1@x4', 'prefix-trie@1@x4'],
     );
     // ×1 is the plain replay; ×4 the same 80 requests four times as fast: a longer mean wait.
-    const strip = ({ name: _n, ...p }: Record<string, unknown>): unknown => {
-      const { rateScale: _k, ...rest } = p;
+    const strip = (p: object): unknown => {
+      const { name: _n, rateScale: _k, ...rest } = p as { name: string; rateScale?: number };
       return rest;
     };
     assert.deepEqual(r.policies.slice(0, 2).map(strip), plain.policies.map(strip));

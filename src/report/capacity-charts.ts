@@ -14,12 +14,7 @@ export const CAPACITY_CHART = 'capacity-curves.svg';
 /** Vega-lite's log scale takes no zero: a latency that rounds to 0 is drawn at 1 ms. */
 const FLOOR_S = 1e-3;
 
-function panel(
-  field: string,
-  yTitle: string,
-  scale: Record<string, unknown>,
-  rateTitle: string,
-): unknown {
+function panel(field: string, yTitle: string, scale: Record<string, unknown>, rateTitle: string): unknown {
   return {
     width: 560,
     height: 220,
