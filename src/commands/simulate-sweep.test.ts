@@ -143,6 +143,36 @@ test('one multiple is a plain run at that load; a scenario rateScales key sweeps
   );
 });
 
+test('a trace sweeps k× faster within the same durationS; its file counts are printed once', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmlb-sweep-'));
+  const lines = Array.from({ length: 20 }, (_, i) =>
+    JSON.stringify({ at: i, promptTokens: 20, outputTokens: 5 }),
+  );
+  writeFileSync(join(dir, 'tr.jsonl'), [...lines, 'not json'].join('\n') + '\n');
+  const scenario = join(dir, 's.yaml');
+  writeFileSync(
+    scenario,
+    'name: t\ndurationS: 10\nfleet:\n  - name: a\nworkload: { type: trace, path: tr.jsonl, skipBad: true }\npolicies: [round-robin]\n',
+  );
+  const { value, out } = await quiet(() =>
+    runSimulateCommand({
+      scenarioPath: scenario,
+      outDir: join(dir, 'out'),
+      charts: false,
+      rateScales: [1, 2],
+    }),
+  );
+  assert.deepEqual(
+    value.policies.map((p) => [p.name, p.sent]),
+    [
+      ['round-robin@x1', 10],
+      ['round-robin@x2', 20],
+    ],
+  );
+  assert.equal(value.trace?.skippedLines, 1);
+  assert.match(out, /trace \(llmlb\): 10 requests at ×1, skipped 1 bad lines/);
+});
+
 test('--rate-scale values: parsed, sorted and each once; 0, -1, abc, empty are usage errors (exit 2)', () => {
   assert.deepEqual(parseRateScales('4, 1,2,2 ,0.5'), [0.5, 1, 2, 4]);
   for (const bad of ['0', 'abc', '-1', '', '1,,2', '1,Infinity'])

@@ -334,8 +334,15 @@ async function runSimulateSweep(
   const lines: string[] = [
     `scenario ${base.name} (seed ${seed}), simulated: ${base.fleet.length} backends, ` +
       `load sweep ×${multiples.join(', ×')} (what ×k means: llmlb simulate --help)`,
-    '',
   ];
+  // A trace's counts of its file (at ×1: its own speed), as a plain run prints them.
+  const replay = traceStats(base, seed);
+  if (replay)
+    lines.push(
+      `trace (${replay.format.name}): ${replay.stats.requests} requests at ×1, skipped ${replay.stats.skipped} bad lines` +
+        (replay.stats.firstBad !== undefined ? ` (first: ${replay.stats.firstBad})` : ''),
+    );
+  lines.push('');
   const all: (PolicyResult & { readonly rateScale: number })[] = [];
   const sweepRuns: SweepRun[] = [];
   for (const step of steps) {
@@ -357,6 +364,15 @@ async function runSimulateSweep(
     seed,
     mode: 'simulate',
     policies: all,
+    ...(replay
+      ? {
+          trace: {
+            format: replay.format.name,
+            requests: replay.stats.requests,
+            skippedLines: replay.stats.skipped,
+          },
+        }
+      : {}),
     sweep: report.sweep,
   };
   writeFileSync(join(out, 'results.json'), resultsJson(results));
