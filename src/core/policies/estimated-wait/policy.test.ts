@@ -1,3 +1,6 @@
+// The estimated-wait policy as a whole (pick, late binding, ties, learning, through the scheduler);
+// over 500 lines because each test drives the full policy. Its parts are tested alone beside it.
+
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { estimatedWait } from './index.js';
