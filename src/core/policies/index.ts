@@ -1,7 +1,7 @@
 import './builtin-plugins.js';
 import type { Policy, PolicyContext, PolicyParams } from '../types.js';
 import { buildProfile, profileNames, type EndpointPickerConfig } from './endpoint-picker-config.js';
-import { estimatedWait } from './estimated-wait.js';
+import { estimatedWait } from './estimated-wait/index.js';
 import { jsq } from './jsq.js';
 import { maxCapacity } from './max-capacity.js';
 import { minMin } from './min-min.js';

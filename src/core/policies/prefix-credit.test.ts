@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PrefixCredit } from './prefix-credit.js';
-import { estimatedWait } from './estimated-wait.js';
+import { estimatedWait } from './estimated-wait/index.js';
 import type { BackendView, CompletionReport, RequestInfo } from '../types.js';
 import { backendView } from '../testing.js';
 

@@ -1,14 +1,15 @@
 import type { PluginContext, Scorer } from '../plugin.js';
-import { estimatedWait } from '../estimated-wait.js';
+import { parseEstimatedWaitParams, WaitEstimator } from '../estimated-wait/index.js';
 
 /**
  * The estimated-wait policy's prediction as a score, so it composes with other scorers: the
  * backend where this request would finish first scores 1, another finishing k times later 1/k.
  * A ratio rather than min–max, so one slow outlier does not flatten the differences between
- * the rest. Parameters are the estimated-wait policy's (alpha, defaultOutputTokens, …).
+ * the rest. Parameters are the estimated-wait policy's (alpha, defaultOutputTokens, …); it runs
+ * the policy's estimator alone (estimated-wait/estimator.ts), not the whole policy.
  */
 export function estimatedWaitScorer(ctx: PluginContext): Scorer {
-  const model = estimatedWait({ random: ctx.random, params: ctx.params });
+  const model = new WaitEstimator(parseEstimatedWaitParams(ctx.params));
   return {
     kind: 'scorer',
     type: 'estimated-wait-scorer',
@@ -22,9 +23,9 @@ export function estimatedWaitScorer(ctx: PluginContext): Scorer {
         out[i] = t > 0 && Number.isFinite(t) ? (min > 0 ? min / t : t === min ? 1 : 0) : t === 0 ? 1 : 0;
       }
     },
-    onDispatch: (req, backend, now) => model.onDispatch!(req, backend, now),
-    onComplete: (req, backend, report, now) => model.onComplete!(req, backend, report, now),
-    onBackendRemoved: (name) => model.onBackendRemoved!(name),
-    describe: (name) => model.describe!(name),
+    onDispatch: (req, backend, now) => model.onDispatch(req, backend, now),
+    onComplete: (req, backend, report, now) => model.onComplete(req, backend, report, now),
+    onBackendRemoved: (name) => model.onBackendRemoved(name),
+    describe: (name) => model.describe(name),
   };
 }

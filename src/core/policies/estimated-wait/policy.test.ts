@@ -1,10 +1,13 @@
+// The estimated-wait policy as a whole (pick, late binding, ties, learning, through the scheduler);
+// over 500 lines because each test drives the full policy. Its parts are tested alone beside it.
+
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { estimatedWait } from './estimated-wait.js';
-import { Scheduler } from '../scheduler.js';
-import { createPolicy } from './index.js';
-import type { BackendView, Policy, RequestInfo } from '../types.js';
-import { backendView } from '../testing.js';
+import { estimatedWait } from './index.js';
+import { Scheduler } from '../../scheduler.js';
+import { createPolicy } from '../index.js';
+import type { BackendView, Policy, RequestInfo } from '../../types.js';
+import { backendView } from '../../testing.js';
 
 const view = (name: string, index: number, inFlight = 0): BackendView =>
   backendView(name, index, { inFlight });
