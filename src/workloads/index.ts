@@ -11,6 +11,7 @@ import { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
 import { checkMixParams, mixParamsSchema, mixWorkload, type PartBinder } from './mix.js';
 import { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
 import { poissonParamsSchema, poissonWorkload } from './poisson.js';
+import { prefixHeavyParamsSchema, prefixHeavyWorkload } from './prefix-heavy.js';
 import { taskMixParamsSchema, taskMixWorkload } from './task-mix.js';
 import { traceParamsSchema, traceWorkload } from './trace.js';
 import { treeOfThoughtParamsSchema, treeOfThoughtWorkload } from './tree-of-thought.js';
@@ -76,6 +77,7 @@ const registry = new Map<string, WorkloadType>(
     define('tree-of-thought', treeOfThoughtParamsSchema, treeOfThoughtWorkload, { takesDuration: true }),
     define('task-mix', taskMixParamsSchema, taskMixWorkload, { takesDuration: true }),
     define('trace', traceParamsSchema, traceWorkload, { takesDuration: true, pathParams: ['path'] }),
+    define('prefix-heavy', prefixHeavyParamsSchema, prefixHeavyWorkload, { takesDuration: true }),
   ].map((w) => [w.type, w]),
 );
 
@@ -144,6 +146,7 @@ export { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
 export { mixParamsSchema, mixWorkload } from './mix.js';
 export { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
 export { poissonParamsSchema, poissonWorkload } from './poisson.js';
+export { prefixHeavyParamsSchema, prefixHeavyTraceLines, prefixHeavyWorkload } from './prefix-heavy.js';
 export { SEED_004_TASKS, taskMixParamsSchema, taskMixWorkload } from './task-mix.js';
 export { parseTrace, TraceError, traceParamsSchema, traceWorkload } from './trace.js';
 export { treeOfThoughtParamsSchema, treeOfThoughtWorkload, treeSize } from './tree-of-thought.js';
