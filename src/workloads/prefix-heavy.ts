@@ -8,7 +8,7 @@
  *     prompt's blocks + one document's blocks + a short unique question. Popular documents are
  *     re-read seconds apart, the long tail minutes apart.
  *   - conversations: multi-turn chats. A conversation opens with a system prompt and attachments
- *     (long: 6–40k tokens); each later turn resends the previous prompt + the previous answer + a
+ *     (long: 10–44k tokens); each later turn resends the previous prompt + the previous answer + a
  *     new user message, tens of seconds later; it ends after some turns or at MAX_PROMPT_TOKENS.
  *   - agents: tool loops. A run opens with its agent's tool definitions and a task, then re-sends
  *     its growing context every few seconds, each step appending the model's call and the tool's
