@@ -65,8 +65,8 @@ export const prefixHeavyParamsSchema = z
     model: z.string().min(1).default(DEFAULT_MODEL),
     api: ApiSchema.default('openai-completions'),
   })
-  .refine((p) => p.durationS === undefined || p.durationS * p.rate <= 5_000_000, {
-    message: 'rate × durationS is over 5,000,000 requests',
+  .refine((p) => p.durationS === undefined || p.durationS * p.rate <= 1_000_000, {
+    message: 'rate × durationS is over 1,000,000 requests (the trace is built in memory)',
     path: ['durationS'],
   });
 export type PrefixHeavyParams = z.input<typeof prefixHeavyParamsSchema>;
