@@ -26,6 +26,28 @@ function positive(name: string) {
   };
 }
 
+/** `--rate-scale 1,2,3,4` parsed (0, -1, abc, an empty list: a usage error, exit 2). */
+async function rateScaleList(text: string | undefined): Promise<number[] | undefined> {
+  if (text === undefined) return undefined;
+  const { parseRateScales } = await import('./commands/load-sweep.js');
+  return parseRateScales(text);
+}
+
+const RATE_SCALE_HELP =
+  'load multiples, e.g. 1,2,3,4: every policy at every multiple of the workload, with a capacity table and chart (one value: one run at that load)';
+const RATE_SCALE_NOTE = `
+Load sweeps (--rate-scale, or the scenario's rateScales): ×k is k times the traffic over the same
+durationS. Open-loop workloads (constant, poisson, bursty, bursts, task-mix) send at k× their rate
+(the same requests, k× as many); closed-loop ones (multi-turn, tree-of-thought) run k× the clients
+with the same think times; a trace (and heimdall's script) is replayed k× faster; a mix scales each
+part by its own rule. A policy "holds" at ×k while it completes ≥ 99 % and its mean E2E stays
+within 2× the best mean E2E at the lowest load swept.`;
+
+const WHATIF_RATE_SCALE_NOTE = `
+Load sweeps (--rate-scale 1,2,3,4): ×k replays the trace k× faster (the same requests, their
+gaps ÷ k). A policy "holds" at ×k while it meets --slo; without one, while it
+completes ≥ 99 % and its mean E2E stays within 2× the best mean E2E at the lowest load swept.`;
+
 const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
 const list = (v: string | undefined): string[] | undefined =>
   v
@@ -126,15 +148,25 @@ program
   .option('--out <dir>', 'where results.json and charts go', 'out/simulate')
   .option(
     '--threads <n>',
-    'worker threads for the policies (default 1; more pay off for long runs on many cores)',
+    'worker threads for the runs (default 1; more pay off for long runs on many cores)',
     int('--threads', 1, 256),
   )
+  .option('--rate-scale <list>', RATE_SCALE_HELP)
+  .addHelpText('after', RATE_SCALE_NOTE)
   .action(
     async (
       file: string | undefined,
-      o: { scenario?: string; policies?: string; seed?: number; out: string; threads?: number },
+      o: {
+        scenario?: string;
+        policies?: string;
+        seed?: number;
+        out: string;
+        threads?: number;
+        rateScale?: string;
+      },
     ) => {
       const scenarioPath = theFile('simulate', '--scenario', 'scenario', file, o.scenario);
+      const rateScales = await rateScaleList(o.rateScale);
       const { runSimulateCommand } = await import('./commands/simulate.js');
       await runSimulateCommand({
         scenarioPath,
@@ -142,6 +174,7 @@ program
         seed: o.seed,
         outDir: o.out,
         threads: o.threads,
+        rateScales,
       });
     },
   );
@@ -237,7 +270,11 @@ program
   )
   .option('--slo <terms>', 'target to size for, e.g. ttft-p90=2s or ttft-p90=2s,e2e-p99=60s')
   .option('--profile <file>', 'engine profile (llmlb profile output; default: the built-in one)')
-  .option('--rate-scale <k>', 'replay k× faster', positive('--rate-scale'))
+  .option(
+    '--rate-scale <list>',
+    'replay k× faster; a list (1,2,3,4) sweeps the loads: every policy and replica count at each, with capacity curves',
+  )
+  .addHelpText('after', WHATIF_RATE_SCALE_NOTE)
   .option('--limit <n>', 'replay the first n requests', int('--limit', 1))
   .option('--skip-bad', 'skip malformed trace lines (counted) instead of failing')
   .option('--seed <n>', 'seed', int('--seed'))
@@ -249,6 +286,7 @@ program
     const format = o.format as string | undefined;
     if (format !== undefined && !['llmlb', 'mooncake', 'azure', 'burstgpt'].includes(format))
       throw new UsageError(`--format must be llmlb, mooncake, azure or burstgpt, got '${format}'`);
+    const rateScales = await rateScaleList(o.rateScale as string | undefined);
     const replicas = list(o.replicas as string | undefined)?.map(Number);
     if (replicas?.some((r) => !Number.isInteger(r) || r < 1))
       throw new UsageError('--replicas must list positive integers, e.g. 4,8,16');
@@ -260,7 +298,7 @@ program
       policies: list(o.policies as string | undefined),
       slo: o.slo as string | undefined,
       profilePath: o.profile as string | undefined,
-      rateScale: o.rateScale as number | undefined,
+      rateScales,
       limit: o.limit as number | undefined,
       skipBad: o.skipBad === true,
       seed: o.seed as number | undefined,

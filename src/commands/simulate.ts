@@ -1,10 +1,18 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { checkRateScales, runSweep, sweepReport } from './load-sweep.js';
 import { UsageError } from './usage-error.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
 import { writeCharts } from '../report/charts.js';
-import { oracleSummary, policyResult, resultsJson, type Results } from '../report/results.js';
+import type { SweepRun, SweepSection } from '../report/capacity.js';
+import {
+  oracleSummary,
+  policyResult,
+  resultsJson,
+  type PolicyResult,
+  type Results,
+} from '../report/results.js';
 import { fleetClassTable } from '../sim/class-table.js';
 import { backendTable, comparisonTable, localityTable, oracleTable } from '../report/table.js';
 import { loadScenario } from '../scenario/load.js';
@@ -59,9 +67,10 @@ export function choosePolicies(scenario: Scenario, names: readonly string[] | un
   return specs;
 }
 
-export function loadScenarioOrUsage(path: string): Scenario {
+/** The scenario file, at `rateScale`× its load when given (a sweep's multiple). */
+export function loadScenarioOrUsage(path: string, rateScale?: number): Scenario {
   try {
-    return loadScenario(path);
+    return loadScenario(path, { rateScale });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -99,6 +108,13 @@ export interface SimulateResults extends Results {
     /** Malformed lines skipped (`skipBad: true`; 0 otherwise: a bad line fails the load). */
     readonly skippedLines: number;
   };
+  /** The multiple of the scenario's load this run was at (absent: ×1). */
+  readonly rateScale?: number;
+  /**
+   * A load sweep (`--rate-scale 1,2`, or the scenario's `rateScales`): then `policies` holds every
+   * run, named `policy@xK` with its `rateScale`, and this the capacity summary.
+   */
+  readonly sweep?: SweepSection;
 }
 
 /**
@@ -132,6 +148,40 @@ export interface SimulateCommandOptions {
    * also slow each other down), so more threads pay off only for long runs on many cores.
    */
   threads?: number | undefined;
+  /**
+   * Load multiples (`--rate-scale`; default: the scenario's `rateScales`, else none): one → a plain
+   * run at that multiple of the workload's load; two or more → a sweep, every policy at every
+   * multiple, with the capacity table and chart.
+   */
+  rateScales?: readonly number[] | undefined;
+}
+
+/** Runs the jobs in this thread (on `scenarioAt`'s scenarios, already loaded) or on a worker pool. */
+async function runJobs(
+  jobs: readonly ScenarioJob[],
+  threads: number,
+  scenarioAt: (job: ScenarioJob) => Scenario,
+): Promise<RunResult[]> {
+  // This thread's scenarios, already loaded: its runs share what each keeps between runs of a seed.
+  if (threads <= 1) return jobs.map((job) => runScenarioJob(job, scenarioAt(job)).run);
+  // Each worker loads the file again (a workload is code): the same scenario, the same runs.
+  const pool = startScenarioPool(threads);
+  try {
+    return (await pool.run(jobs)).map((r) => r.run);
+  } finally {
+    await pool.close();
+  }
+}
+
+/** The speed line: simulated seconds per wall second. */
+function speedLine(runs: readonly RunResult[], wallS: number, threadsNote: string): string {
+  let simulated = 0;
+  for (const r of runs) simulated += r.simulatedS;
+  return (
+    `speed: ${simulated.toFixed(0)} simulated s in ${wallS.toFixed(2)} wall s = ` +
+    `${(simulated / Math.max(wallS, 1e-9)).toFixed(0)}× real time` +
+    threadsNote
+  );
 }
 
 /**
@@ -142,33 +192,34 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
   if (opts.seed !== undefined && !(Number.isSafeInteger(opts.seed) && opts.seed >= 0)) {
     throw new UsageError(`--seed must be a non-negative integer, got ${opts.seed}`);
   }
-  const scenario = loadScenarioOrUsage(opts.scenarioPath);
+  let scenario = loadScenarioOrUsage(opts.scenarioPath);
   const specs = choosePolicies(scenario, opts.policies);
   const seed = opts.seed ?? scenario.seed;
   const out = opts.outDir ?? 'out/simulate';
   if (opts.threads !== undefined && !(Number.isSafeInteger(opts.threads) && opts.threads >= 1)) {
     throw new UsageError(`--threads must be a positive integer, got ${opts.threads}`);
   }
+  const asked = opts.rateScales ?? scenario.rateScales;
+  const multiples =
+    asked === undefined
+      ? [1]
+      : checkRateScales(asked, opts.rateScales ? '--rate-scale' : `${opts.scenarioPath}: rateScales`);
+  if (multiples.length > 1) return runSimulateSweep(opts, scenario, specs, seed, multiples);
+  // One multiple: a plain run, at that multiple of the load (×1: the file as written).
+  const rateScale = multiples[0] === 1 ? undefined : multiples[0];
+  if (rateScale !== undefined) scenario = loadScenarioOrUsage(opts.scenarioPath, rateScale);
   const threads = Math.min(opts.threads ?? 1, specs.length);
-  const jobs: ScenarioJob[] = specs.map((policy) => ({ scenarioPath: opts.scenarioPath, policy, seed }));
+  const jobs: ScenarioJob[] = specs.map((policy) => ({
+    scenarioPath: opts.scenarioPath,
+    policy,
+    seed,
+    ...(rateScale !== undefined ? { rateScale } : {}),
+  }));
   const t0 = performance.now();
-  let runs: RunResult[];
-  if (threads <= 1) {
-    // This thread's scenario, already loaded: its runs share what it keeps between runs of a seed.
-    runs = jobs.map((job) => runScenarioJob(job, scenario).run);
-  } else {
-    // Each worker loads the file again (a workload is code): the same scenario, the same runs.
-    const pool = startScenarioPool(threads);
-    try {
-      runs = (await pool.run(jobs)).map((r) => r.run);
-    } finally {
-      await pool.close();
-    }
-  }
+  const runs = await runJobs(jobs, threads, () => scenario);
   const wall = (performance.now() - t0) / 1000;
-  let simulated = 0;
-  for (const r of runs) simulated += r.simulatedS;
   let results: SimulateResults = simResults(scenario, seed, runs);
+  if (rateScale !== undefined) results = { ...results, rateScale };
   const replay = traceStats(scenario, seed);
   if (replay)
     results = {
@@ -199,7 +250,8 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'results.json'), resultsJson(results));
   const lines = [
-    `scenario ${scenario.name} (seed ${seed}), simulated: ${scenario.fleet.length} backends, ${requests} requests`,
+    `scenario ${scenario.name} (seed ${seed}), simulated: ${scenario.fleet.length} backends, ${requests} requests` +
+      (rateScale !== undefined ? ` (load ×${rateScale})` : ''),
     ...(replay
       ? [
           `trace (${replay.format.name}): ${replay.stats.requests} requests, skipped ${replay.stats.skipped} bad lines` +
@@ -227,11 +279,7 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
     lines.push(`routers ${r.policy}: ${parts.join('; ')}`);
   }
   if (runs.some((r) => 'routers' in r)) lines.push('');
-  lines.push(
-    `speed: ${simulated.toFixed(0)} simulated s in ${wall.toFixed(2)} wall s = ` +
-      `${(simulated / Math.max(wall, 1e-9)).toFixed(0)}× real time` +
-      (threads > 1 ? ` (${specs.length} policies on ${threads} threads)` : ''),
-  );
+  lines.push(speedLine(runs, wall, threads > 1 ? ` (${specs.length} policies on ${threads} threads)` : ''));
   if (opts.charts !== false) {
     const files = await writeCharts(
       out,
@@ -247,6 +295,99 @@ export async function runSimulateCommand(opts: SimulateCommandOptions): Promise<
   } else {
     lines.push(`wrote ${join(out, 'results.json')}`);
   }
+  if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
+  return results;
+}
+
+/**
+ * A load sweep: every policy at every multiple (one batch of jobs, spread over `--threads`), a
+ * comparison table per multiple, then the capacity table, where each policy breaks, and the
+ * capacity-curve chart. results.json: every run (`policy@xK`, with its `rateScale`) and `sweep`.
+ */
+async function runSimulateSweep(
+  opts: SimulateCommandOptions,
+  base: Scenario,
+  specs: readonly PolicySpec[],
+  seed: number,
+  multiples: readonly number[],
+): Promise<SimulateResults> {
+  const out = opts.outDir ?? 'out/simulate';
+  // Every multiple read here first: a workload that cannot be scaled fails before any run.
+  const scenarios = new Map<number, Scenario>(
+    multiples.map((k) => [k, k === 1 ? base : loadScenarioOrUsage(opts.scenarioPath, k)]),
+  );
+  const jobsAt = (k: number): ScenarioJob[] =>
+    specs.map((policy) => ({
+      scenarioPath: opts.scenarioPath,
+      policy,
+      seed,
+      ...(k !== 1 ? { rateScale: k } : {}),
+    }));
+  const total = specs.length * multiples.length;
+  const threads = Math.min(opts.threads ?? 1, total);
+  const t0 = performance.now();
+  const steps = await runSweep(multiples, jobsAt, (jobs) =>
+    runJobs(jobs, threads, (job) => scenarios.get(job.rateScale ?? 1)!),
+  );
+  const wall = (performance.now() - t0) / 1000;
+
+  const lines: string[] = [
+    `scenario ${base.name} (seed ${seed}), simulated: ${base.fleet.length} backends, ` +
+      `load sweep ×${multiples.join(', ×')} (what ×k means: llmlb simulate --help)`,
+  ];
+  // A trace's counts of its file (at ×1: its own speed), as a plain run prints them.
+  const replay = traceStats(base, seed);
+  if (replay)
+    lines.push(
+      `trace (${replay.format.name}): ${replay.stats.requests} requests at ×1, skipped ${replay.stats.skipped} bad lines` +
+        (replay.stats.firstBad !== undefined ? ` (first: ${replay.stats.firstBad})` : ''),
+    );
+  lines.push('');
+  const all: (PolicyResult & { readonly rateScale: number })[] = [];
+  const sweepRuns: SweepRun[] = [];
+  for (const step of steps) {
+    const at = simResults(scenarios.get(step.rateScale)!, seed, step.results);
+    lines.push(
+      `load ×${step.rateScale}: ${step.results[0]?.records.length ?? 0} requests`,
+      comparisonTable(at),
+      '',
+    );
+    for (const p of at.policies) {
+      all.push({ ...p, name: `${p.name}@x${step.rateScale}`, rateScale: step.rateScale });
+      sweepRuns.push({ series: p.name, rateScale: step.rateScale, result: p });
+    }
+  }
+  mkdirSync(out, { recursive: true });
+  const report = await sweepReport({ runs: sweepRuns, out, title: base.name, charts: opts.charts !== false });
+  const results: SimulateResults = {
+    scenario: base.name,
+    seed,
+    mode: 'simulate',
+    policies: all,
+    ...(replay
+      ? {
+          trace: {
+            format: replay.format.name,
+            requests: replay.stats.requests,
+            skippedLines: replay.stats.skipped,
+          },
+        }
+      : {}),
+    sweep: report.sweep,
+  };
+  writeFileSync(join(out, 'results.json'), resultsJson(results));
+  lines.push(...report.lines, '');
+  const runs = steps.flatMap((s) => s.results);
+  lines.push(
+    speedLine(
+      runs,
+      wall,
+      threads > 1 ? ` (${specs.length} policies × ${multiples.length} loads on ${threads} threads)` : '',
+    ),
+    report.chart
+      ? `wrote ${join(out, 'results.json')} and ${join(out, report.chart)}`
+      : `wrote ${join(out, 'results.json')}`,
+  );
   if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
   return results;
 }

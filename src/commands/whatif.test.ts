@@ -168,4 +168,51 @@ describe('whatif', () => {
     for (const c of cells.slice(4, 8)) assert.match(c, /^\d+\.\d{3}$/);
     assert.match(cells[8]!, /^\d+\.\d$/);
   });
+
+  it('--rate-scale 1,4: every policy at every load, ×1 equal to a plain run, capacity against --slo', async () => {
+    const base = {
+      tracePath: trace,
+      configPath: config,
+      replicas: [1],
+      policies: ['round-robin', 'prefix-trie'],
+      profilePath: profile,
+      threads: 1,
+      quiet: true,
+    };
+    const plain = await runWhatifCommand({ ...base, outDir: join(dir, 'plain'), charts: false });
+    const out = join(dir, 'sweep');
+    const r = await runWhatifCommand({ ...base, outDir: out, rateScales: [4, 1], slo: 'ttft-p90=60s' });
+    assert.deepEqual(
+      r.policies.map((p) => p.name),
+      ['round-robin@1@x1', 'prefix-trie@1@x1', 'round-robin@1@x4', 'prefix-trie@1@x4'],
+    );
+    // ×1 is the plain replay; ×4 the same 80 requests four times as fast: a longer mean wait.
+    const strip = (p: object): unknown => {
+      const { name: _n, rateScale: _k, ...rest } = p as { name: string; rateScale?: number };
+      return rest;
+    };
+    assert.deepEqual(r.policies.slice(0, 2).map(strip), plain.policies.map(strip));
+    assert.ok(r.policies.every((p) => p.sent === 80));
+    assert.ok(r.policies[2]!.makespanS < r.policies[0]!.makespanS / 2);
+    assert.ok(r.policies[2]!.latencyS.mean > r.policies[0]!.latencyS.mean);
+    assert.deepEqual(r.sweep?.rateScales, [1, 4]);
+    assert.equal(r.sweep?.bar, '--slo ttft-p90=60s');
+    assert.deepEqual(
+      r.sweep?.recommendations.map((x) => x.rateScale),
+      [1, 4],
+    );
+    assert.deepEqual(r.recommendation, r.sweep?.recommendations[1]!.recommendation);
+    assert.ok(existsSync(join(out, 'capacity-curves.svg')));
+    assert.equal(plain.sweep, undefined);
+    // One value: the replay that much faster, the plain shape.
+    const fast = await runWhatifCommand({
+      ...base,
+      outDir: join(dir, 'fast'),
+      charts: false,
+      rateScales: [4],
+    });
+    assert.equal(fast.sweep, undefined);
+    assert.deepEqual(fast.policies.map(strip), r.policies.slice(2).map(strip));
+    await assert.rejects(() => runWhatifCommand({ ...base, outDir: out, rateScales: [0, 1] }), UsageError);
+  });
 });

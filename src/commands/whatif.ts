@@ -26,6 +26,8 @@ import {
   type TraceParams,
   type TraceReplay,
 } from '../workloads/trace.js';
+import type { SweepBar, SweepRun, SweepSection } from '../report/capacity.js';
+import { checkRateScales, runSweep, sweepReport } from './load-sweep.js';
 import { policyCheck } from './policy-check.js';
 import { UsageError } from './usage-error.js';
 
@@ -91,7 +93,13 @@ export interface WhatifOptions {
   /** Engine profile file (`llmlb profile` output); default: the built-in profile. */
   profilePath?: string | undefined;
   seed?: number | undefined;
+  /** Replay speed (the trace's rateScale); a sweep's multiples multiply it. */
   rateScale?: number | undefined;
+  /**
+   * `--rate-scale`: one value → the replay that much faster (times rateScale); two or more → a
+   * load sweep: every policy and replica count at every multiple, with capacity curves.
+   */
+  rateScales?: readonly number[] | undefined;
   limit?: number | undefined;
   skipBad?: boolean | undefined;
   threads?: number | undefined;
@@ -117,7 +125,19 @@ export interface WhatifResults extends Results {
     readonly promptTokens: number;
     readonly outputTokens: number;
   };
+  /** With a sweep: the recommendation at the highest load swept. */
   readonly recommendation: Recommendation | null;
+  /**
+   * A load sweep: then `policies` holds every run (`policy@replicas@xK`, with its `rateScale`) and
+   * this the capacity summary (series `policy`, or `policy@replicas` with several replica counts)
+   * and the recommendation at each load.
+   */
+  readonly sweep?: SweepSection & {
+    readonly recommendations: readonly {
+      readonly rateScale: number;
+      readonly recommendation: Recommendation | null;
+    }[];
+  };
 }
 
 /** Seconds to the millisecond; a share in percent to a tenth. */
@@ -162,14 +182,21 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
     }
   }
 
-  /** The check pass over the trace, then one job per replica count × policy. */
-  const traceJobs = (): { replay: TraceReplay; jobs: TraceJob[] } => {
+  const asked = opts.rateScales !== undefined ? checkRateScales(opts.rateScales) : [1];
+  const sweep = asked.length > 1;
+  // One multiple: the replay that much faster, run as the plain ×1 of that speed; a sweep checks
+  // the trace at the base speed and runs each multiple of it.
+  const baseScale = (opts.rateScale ?? 1) * (sweep ? 1 : asked[0]!);
+  const multiples = sweep ? asked : [1];
+
+  /** The check pass over the trace, then one job per replica count × policy (× load multiple). */
+  const traceJobs = (): { replay: TraceReplay; jobsAt: (k: number) => TraceJob[] } => {
     // One pass to validate the trace and learn its span and models (streamed: memory stays flat).
     const firstModel = base.find((b) => b.models && b.models.length > 0)?.models?.[0];
     const trace: TraceParams = {
       path: opts.tracePath,
       ...(opts.format !== undefined ? { format: opts.format } : {}),
-      ...(opts.rateScale !== undefined ? { rateScale: opts.rateScale } : {}),
+      ...(opts.rateScale !== undefined || baseScale !== 1 ? { rateScale: baseScale } : {}),
       ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
       ...(opts.skipBad ? { skipBad: true } : {}),
       ...(firstModel !== undefined ? { model: firstModel } : {}),
@@ -186,56 +213,79 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
     const stats = replay.stats;
     if (stats.requests === 0) throw new UsageError(`${opts.tracePath}: no requests to replay`);
 
-    const jobs: TraceJob[] = [];
-    for (const r of replicas) {
-      // The config's backends repeated: `gpu-a-0, gpu-b-0, gpu-a-1, …` (its own names at its own size).
-      const fleet = Array.from({ length: r }, (_, i) => {
-        const b = base[i % base.length]!;
-        return {
-          name: r === base.length ? b.name : `${b.name}-${Math.floor(i / base.length)}`,
-          profile,
-          models: b.models ? [...b.models] : stats.models,
-          maxConcurrency: b.maxConcurrency,
-          weight: b.weight,
-        };
-      });
-      for (const policy of specs)
-        jobs.push({
-          trace: { ...trace, skipBad: true },
-          fleet,
-          policy,
-          scheduling: config.scheduling,
-          seed,
-          durationS: stats.lastAtS + 1,
-          graceS: 3600,
-          inOrder: stats.inOrder,
+    /** At ×k of the checked replay: k× faster, so its last send comes at lastAtS / k. */
+    const jobsAt = (k: number): TraceJob[] => {
+      const jobs: TraceJob[] = [];
+      const atK = k === 1 ? trace : { ...trace, rateScale: baseScale * k };
+      for (const r of replicas) {
+        // The config's backends repeated: `gpu-a-0, gpu-b-0, gpu-a-1, …` (its own names at its own size).
+        const fleet = Array.from({ length: r }, (_, i) => {
+          const b = base[i % base.length]!;
+          return {
+            name: r === base.length ? b.name : `${b.name}-${Math.floor(i / base.length)}`,
+            profile,
+            models: b.models ? [...b.models] : stats.models,
+            maxConcurrency: b.maxConcurrency,
+            weight: b.weight,
+          };
         });
-    }
-    return { replay, jobs };
+        for (const policy of specs)
+          jobs.push({
+            trace: { ...atK, skipBad: true },
+            fleet,
+            policy,
+            scheduling: config.scheduling,
+            seed,
+            durationS: stats.lastAtS / k + 1,
+            graceS: 3600,
+            inOrder: stats.inOrder,
+          });
+      }
+      return jobs;
+    };
+    return { replay, jobsAt };
   };
   const threads = opts.threads ?? defaultThreads();
   // The workers start now and load the simulator while this thread reads the trace.
-  const pool = startTracePool(Math.min(threads, specs.length * replicas.length));
+  const pool = startTracePool(Math.min(threads, specs.length * replicas.length * multiples.length));
   let replay: TraceReplay;
-  let runs: TraceJobResult[];
+  let steps: { rateScale: number; results: TraceJobResult[] }[];
   let simWallS: number;
   try {
-    let jobs: TraceJob[];
-    ({ replay, jobs } = traceJobs());
+    let jobsAt: (k: number) => TraceJob[];
+    ({ replay, jobsAt } = traceJobs());
     const tSim = performance.now();
-    // The chart code (vega, ~0.5 s of CPU to load) loads once every job has been handed out: from
-    // then on a core idles whenever a worker finishes, and the main thread would only wait.
-    const preload = opts.charts !== false ? Math.max(0, jobs.length - Math.min(threads, jobs.length)) : -1;
-    if (preload === 0) preloadCharts();
-    let finished = 0;
-    runs = await pool.run(jobs, () => {
-      if (++finished === preload) preloadCharts();
+    steps = await runSweep(multiples, jobsAt, (jobs) => {
+      // The chart code (vega, ~0.5 s of CPU to load) loads once every job has been handed out: from
+      // then on a core idles whenever a worker finishes, and the main thread would only wait.
+      const preload = opts.charts !== false ? Math.max(0, jobs.length - Math.min(threads, jobs.length)) : -1;
+      if (preload === 0) preloadCharts();
+      let finished = 0;
+      return pool.run(jobs, () => {
+        if (++finished === preload) preloadCharts();
+      });
     });
     simWallS = (performance.now() - tSim) / 1000;
   } finally {
     await pool.close();
   }
   const stats = replay.stats;
+  const out = opts.outDir ?? 'out/whatif';
+  if (sweep)
+    return whatifSweep({
+      opts,
+      out,
+      steps,
+      replay,
+      slo,
+      replicas,
+      specs,
+      threads,
+      simWallS,
+      t0,
+      base: base.map((b) => b.name),
+    });
+  const runs = steps[0]!.results;
 
   const results: WhatifResults = {
     scenario: `whatif ${basename(opts.tracePath)}`,
@@ -258,29 +308,19 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
     recommendation: recommend(runs, replicas, slo),
   };
 
-  const out = opts.outDir ?? 'out/whatif';
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'results.json'), resultsJson(results));
   const lines = [
-    `trace ${opts.tracePath} (${replay.format.name}): ${stats.requests} requests over ${sec(stats.lastAtS)} s, ` +
-      `${stats.promptTokens} prompt + ${stats.outputTokens} output tokens` +
-      (stats.skipped > 0 ? `; skipped ${stats.skipped} bad lines (first: ${stats.firstBad})` : ''),
-    `fleet: ${base.map((b) => b.name).join(', ')} from ${opts.configPath}, profile ${opts.profilePath ?? '(built-in)'}`,
+    ...traceLines(
+      opts,
+      replay,
+      base.map((b) => b.name),
+    ),
     '',
     whatifTable(runs, slo),
     '',
+    recommendationLine(results.recommendation, slo, replicas),
   ];
-  const rec = results.recommendation;
-  if (rec)
-    lines.push(
-      slo.length > 0
-        ? `recommendation: ${rec.policy} on ${rec.replicas} replicas — the fewest replicas meeting ${rec.slo} (${rec.reason})`
-        : `recommendation: ${rec.policy} on ${rec.replicas} replicas (${rec.reason}; give --slo to size the fleet)`,
-    );
-  else
-    lines.push(
-      `recommendation: none — no policy meets ${slo.map((t) => t.text).join(', ')} with up to ${replicas.at(-1)} replicas`,
-    );
   if (opts.charts !== false) {
     const files = await writeWhatifCharts(
       out,
@@ -305,6 +345,118 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
   lines.push(
     `${runs.length} runs (${specs.length} policies × ${replicas.length} replica counts) on ${Math.min(threads, runs.length)} threads: ` +
       `${simulated} requests simulated in ${simWallS.toFixed(2)} s; whole command ${((performance.now() - t0) / 1000).toFixed(2)} s`,
+  );
+  if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
+  return results;
+}
+
+/** What the trace held and the fleet it is replayed on. */
+function traceLines(opts: WhatifOptions, replay: TraceReplay, fleet: readonly string[]): string[] {
+  const stats = replay.stats;
+  return [
+    `trace ${opts.tracePath} (${replay.format.name}): ${stats.requests} requests over ${sec(stats.lastAtS)} s, ` +
+      `${stats.promptTokens} prompt + ${stats.outputTokens} output tokens` +
+      (stats.skipped > 0 ? `; skipped ${stats.skipped} bad lines (first: ${stats.firstBad})` : ''),
+    `fleet: ${fleet.join(', ')} from ${opts.configPath}, profile ${opts.profilePath ?? '(built-in)'}`,
+  ];
+}
+
+function recommendationLine(
+  rec: Recommendation | null,
+  slo: readonly SloTerm[],
+  replicas: readonly number[],
+): string {
+  if (rec)
+    return slo.length > 0
+      ? `recommendation: ${rec.policy} on ${rec.replicas} replicas — the fewest replicas meeting ${rec.slo} (${rec.reason})`
+      : `recommendation: ${rec.policy} on ${rec.replicas} replicas (${rec.reason}; give --slo to size the fleet)`;
+  return `recommendation: none — no policy meets ${slo.map((t) => t.text).join(', ')} with up to ${replicas.at(-1)} replicas`;
+}
+
+/**
+ * whatif's load sweep: a table and recommendation per multiple, then the capacity table (against
+ * --slo when given, else the default bar), where each policy breaks, and the capacity-curve chart.
+ */
+async function whatifSweep(a: {
+  readonly opts: WhatifOptions;
+  readonly out: string;
+  readonly steps: readonly { readonly rateScale: number; readonly results: readonly TraceJobResult[] }[];
+  readonly replay: TraceReplay;
+  readonly slo: readonly SloTerm[];
+  readonly replicas: readonly number[];
+  readonly specs: readonly PolicySpec[];
+  readonly threads: number;
+  readonly simWallS: number;
+  readonly t0: number;
+  readonly base: readonly string[];
+}): Promise<WhatifResults> {
+  const { opts, out, steps, replay, slo, replicas } = a;
+  const stats = replay.stats;
+  const series = (r: TraceJobResult): string =>
+    replicas.length > 1 ? `${r.policy}@${r.replicas}` : r.policy;
+  const lines = [...traceLines(opts, replay, a.base), ''];
+  const recommendations = steps.map((step) => ({
+    rateScale: step.rateScale,
+    recommendation: recommend(step.results, replicas, slo),
+  }));
+  const sweepRuns: SweepRun[] = [];
+  steps.forEach((step, i) => {
+    lines.push(
+      `load ×${step.rateScale} (the trace ${step.rateScale}× as fast):`,
+      whatifTable(step.results, slo),
+      recommendationLine(recommendations[i]!.recommendation, slo, replicas),
+      '',
+    );
+    for (const r of step.results)
+      sweepRuns.push({ series: series(r), rateScale: step.rateScale, result: r.result });
+  });
+  const bar: SweepBar | undefined =
+    slo.length > 0
+      ? { text: `--slo ${slo.map((t) => t.text).join(',')}`, holds: (r) => meetsSlo(r, slo) }
+      : undefined;
+  mkdirSync(out, { recursive: true });
+  const report = await sweepReport({
+    runs: sweepRuns,
+    bar,
+    out,
+    title: basename(opts.tracePath),
+    charts: opts.charts !== false,
+  });
+  const results: WhatifResults = {
+    scenario: `whatif ${basename(opts.tracePath)}`,
+    seed: opts.seed ?? 1,
+    mode: 'simulate',
+    policies: steps.flatMap((step) =>
+      step.results.map((r) => ({
+        ...r.result,
+        name: `${r.policy}@${r.replicas}@x${step.rateScale}`,
+        policy: r.policy,
+        replicas: r.replicas,
+        rateScale: step.rateScale,
+      })),
+    ),
+    trace: {
+      path: opts.tracePath,
+      format: replay.format.name,
+      requests: stats.requests,
+      skippedLines: stats.skipped,
+      promptTokens: stats.promptTokens,
+      outputTokens: stats.outputTokens,
+    },
+    recommendation: recommendations.at(-1)!.recommendation,
+    sweep: { ...report.sweep, recommendations },
+  };
+  writeFileSync(join(out, 'results.json'), resultsJson(results));
+  lines.push(...report.lines, '');
+  const runs = steps.reduce((n, s) => n + s.results.length, 0);
+  const simulated = steps.reduce((n, s) => n + s.results.reduce((m, r) => m + r.requests, 0), 0);
+  lines.push(
+    report.chart
+      ? `wrote ${join(out, 'results.json')} and ${join(out, report.chart)}`
+      : `wrote ${join(out, 'results.json')}`,
+    `${runs} runs (${a.specs.length} policies × ${replicas.length} replica counts × ${steps.length} loads) on ` +
+      `${Math.min(a.threads, runs)} threads: ${simulated} requests simulated in ${a.simWallS.toFixed(2)} s; ` +
+      `whole command ${((performance.now() - a.t0) / 1000).toFixed(2)} s`,
   );
   if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
   return results;

@@ -32,6 +32,8 @@
  * policies:                         # compared in order; a name, or a name with its params
  *   - round-robin
  *   - { name: estimated-wait, alpha: 0.3 }   # or { name: …, params: { alpha: 0.3 } }
+ * rateScales: [1, 2, 3, 4]          # optional: `simulate` sweeps these load multiples (as --rate-scale;
+ *                                   #   what ×k means per workload: src/workloads/load-scale.ts)
  * ```
  * Policy names are not checked against the registry here (later policies register themselves; the
  * simulate command validates them). A trace's relative `path` is resolved against the scenario
@@ -125,6 +127,8 @@ const ScenarioFile = z.strictObject({
   // More than one router (src/scenario/federation.ts).
   regions: regionsSection.optional(),
   routers: routersSection.optional(),
+  // A load sweep `simulate` runs when no --rate-scale is given.
+  rateScales: z.array(z.number().finite().positive()).min(1).optional(),
 });
 
 interface Problem {
@@ -173,6 +177,7 @@ function bindWorkload(
   section: unknown,
   durationS: unknown,
   baseDir: string,
+  loadScale: number,
 ): { create?: BoundWorkload; problems: Problem[] } {
   // A section that is not an object, or has no string type, is the top-level schema's to report.
   if (section === null || typeof section !== 'object' || Array.isArray(section)) return { problems: [] };
@@ -190,13 +195,23 @@ function bindWorkload(
     const v = params[key];
     if (typeof v === 'string' && !isAbsolute(v)) params[key] = resolve(baseDir, v);
   }
-  const bound = wt.bind(params);
+  const bound = wt.bind(params, loadScale);
   if (!bound.success) return { problems: problems(bound.error, ['workload'], wt.schema) };
   return { create: bound.create, problems: [] };
 }
 
+/** How to read a scenario. */
+export interface ScenarioLoadOptions {
+  /**
+   * Its workload at this multiple of its load (a sweep's ×k: src/workloads/load-scale.ts);
+   * default 1, the file as written.
+   */
+  readonly rateScale?: number | undefined;
+}
+
 /** Parse and validate scenario text. `source` names it in errors and anchors relative paths. */
-export function parseScenario(text: string, source: string): Scenario {
+export function parseScenario(text: string, source: string, opts: ScenarioLoadOptions = {}): Scenario {
+  const loadScale = opts.rateScale ?? 1;
   const lc = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lc, prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
@@ -216,7 +231,7 @@ export function parseScenario(text: string, source: string): Scenario {
   const parsed = ScenarioFile.safeParse(raw);
   const rawObj = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
   const baseDir = source.startsWith('<') ? process.cwd() : dirname(resolve(source));
-  const workload = bindWorkload(rawObj.workload, rawObj.durationS, baseDir);
+  const workload = bindWorkload(rawObj.workload, rawObj.durationS, baseDir, loadScale);
   const found = [...(parsed.success ? [] : problems(parsed.error, [], ScenarioFile)), ...workload.problems];
   if (found.length > 0 || !parsed.success || !workload.create) {
     fail(source, doc, lc, found.length > 0 ? found : [{ path: ['workload'], message: 'invalid workload' }]);
@@ -290,7 +305,7 @@ export function parseScenario(text: string, source: string): Scenario {
       fleet.map((b) => b.region),
       (clients, idPrefix) => {
         const w = rawObj.workload as Record<string, unknown>;
-        const b = bindWorkload({ ...w, clients, idPrefix }, rawObj.durationS, baseDir);
+        const b = bindWorkload({ ...w, clients, idPrefix }, rawObj.durationS, baseDir, loadScale);
         return (
           b.create ??
           b.problems.map((p) => `workload.${formatPath(p.path.slice(1))}: ${p.message}`).join('; ')
@@ -318,11 +333,13 @@ export function parseScenario(text: string, source: string): Scenario {
     createDriver: create,
     regions,
     routers: s.routers && { count: s.routers.count, syncS: s.routers.syncMs / 1000 },
+    ...(s.rateScales ? { rateScales: s.rateScales } : {}),
+    ...(loadScale !== 1 ? { rateScale: loadScale } : {}),
   };
 }
 
 /** Read and validate a scenario file (errors: ScenarioError, including for an unreadable file). */
-export function loadScenario(path: string): Scenario {
+export function loadScenario(path: string, opts: ScenarioLoadOptions = {}): Scenario {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -332,5 +349,5 @@ export function loadScenario(path: string): Scenario {
       path,
     );
   }
-  return parseScenario(text, path);
+  return parseScenario(text, path, opts);
 }

@@ -36,4 +36,8 @@ export interface Scenario {
   readonly regions?: ScenarioRegions | undefined;
   /** Several routers in front of this fleet (issue #19). */
   readonly routers?: ScenarioRouters | undefined;
+  /** The file's `rateScales`: the load multiples `simulate` sweeps when no --rate-scale is given. */
+  readonly rateScales?: readonly number[] | undefined;
+  /** The multiple of the file's load this scenario was read at (absent: ×1, as written). */
+  readonly rateScale?: number | undefined;
 }

@@ -14,6 +14,8 @@ export interface ScenarioJob {
   readonly scenarioPath: string;
   readonly policy: PolicySpec;
   readonly seed: number;
+  /** A load sweep's multiple of the scenario's load (absent: ×1, the file as written). */
+  readonly rateScale?: number | undefined;
 }
 
 export interface ScenarioJobResult {
@@ -28,12 +30,16 @@ export interface ScenarioJobResult {
  */
 const loaded = new Map<string, Scenario>();
 
-/** Runs `job` on `scenario` (the caller's, already loaded) or on the file it names. */
+/** Runs `job` on `scenario` (the caller's, already loaded at the job's multiple) or on the file it names. */
 export function runScenarioJob(job: ScenarioJob, scenario?: Scenario): ScenarioJobResult {
-  let s = scenario ?? loaded.get(job.scenarioPath);
+  const key =
+    job.rateScale === undefined || job.rateScale === 1
+      ? job.scenarioPath
+      : `${job.scenarioPath}\0x${job.rateScale}`;
+  let s = scenario ?? loaded.get(key);
   if (s === undefined) {
-    s = loadScenario(job.scenarioPath);
-    loaded.set(job.scenarioPath, s);
+    s = loadScenario(job.scenarioPath, { rateScale: job.rateScale });
+    loaded.set(key, s);
   }
   const t0 = performance.now();
   const multi = s.regions !== undefined || s.routers !== undefined;

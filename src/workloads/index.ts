@@ -8,6 +8,19 @@ import { burstsParamsSchema, burstsWorkload } from './bursts.js';
 import { burstyParamsSchema, burstyWorkload } from './bursty.js';
 import { constantParamsSchema, constantWorkload } from './constant.js';
 import { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
+import {
+  scaleBursts,
+  scaleBursty,
+  scaleConstant,
+  scaleHeimdall,
+  scaleMultiTurn,
+  scalePoisson,
+  scalePrefixHeavy,
+  scaleTaskMix,
+  scaleTrace,
+  scaleTreeOfThought,
+  type LoadScaler,
+} from './load-scale.js';
 import { checkMixParams, mixParamsSchema, mixWorkload, type PartBinder } from './mix.js';
 import { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
 import { poissonParamsSchema, poissonWorkload } from './poisson.js';
@@ -31,8 +44,26 @@ export interface WorkloadType {
   readonly takesDuration: boolean;
   /** Params that are file paths (a scenario resolves them against its own folder). */
   readonly pathParams: readonly string[];
-  /** Validate raw params (without `type`); on success the factory bound to them. */
-  bind(params: unknown): BindResult;
+  /**
+   * Validate raw params (without `type`); on success the factory bound to them, at `loadScale`×
+   * the load (src/workloads/load-scale.ts; default 1: the params as given, never touched).
+   */
+  bind(params: unknown, loadScale?: number): BindResult;
+}
+
+/** The error of binding a type that has no load rule at a multiple other than 1. */
+function notScalable(type: string, k: number): BindResult {
+  return {
+    success: false,
+    error: new z.ZodError([
+      {
+        code: 'custom',
+        path: ['type'],
+        message: `workload type '${type}' does not say what ×${k} its load is, so it cannot be swept (--rate-scale)`,
+        input: type,
+      },
+    ]),
+  };
 }
 
 function define<S extends z.ZodType>(
@@ -41,17 +72,19 @@ function define<S extends z.ZodType>(
   // The factories take their input type and parse again (cheap, idempotent), so they are
   // convenient to call from code; a parsed output is always a valid input.
   factory: (params: z.output<S>, seed: number) => ClientDriver,
-  opts: { takesDuration: boolean; pathParams?: readonly string[] },
+  opts: { takesDuration: boolean; pathParams?: readonly string[]; scale?: LoadScaler<z.output<S>> },
 ): WorkloadType {
   return {
     type,
     schema,
     takesDuration: opts.takesDuration,
     pathParams: opts.pathParams ?? [],
-    bind(params: unknown): BindResult {
+    bind(params: unknown, loadScale = 1): BindResult {
       const r = schema.safeParse(params);
       if (!r.success) return { success: false, error: r.error };
-      const data = r.data;
+      if (loadScale !== 1 && !opts.scale) return notScalable(type, loadScale);
+      // ×1 is the params as parsed: a plain run and a sweep's ×1 build the same driver.
+      const data = loadScale === 1 || !opts.scale ? r.data : opts.scale(r.data, loadScale);
       // The last seed's driver, when reusable (open loop): a scenario's runs, one per policy,
       // then generate their requests once, not once each.
       let last: { readonly seed: number; readonly driver: ClientDriver } | undefined;
@@ -68,38 +101,56 @@ function define<S extends z.ZodType>(
 
 const registry = new Map<string, WorkloadType>(
   [
-    define('constant', constantParamsSchema, constantWorkload, { takesDuration: true }),
-    define('poisson', poissonParamsSchema, poissonWorkload, { takesDuration: true }),
-    define('bursts', burstsParamsSchema, burstsWorkload, { takesDuration: true }),
-    define('bursty', burstyParamsSchema, burstyWorkload, { takesDuration: true }),
-    define('heimdall', heimdallParamsSchema, heimdallWorkload, { takesDuration: false }),
-    define('multi-turn', multiTurnParamsSchema, multiTurnWorkload, { takesDuration: true }),
-    define('tree-of-thought', treeOfThoughtParamsSchema, treeOfThoughtWorkload, { takesDuration: true }),
-    define('task-mix', taskMixParamsSchema, taskMixWorkload, { takesDuration: true }),
-    define('trace', traceParamsSchema, traceWorkload, { takesDuration: true, pathParams: ['path'] }),
-    define('prefix-heavy', prefixHeavyParamsSchema, prefixHeavyWorkload, { takesDuration: true }),
+    define('constant', constantParamsSchema, constantWorkload, { takesDuration: true, scale: scaleConstant }),
+    define('poisson', poissonParamsSchema, poissonWorkload, { takesDuration: true, scale: scalePoisson }),
+    define('bursts', burstsParamsSchema, burstsWorkload, { takesDuration: true, scale: scaleBursts }),
+    define('bursty', burstyParamsSchema, burstyWorkload, { takesDuration: true, scale: scaleBursty }),
+    define('heimdall', heimdallParamsSchema, heimdallWorkload, {
+      takesDuration: false,
+      scale: scaleHeimdall,
+    }),
+    define('multi-turn', multiTurnParamsSchema, multiTurnWorkload, {
+      takesDuration: true,
+      scale: scaleMultiTurn,
+    }),
+    define('tree-of-thought', treeOfThoughtParamsSchema, treeOfThoughtWorkload, {
+      takesDuration: true,
+      scale: scaleTreeOfThought,
+    }),
+    define('task-mix', taskMixParamsSchema, taskMixWorkload, { takesDuration: true, scale: scaleTaskMix }),
+    define('trace', traceParamsSchema, traceWorkload, {
+      takesDuration: true,
+      pathParams: ['path'],
+      scale: scaleTrace,
+    }),
+    define('prefix-heavy', prefixHeavyParamsSchema, prefixHeavyWorkload, {
+      takesDuration: true,
+      scale: scalePrefixHeavy,
+    }),
   ].map((w) => [w.type, w]),
 );
 
-/** A part of a `mix` workload, bound through the registry (a nested mix is allowed). */
-const bindPart: PartBinder = (spec) => {
-  const { type, ...params } = spec;
-  const w = typeof type === 'string' ? registry.get(type) : undefined;
-  if (!w) {
-    return {
-      success: false,
-      error: new z.ZodError([
-        {
-          code: 'custom',
-          path: ['type'],
-          message: `unknown workload type '${String(type)}' (known: ${workloadTypeNames().join(', ')})`,
-          input: type,
-        },
-      ]),
-    };
-  }
-  return w.bind(params);
-};
+/** A part of a `mix` workload, bound through the registry at ×k (a nested mix is allowed). */
+const bindPartAt =
+  (loadScale: number): PartBinder =>
+  (spec) => {
+    const { type, ...params } = spec;
+    const w = typeof type === 'string' ? registry.get(type) : undefined;
+    if (!w) {
+      return {
+        success: false,
+        error: new z.ZodError([
+          {
+            code: 'custom',
+            path: ['type'],
+            message: `unknown workload type '${String(type)}' (known: ${workloadTypeNames().join(', ')})`,
+            input: type,
+          },
+        ]),
+      };
+    }
+    return w.bind(params, loadScale);
+  };
 
 // Several populations side by side; each part is checked against its own type's schema.
 registry.set('mix', {
@@ -107,7 +158,9 @@ registry.set('mix', {
   schema: mixParamsSchema,
   takesDuration: true,
   pathParams: [],
-  bind(params: unknown): BindResult {
+  // ×k: each part by its own type's rule (a part that has none fails the bind, naming itself).
+  bind(params: unknown, loadScale = 1): BindResult {
+    const bindPart = bindPartAt(loadScale);
     const error = checkMixParams(params, bindPart);
     if (error) return { success: false, error };
     const data = mixParamsSchema.parse(params);
