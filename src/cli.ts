@@ -330,6 +330,23 @@ program
     });
   });
 
+// Traces to replay: generated prefix-heavy traffic (issue #30) in the Mooncake format.
+const trace = program.command('trace').description('trace files for simulate, whatif and bench');
+trace
+  .command('generate')
+  .description(
+    'write a prefix-heavy trace (Mooncake JSONL): long shared documents, growing conversations, agent loops',
+  )
+  .option('--shape <shape>', 'documents | conversations | agents | mixed')
+  .option('--rate <rps>', 'requests per second (default 4)', positive('--rate'))
+  .option('--duration <s>', 'seconds of traffic (default 600)', positive('--duration'))
+  .option('--seed <n>', 'seed (default 1)', int('--seed'))
+  .option('--out <file>', 'file to write (default: stdout)')
+  .action(async (o: { shape?: string; rate?: number; duration?: number; seed?: number; out?: string }) => {
+    const { runTraceGenerate } = await import('./commands/trace-generate.js');
+    runTraceGenerate({ shape: o.shape, rate: o.rate, durationS: o.duration, seed: o.seed, out: o.out });
+  });
+
 // Backlog solver (issue 7): a PostgreSQL task table drained through the admission API.
 const tasks = program
   .command('tasks')

@@ -163,3 +163,20 @@ test('whatif: its trace as the argument; a missing one is "trace file not found"
   assert.equal(r.status, 2, r.stderr);
   assert.equal(r.stderr, 'llmlb: trace file not found: no-such-trace.jsonl\n');
 });
+
+test('trace generate: Mooncake lines on stdout; a bad shape exits 2 naming the flag', () => {
+  const r = spawnSync(
+    process.execPath,
+    [...CLI, 'trace', 'generate', '--shape', 'agents', '--rate', '1', '--duration', '20', '--seed', '2'],
+    { encoding: 'utf8' },
+  );
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stdout.trim().split('\n');
+  assert.ok(lines.length > 5, r.stdout);
+  for (const l of lines) assert.ok(Array.isArray((JSON.parse(l) as { hash_ids: unknown }).hash_ids));
+  const bad = spawnSync(process.execPath, [...CLI, 'trace', 'generate', '--shape', 'novels'], {
+    encoding: 'utf8',
+  });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--shape/);
+});

@@ -113,6 +113,32 @@ describe('shipped scenarios', () => {
     assert.ok(new Set(rs.map((r) => r.request.sizeClass)).size === 4);
   });
 
+  it("prefix-*-8 (issue #30): ~4 req/s of 1–56k-token prompts on the issue's 8 replicas, one 3× slower in unequal", () => {
+    for (const [file, slow] of [
+      ['prefix-documents-8.yaml', 0],
+      ['prefix-conversations-8.yaml', 0],
+      ['prefix-agents-8.yaml', 0],
+      ['prefix-unequal-8.yaml', 1],
+    ] as const) {
+      const s = loadScenario(join(SCENARIOS, file));
+      assert.equal(s.fleet.length, 8, file);
+      assert.equal(s.fleet.filter((b) => Math.abs(b.profile.speed - 1 / 3) < 1e-6).length, slow, file);
+      for (const b of s.fleet) {
+        assert.equal(b.profile.prefixCacheBlocks, 40000);
+        assert.equal(b.profile.kvCapacityTokens, 400000);
+      }
+      assert.deepEqual(
+        s.policies.map((p) => p.name),
+        ['round-robin', 'least-connections', 'prefix-trie', 'sglang-cache-aware', 'estimated-wait'],
+      );
+      const rs = s.createDriver(s.seed).start();
+      const rate = rs.length / s.durationS;
+      assert.ok(rate > 3.4 && rate < 4.6, `${file}: ${rate} req/s`);
+      assert.ok(rs.every((r) => r.at < s.durationS && r.request.promptTokens! <= 56_000));
+      assert.ok(s.graceS >= 600);
+    }
+  });
+
   it('small-exhaustive: 8 requests, 2 instances, 1 per second', () => {
     const s = loadScenario(join(SCENARIOS, 'small-exhaustive.yaml'));
     assert.equal(s.fleet.length, 2);

@@ -35,6 +35,7 @@ const SPECS: ({ type: string } & Record<string, unknown>)[] = [
   { type: 'tree-of-thought', clients: 2, durationS: 60 },
   { type: 'task-mix', count: 50 },
   { type: 'trace', path: trace },
+  { type: 'prefix-heavy', shape: 'mixed', rate: 2, durationS: 30 },
   {
     type: 'mix',
     durationS: 60,

@@ -15,6 +15,7 @@ import {
   scaleHeimdall,
   scaleMultiTurn,
   scalePoisson,
+  scalePrefixHeavy,
   scaleTaskMix,
   scaleTrace,
   scaleTreeOfThought,
@@ -23,6 +24,7 @@ import {
 import { checkMixParams, mixParamsSchema, mixWorkload, type PartBinder } from './mix.js';
 import { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
 import { poissonParamsSchema, poissonWorkload } from './poisson.js';
+import { prefixHeavyParamsSchema, prefixHeavyWorkload } from './prefix-heavy.js';
 import { taskMixParamsSchema, taskMixWorkload } from './task-mix.js';
 import { traceParamsSchema, traceWorkload } from './trace.js';
 import { treeOfThoughtParamsSchema, treeOfThoughtWorkload } from './tree-of-thought.js';
@@ -121,6 +123,10 @@ const registry = new Map<string, WorkloadType>(
       pathParams: ['path'],
       scale: scaleTrace,
     }),
+    define('prefix-heavy', prefixHeavyParamsSchema, prefixHeavyWorkload, {
+      takesDuration: true,
+      scale: scalePrefixHeavy,
+    }),
   ].map((w) => [w.type, w]),
 );
 
@@ -193,6 +199,7 @@ export { heimdallParamsSchema, heimdallWorkload } from './heimdall.js';
 export { mixParamsSchema, mixWorkload } from './mix.js';
 export { multiTurnParamsSchema, multiTurnWorkload } from './multi-turn.js';
 export { poissonParamsSchema, poissonWorkload } from './poisson.js';
+export { prefixHeavyParamsSchema, prefixHeavyTraceLines, prefixHeavyWorkload } from './prefix-heavy.js';
 export { SEED_004_TASKS, taskMixParamsSchema, taskMixWorkload } from './task-mix.js';
 export { parseTrace, TraceError, traceParamsSchema, traceWorkload } from './trace.js';
 export { treeOfThoughtParamsSchema, treeOfThoughtWorkload, treeSize } from './tree-of-thought.js';

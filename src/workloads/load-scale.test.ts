@@ -39,6 +39,15 @@ describe('load multiples (×k) per workload type', () => {
     assert.equal(driverAt('task-mix', { rate: 5, count: 10 }, 1.5).start().length, 15);
   });
 
+  it('prefix-heavy: k× the rate (documents and agent sessions)', () => {
+    for (const shape of ['documents', 'agents']) {
+      const p = { shape, rate: 2, durationS: 600 };
+      const one = driverAt('prefix-heavy', p).start().length;
+      const three = driverAt('prefix-heavy', p, 3).start().length;
+      assert.ok(three > 2.3 * one && three < 3.7 * one, `${shape}: ${one} → ${three}`);
+    }
+  });
+
   it('bursts keep their timing, k× as intense', () => {
     const p = { burstRate: 10, burstDurationS: 1, periodS: 10, durationS: 30, process: 'constant' };
     const one = driverAt('bursts', p).start();

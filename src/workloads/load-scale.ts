@@ -13,6 +13,9 @@
  * - a fixed script of requests (trace, heimdall): the same requests sent k× faster — the only
  *   option, no requests can be invented. A trace's `rateScale` is multiplied by k; its `durationS`
  *   and `limit` still cut the replay, so a trace longer than the run gives k× the requests in it.
+ * - prefix-heavy: k× `rate`, so k× the document reads and k× the sessions (conversations, agent
+ *   runs), each paced as at ×1 (think times, step gaps). The trace is generated anew at that rate:
+ *   at ×k it is not the ×1 trace sent faster (a conversation's turns keep their spacing).
  * - mix: each part by its own type's rule.
  *
  * ×1 is never scaled (a scenario at ×1 is byte for byte the scenario). A type without a rule here
@@ -25,6 +28,7 @@ import type { constantParamsSchema } from './constant.js';
 import type { heimdallParamsSchema } from './heimdall.js';
 import type { multiTurnParamsSchema } from './multi-turn.js';
 import type { poissonParamsSchema } from './poisson.js';
+import type { prefixHeavyParamsSchema } from './prefix-heavy.js';
 import type { taskMixParamsSchema } from './task-mix.js';
 import type { traceParamsSchema } from './trace.js';
 import type { treeOfThoughtParamsSchema } from './tree-of-thought.js';
@@ -80,4 +84,10 @@ export const scaleHeimdall: LoadScaler<z.output<typeof heimdallParamsSchema>> = 
   burstInterval: p.burstInterval / k,
   jitter: p.jitter / k,
   inlineExtraGap: p.inlineExtraGap / k,
+});
+
+/** prefix-heavy: k× the arrival rate of requests (its sessions' own pacing unchanged). */
+export const scalePrefixHeavy: LoadScaler<z.output<typeof prefixHeavyParamsSchema>> = (p, k) => ({
+  ...p,
+  rate: p.rate * k,
 });

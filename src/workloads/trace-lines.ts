@@ -35,9 +35,3 @@ export function* readLines(path: string): Generator<[number, string]> {
     closeSync(fd);
   }
 }
-
-/** The first non-blank line (for guessing a file's format), or undefined for an empty file. */
-export function firstLine(path: string): string | undefined {
-  for (const [, text] of readLines(path)) if (text.trim() !== '') return text;
-  return undefined;
-}

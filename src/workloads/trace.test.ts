@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { countTokens } from '../engine/tokens.js';
-import { parseTrace, guessTraceFormat, TraceError, traceWorkload } from './trace.js';
+import {
+  memorySource,
+  parseTrace,
+  guessTraceFormat,
+  replayLines,
+  TraceError,
+  traceWorkload,
+} from './trace.js';
 import { azureTime } from './trace-azure.js';
 import { chainBlockIds, engineBlockHashes, standInText, uniqueState } from './trace-blocks.js';
 
@@ -116,6 +123,21 @@ describe('trace importers', () => {
     assert.equal(guessTraceFormat(fileNamed('b.csv', BURSTGPT)).name, 'burstgpt');
     assert.equal(guessTraceFormat(fileNamed('c.jsonl', TRACE)).name, 'llmlb');
     assert.throws(() => guessTraceFormat(fileNamed('d.csv', 'x,y\n1,2')), /:1: cannot tell the trace format/);
+  });
+
+  it('lines in memory replay as the same lines in a file; errors name the source', () => {
+    for (const text of [MOONCAKE, TRACE, AZURE]) {
+      const lines = text.split('\n');
+      const params = { rateScale: 2, model: 'm1' };
+      assert.deepEqual(
+        replayLines(memorySource('gen', lines), params, 3).start(),
+        traceWorkload({ path: fileNamed('same.txt', text), ...params }, 3).start(),
+      );
+    }
+    assert.throws(
+      () => replayLines(memorySource('gen', ['{"timestamp": 1, "hash_ids": []}']), {}, 1).start(),
+      (e: unknown) => e instanceof TraceError && e.message.startsWith('gen:1: input_length:'),
+    );
   });
 
   it('mooncake: ms timestamps, exact lengths, shared hash_ids → shared stand-in prefix and engine blocks', () => {

@@ -1,5 +1,6 @@
 /**
- * Trace replay (open loop), streamed from a file in one of four formats:
+ * Trace replay (open loop), streamed from a file (or lines in memory: a generator's, e.g.
+ * prefix-heavy.ts) in one of four formats:
  *   - llmlb (JSONL, one request per line; also what `serve` captures, src/trace/):
  *       {"at": 0.25, "model": "llama3", "prompt": "…", "outputTokens": 120}
  *       {"at": 0.40, "api": "openai-chat", "messages": [{"role": "user", "content": "…"}], "outputTokens": 80, "sessionKey": "u7"}
@@ -31,7 +32,7 @@ import { chainBlockIds, standInText, uniqueState } from './trace-blocks.js';
 import { azureFormat } from './trace-azure.js';
 import { burstgptFormat } from './trace-burstgpt.js';
 import { LineError, type TraceEntry, type TraceFormat } from './trace-format.js';
-import { readLines, firstLine } from './trace-lines.js';
+import { readLines } from './trace-lines.js';
 import { mooncakeFormat } from './trace-mooncake.js';
 import type { ChatMessage, ClientDriver, ScheduledRequest, WorkloadRequest } from './types.js';
 
@@ -161,14 +162,48 @@ export class TraceError extends Error {
   }
 }
 
+/**
+ * Where a replay's lines come from: a file, read in chunks on every pass, or lines already in
+ * memory (a generator's), so both take the same importer.
+ */
+export interface TraceSource {
+  /** Names the source in errors (`name:line: …`). */
+  readonly name: string;
+  /** `[lineNumber, text]` for each line, 1-based, blank lines included. */
+  lines(): Iterable<[number, string]>;
+}
+
+export function fileSource(path: string): TraceSource {
+  return { name: path, lines: () => readLines(path) };
+}
+
+export function memorySource(name: string, lines: readonly string[]): TraceSource {
+  return {
+    name,
+    *lines() {
+      for (let i = 0; i < lines.length; i++) yield [i + 1, lines[i]!];
+    },
+  };
+}
+
 /** The format of a trace file from its first non-blank line; TraceError when none matches. */
 export function guessTraceFormat(path: string): TraceFormat {
-  const first = firstLine(path);
-  if (first === undefined) throw new TraceError(path, 1, undefined, 'empty trace');
-  const f = TRACE_FORMATS.find((x) => x.detect(first));
+  return guessFormat(fileSource(path));
+}
+
+function guessFormat(source: TraceSource): TraceFormat {
+  let first: string | undefined;
+  for (const [, text] of source.lines())
+    if (text.trim() !== '') {
+      first = text;
+      break;
+    }
+  if (first === undefined) throw new TraceError(source.name, 1, undefined, 'empty trace');
+  const line = first;
+  const f = TRACE_FORMATS.find((x) => x.detect(line));
   if (!f)
     throw new TraceError(
-      path,
+      source.name,
       1,
       undefined,
       `cannot tell the trace format from its first line; give format: ${TraceFormatSchema.options.join(' | ')}`,
@@ -284,10 +319,12 @@ class PendingHeap {
 }
 
 type Params = z.output<typeof traceParamsSchema>;
+/** What a replay needs besides its lines. */
+type ReplayParams = Omit<Params, 'path'>;
 
 /**
  * A trace replay: start() materialises the requests (the live bench), stream() yields them one at
- * a time (the simulator). Each pass rereads the file; the same seed gives the same requests.
+ * a time (the simulator). Each pass rereads the source; the same seed gives the same requests.
  */
 export class TraceReplay implements ClientDriver {
   readonly format: TraceFormat;
@@ -298,11 +335,12 @@ export class TraceReplay implements ClientDriver {
   private readonly window: number;
 
   constructor(
-    private readonly p: Params,
+    private readonly source: TraceSource,
+    private readonly p: ReplayParams,
     private readonly seed: number,
     opts: TraceReplayOptions = {},
   ) {
-    this.format = p.format !== undefined ? traceFormat(p.format) : guessTraceFormat(p.path);
+    this.format = p.format !== undefined ? traceFormat(p.format) : guessFormat(source);
     this.window = opts.inOrder === true ? 0 : REORDER_WINDOW;
   }
 
@@ -345,7 +383,7 @@ export class TraceReplay implements ClientDriver {
   /** `build` false: stand-in requests are counted and yielded as null, not built. */
   private *requests(build: boolean): Generator<ScheduledRequest | null> {
     const p = this.p;
-    const path = p.path;
+    const path = this.source.name;
     const stats = emptyStats();
     const read = this.format.reader();
     const sampleRng = createRng(deriveSeed(this.seed, 'trace-sample'));
@@ -389,7 +427,7 @@ export class TraceReplay implements ClientDriver {
       return s;
     };
 
-    for (const [n, text] of readLines(path)) {
+    for (const [n, text] of this.source.lines()) {
       if (text.trim() === '') continue;
       stats.lines++;
       let entry: TraceEntry | undefined;
@@ -516,10 +554,24 @@ export function traceWorkload(
   seed: number,
   opts: { check?: boolean } & TraceReplayOptions = {},
 ): TraceReplay {
-  const p = parseParams(traceParamsSchema, params);
-  const replay = new TraceReplay(p, seed, { inOrder: opts.inOrder });
+  const { path, ...p } = parseParams(traceParamsSchema, params);
+  const replay = new TraceReplay(fileSource(path), p, seed, { inOrder: opts.inOrder });
   // A whole pass now, so a scenario with a bad trace fails at load, not mid-run (callers that
   // checked the file already skip it).
   if (opts.check !== false) replay.check();
   return replay;
+}
+
+/**
+ * A replay of lines in memory (a generator's), with the file replay's params less `path`; no
+ * check pass (the caller made the lines).
+ */
+export function replayLines(
+  source: TraceSource,
+  params: Omit<TraceParams, 'path'>,
+  seed: number,
+  opts: TraceReplayOptions = {},
+): TraceReplay {
+  const { path: _, ...p } = parseParams(traceParamsSchema, { ...params, path: source.name });
+  return new TraceReplay(source, p, seed, opts);
 }
