@@ -12,7 +12,11 @@
  * throughput (requests/s and output tokens/s over first send → last answer), the engines' prompt
  * tokens served from cache, and each ratio to round-robin's, side by side in one run.
  *
- * Flags: --engines 3 --slots 2 --rate 2 --duration 40 --docs (engines×slots) --doc-min 1200
+ * The rate: --rate R/s, or by default --load 0.8 × the rate the fleet serves with no cache hits,
+ * measured at start (calibrate), so round-robin runs near saturation on a machine of any speed
+ * or load.
+ *
+ * Flags: --engines 3 --slots 2 --load 0.8 (or --rate R) --requests 40 --docs (engines×slots) --doc-min 1200
  * --doc-max 2400 --suffix 24 --max-tokens 16 --seed 1 --policies default,round-robin,prefix-trie,
  * least-connections --embd 128 --layers 4 --ff 512 --heads 4 --threads 1 --cli src/cli.ts (another
  * llmlb: a .ts runs under tsx, a .js under node) --json FILE. Loopback only; children die with it.
@@ -38,8 +42,9 @@ function flags() {
     options: {
       engines: { type: 'string', default: '3' },
       slots: { type: 'string', default: '2' },
-      rate: { type: 'string', default: '2' },
-      duration: { type: 'string', default: '40' },
+      rate: { type: 'string' },
+      load: { type: 'string', default: '0.8' },
+      requests: { type: 'string', default: '40' },
       docs: { type: 'string' },
       'doc-min': { type: 'string', default: '1200' },
       'doc-max': { type: 'string', default: '2400' },
@@ -71,14 +76,13 @@ function flags() {
   const docMax = num('doc-max', docMin);
   const maxTokens = num('max-tokens', 1);
   const suffix = num('suffix', 1);
-  const workload: PrefixWorkloadOptions = {
+  const workload: Omit<PrefixWorkloadOptions, 'rate'> = {
     seed: num('seed', 0),
     documents: values.docs === undefined ? engines * slots : num('docs', 1),
     docMin,
     docMax,
     suffix,
-    rate: num('rate', 0.01, false),
-    durationS: num('duration', 1, false),
+    requests: num('requests', 1),
   };
   const shape: TinyLlamaShape = {
     embd: num('embd', 8),
@@ -97,6 +101,8 @@ function flags() {
   return {
     engines,
     slots,
+    rate: values.rate === undefined ? undefined : num('rate', 0.01, false),
+    load: num('load', 0.01, false),
     maxTokens,
     workload,
     shape,
@@ -286,8 +292,39 @@ interface PolicyResult {
   perEngine: number[];
 }
 
+/**
+ * The fleet's request rate with no cache hits, measured now (the machine may be shared): every
+ * engine at once serves two cold prompts of the documents' mean length, one after the other.
+ */
+async function calibrate(
+  engines: readonly string[],
+  tokens: number,
+  maxTokens: number,
+): Promise<{ serviceS: number; capacity: number }> {
+  const times: number[] = [];
+  await Promise.all(
+    engines.map(async (url, e) => {
+      for (let k = 0; k < 2; k++) {
+        const t = performance.now();
+        const prompt = `Calibration ${e}.${k}: ` + 'abcdefghijklmnopqrstuvwxyz '.repeat(tokens / 27 + 1);
+        const r = await request(`${url}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'm', prompt: prompt.slice(0, tokens), max_tokens: maxTokens }),
+        });
+        if (r.statusCode !== 200) throw new Error(`calibration: ${await r.body.text()}`);
+        await r.body.dump();
+        times.push((performance.now() - t) / 1000);
+      }
+    }),
+  );
+  const serviceS = mean(times);
+  return { serviceS, capacity: engines.length / serviceS };
+}
+
 async function runPolicy(
   o: ReturnType<typeof flags>,
+  workload: PrefixWorkloadOptions,
   dir: string,
   engines: readonly string[],
   label: string,
@@ -301,18 +338,17 @@ async function runPolicy(
   const router = await startRouter(o.cli, dir, engines, label === 'default' ? undefined : label);
   const dispatcher = new Agent({ connections: 512, keepAliveTimeout: 60_000 });
   try {
-    // Warm-up: every document once, then once more, at the measured rate, through this policy.
+    // Warm-up: every document once, at the measured rate, through this policy.
     const t00 = performance.now();
     const warm: Promise<Outcome>[] = [];
-    for (let pass = 0; pass < 2; pass++)
-      for (let d = 0; d < docs.length; d++) {
-        await sleep(1000 / o.workload.rate);
-        warm.push(send(dispatcher, router.url, `${docs[d]!}Warm-up ${pass}.`, o.maxTokens, t00));
-      }
+    for (let d = 0; d < docs.length; d++) {
+      await sleep(1000 / workload.rate);
+      warm.push(send(dispatcher, router.url, `${docs[d]!}Warm-up.`, o.maxTokens, t00));
+    }
     await Promise.all(warm);
     const before = await Promise.all(engines.map(engineStats));
 
-    const reqs = prefixRequests(o.workload, docs);
+    const reqs = prefixRequests(workload, docs);
     const t0 = performance.now();
     const outcomes = await Promise.all(
       reqs.map(async (q) => {
@@ -370,7 +406,7 @@ async function main(): Promise<void> {
   try {
     const model = join(dir, 'tiny-llama.gguf');
     const bytes = await writeTinyLlamaGguf(model, o.shape);
-    const docs = prefixDocuments(o.workload);
+    const docs = prefixDocuments({ ...o.workload, rate: 1 });
     const ctx = o.shape.contextLength;
     const engines = await Promise.all(
       Array.from({ length: o.engines }, () =>
@@ -386,18 +422,27 @@ async function main(): Promise<void> {
     );
     const urls = engines.map((e) => e.url);
     const s = o.shape;
-    const w = o.workload;
+    let rate = o.rate;
+    if (rate === undefined) {
+      const meanDoc = Math.round((o.workload.docMin + o.workload.docMax) / 2);
+      const c = await calibrate(urls, meanDoc, o.maxTokens);
+      rate = Math.round(o.load * c.capacity * 100) / 100;
+      console.log(
+        `calibration: a cold ${meanDoc}-token prompt takes ${c.serviceS.toFixed(2)} s with every engine busy, so the fleet serves ≈ ${c.capacity.toFixed(2)} req/s without cache hits; rate = ${o.load} × that = ${rate}/s`,
+      );
+    }
+    const w: PrefixWorkloadOptions = { ...o.workload, rate };
     console.log(
       `model: random llama, ${s.layers} layers × ${s.embd} wide (ff ${s.ff}, ${s.heads} heads), ${(parameterCount(s) / 1e6).toFixed(2)} M params, ${(bytes / 2 ** 20).toFixed(1)} MiB F32; ` +
         `${o.engines} engines × ${o.slots} slots × ${ctx} tokens, ${o.threads} thread(s) each`,
     );
     console.log(
       `client: ${w.documents} documents of ${w.docMin}–${w.docMax} tokens, ${w.suffix}-token questions, ${o.maxTokens} output tokens, ` +
-        `Poisson ${w.rate}/s for ${w.durationS} s (${prefixRequests(w, docs).length} requests, seed ${w.seed}), after a warm-up of ${2 * docs.length}`,
+        `${w.requests} requests, Poisson at ${w.rate}/s (seed ${w.seed}), after a warm-up of ${docs.length}`,
     );
     const rows: PolicyResult[] = [];
     for (const p of o.policies) {
-      const r = await runPolicy(o, dir, urls, p, docs);
+      const r = await runPolicy(o, w, dir, urls, p, docs);
       rows.push(r);
       console.log(
         `  ${p}: TTFT p50 ${r.ttftP50S.toFixed(3)} s, p90 ${r.ttftP90S.toFixed(3)} s, E2E ${r.e2eMeanS.toFixed(3)} s, ${r.reqPerS.toFixed(2)} req/s, cache ${(100 * r.reuse).toFixed(0)} %, engines ${r.perEngine.join('/')}, failed ${r.failed}`,
@@ -407,8 +452,7 @@ async function main(): Promise<void> {
     console.log(
       `\n(ratios to round-robin in parentheses; ${((performance.now() - started) / 1000).toFixed(0)} s in all)`,
     );
-    if (o.json)
-      await writeFile(o.json, JSON.stringify({ shape: o.shape, workload: o.workload, rows }, null, 2));
+    if (o.json) await writeFile(o.json, JSON.stringify({ shape: o.shape, workload: w, rows }, null, 2));
     await Promise.all(engines.map((e) => stop(e.proc)));
   } finally {
     await rm(dir, { recursive: true, force: true });

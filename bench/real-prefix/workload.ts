@@ -15,9 +15,10 @@ export interface PrefixWorkloadOptions {
   readonly docMax: number;
   /** Length of each request's own question, in characters. */
   readonly suffix: number;
-  /** Poisson arrivals per second, over `durationS`. */
+  /** Poisson arrivals per second. */
   readonly rate: number;
-  readonly durationS: number;
+  /** How many requests. */
+  readonly requests: number;
 }
 
 export interface PrefixRequest {
@@ -53,10 +54,10 @@ export function prefixRequests(o: PrefixWorkloadOptions, docs: readonly string[]
   const rng = createRng(o.seed ^ 0x5bd1e995);
   const out: PrefixRequest[] = [];
   let t = 0;
-  for (let i = 0; ; i++) {
+  for (let i = 0; i < o.requests; i++) {
     t += -Math.log(1 - rng()) / o.rate;
-    if (t >= o.durationS) return out;
     const doc = Math.floor(rng() * docs.length);
     out.push({ at: t, doc, prompt: `${docs[doc]!}Question ${i}: ${words(rng, o.suffix)}?\nAnswer:` });
   }
+  return out;
 }
