@@ -5,7 +5,8 @@ import { spawnSync } from 'node:child_process';
 
 const roots = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 const flags = process.argv.slice(2).filter((a) => a.startsWith('-'));
-const dirs = roots.length > 0 ? roots : ['src', 'test'];
+// bench/ holds the real-prefix bench's engine and GGUF tests (node-llama-cpp).
+const dirs = roots.length > 0 ? roots : ['src', 'test', 'bench'];
 const files = [];
 function walk(p) {
   let st;
