@@ -139,6 +139,11 @@ export interface CompletionReport {
   readonly promptEvalMs?: number | undefined;
   /** Engine-measured decode time in ms (Ollama eval_duration), when the API gives it. */
   readonly evalMs?: number | undefined;
+  /**
+   * Prompt tokens the engine found in its prefix cache (OpenAI / vLLM / SGLang
+   * usage.prompt_tokens_details.cached_tokens, llama.cpp timings.cache_n), when it says.
+   */
+  readonly cachedTokens?: number | undefined;
 }
 
 /**

@@ -68,6 +68,7 @@ export class Exchange implements SequenceListener {
     const c = {
       promptTokens: ev.promptTokens,
       outputTokens: ev.outputTokens,
+      cachedTokens: ev.cachedTokens,
       truncated: this.o.truncated,
       queuedS: ev.queuedS / s,
       prefillS: ev.prefillS / s,

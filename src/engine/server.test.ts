@@ -149,7 +149,13 @@ test('openai /v1/completions: non-stream and stream', async (t) => {
   const c = (o.choices as Obj[])[0]!;
   assert.equal(c.finish_reason, 'length');
   assert.equal(countTokens(c.text as string), 8);
-  assert.deepEqual(o.usage, { prompt_tokens: 105, completion_tokens: 8, total_tokens: 113 });
+  // What its prefix cache held, as vLLM reports it (prompt_tokens_details.cached_tokens).
+  assert.deepEqual(o.usage, {
+    prompt_tokens: 105,
+    completion_tokens: 8,
+    total_tokens: 113,
+    prompt_tokens_details: { cached_tokens: 0 },
+  });
 
   const r = await post(e, '/v1/completions', { model: 'llama3', prompt: PROMPT, stream: true }, 15);
   assert.match(r.headers.get('content-type') ?? '', /event-stream/);
@@ -173,7 +179,12 @@ test('openai /v1/chat/completions: non-stream and stream with usage', async (t) 
   assert.equal(c.finish_reason, 'stop');
   assert.equal((c.message as Obj).role, 'assistant');
   assert.equal(countTokens((c.message as Obj).content as string), 9);
-  assert.deepEqual(o.usage, { prompt_tokens: 105, completion_tokens: 9, total_tokens: 114 });
+  assert.deepEqual(o.usage, {
+    prompt_tokens: 105,
+    completion_tokens: 9,
+    total_tokens: 114,
+    prompt_tokens_details: { cached_tokens: 0 },
+  });
 
   const events = await sse(
     await post(
@@ -186,7 +197,13 @@ test('openai /v1/chat/completions: non-stream and stream with usage', async (t) 
   assert.equal(events.pop(), '[DONE]');
   const usage = events.pop() as Obj;
   assert.deepEqual(usage.choices, []);
-  assert.deepEqual(usage.usage, { prompt_tokens: 105, completion_tokens: 25, total_tokens: 130 });
+  assert.deepEqual(usage.usage, {
+    prompt_tokens: 105,
+    completion_tokens: 25,
+    total_tokens: 130,
+    // The same messages again: their six full 16-token blocks were in the prefix cache.
+    prompt_tokens_details: { cached_tokens: 96 },
+  });
   const final = events.pop() as Obj;
   assert.equal((final.choices as Obj[])[0]!.finish_reason, 'stop');
   const deltas = events.map((ev) => ((ev as Obj).choices as Obj[])[0]!.delta as Obj);

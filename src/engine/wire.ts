@@ -14,6 +14,8 @@ export type ErrorFormat = 'ollama' | 'openai';
 export interface Completion {
   readonly promptTokens: number;
   readonly outputTokens: number;
+  /** Prompt tokens found in the prefix cache (usage.prompt_tokens_details.cached_tokens, as vLLM). */
+  readonly cachedTokens?: number | undefined;
   /** Stopped by num_predict / max_tokens rather than by the model. */
   readonly truncated: boolean;
   readonly queuedS: number;
@@ -131,6 +133,7 @@ function usage(c: Completion): object {
     prompt_tokens: c.promptTokens,
     completion_tokens: c.outputTokens,
     total_tokens: c.promptTokens + c.outputTokens,
+    ...(c.cachedTokens !== undefined ? { prompt_tokens_details: { cached_tokens: c.cachedTokens } } : {}),
   };
 }
 

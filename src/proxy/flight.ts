@@ -604,6 +604,7 @@ export class Flight {
         completionTokens: usage.completionTokens,
         promptEvalMs: usage.promptEvalMs,
         evalMs: usage.evalMs,
+        cachedTokens: usage.cachedTokens,
       };
       if (ok) {
         this.outputTokens = usage.completionTokens;

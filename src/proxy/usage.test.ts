@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TailBuffer, ollamaUsage, openaiUsage, responseUsage } from './usage.js';
+import { TailBuffer, ollamaUsage, openaiUsage, responseUsage, usageOf } from './usage.js';
 
 test('ollama usage from the last NDJSON line, durations in ms', () => {
   const text =
@@ -54,7 +54,12 @@ test('counts are read in place from the end of a long answer, and agree with a f
   });
   const o = new TailBuffer(1 << 20);
   o.push(Buffer.from(openai));
-  assert.deepEqual(responseUsage(o, 'openai', false), { promptTokens: 3, completionTokens: 4 });
+  // The prefix-cache hit (vLLM, SGLang, OpenAI: prompt_tokens_details.cached_tokens) comes along.
+  assert.deepEqual(responseUsage(o, 'openai', false), {
+    promptTokens: 3,
+    completionTokens: 4,
+    cachedTokens: 1,
+  });
   // Pretty-printed and with the counts early: found by the full parse.
   const early = JSON.stringify({ usage: { prompt_tokens: 2, completion_tokens: 6 }, text: answer }, null, 2);
   const e = new TailBuffer(1 << 20);
@@ -64,6 +69,27 @@ test('counts are read in place from the end of a long answer, and agree with a f
   const oe = new TailBuffer(1 << 20);
   oe.push(Buffer.from(ollamaEarly));
   assert.equal(responseUsage(oe, 'ollama', false).completionTokens, 3);
+});
+
+test('cached prompt tokens: OpenAI-style details, llama.cpp timings, and nothing made up', () => {
+  assert.deepEqual(
+    usageOf({
+      usage: { prompt_tokens: 9, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 8 } },
+    }),
+    {
+      promptTokens: 9,
+      completionTokens: 2,
+      cachedTokens: 8,
+    },
+  );
+  // llama.cpp's server: timings.cache_n beside the usage (its final stream chunk, or the body).
+  assert.equal(usageOf({ usage: { prompt_tokens: 9 }, timings: { cache_n: 5 } })?.cachedTokens, 5);
+  // Absent, null, negative or not a number: no cached count at all (not 0).
+  for (const details of [undefined, null, { cached_tokens: -1 }, { cached_tokens: '3' }, {}]) {
+    const u = usageOf({ usage: { prompt_tokens: 9, completion_tokens: 2, prompt_tokens_details: details } });
+    assert.equal(u?.cachedTokens, undefined);
+    assert.equal('cachedTokens' in (u ?? {}), false);
+  }
 });
 
 test('Ollama counts from the raw bytes: a final line split over chunks, look-alikes and bad values', () => {

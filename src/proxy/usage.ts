@@ -10,6 +10,8 @@ export interface Usage {
   promptEvalMs?: number | undefined;
   /** Engine-measured decode time, ms (Ollama eval_duration). */
   evalMs?: number | undefined;
+  /** Prompt tokens the engine found in its prefix cache (usage.prompt_tokens_details.cached_tokens). */
+  cachedTokens?: number | undefined;
 }
 
 /** Keeps the last `limit` bytes (at least the last whole chunk) of a response. */
@@ -156,7 +158,21 @@ export function usageOf(o: Record<string, unknown> | undefined): Usage | undefin
   const u = o?.usage;
   if (!u || typeof u !== 'object') return undefined;
   const r = u as Record<string, unknown>;
-  return { promptTokens: num(r.prompt_tokens), completionTokens: num(r.completion_tokens) };
+  // vLLM, SGLang and OpenAI: usage.prompt_tokens_details.cached_tokens; llama.cpp's server:
+  // timings.cache_n beside the usage.
+  const details = r.prompt_tokens_details;
+  const timings = o?.timings;
+  const cached =
+    details && typeof details === 'object'
+      ? num((details as Record<string, unknown>).cached_tokens)
+      : timings && typeof timings === 'object'
+        ? num((timings as Record<string, unknown>).cache_n)
+        : undefined;
+  return {
+    promptTokens: num(r.prompt_tokens),
+    completionTokens: num(r.completion_tokens),
+    ...(cached !== undefined ? { cachedTokens: cached } : {}),
+  };
 }
 
 /** The body's last `"usage": {…}` object, parsed alone (servers put it after the choices). */

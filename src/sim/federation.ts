@@ -389,6 +389,7 @@ export function simulateFederation(
           completionTokens: e.outputTokens,
           promptEvalMs: e.prefillS * 1000,
           evalMs: e.decodeS * 1000,
+          cachedTokens: e.cachedTokens,
         },
         e.t * 1000,
       );

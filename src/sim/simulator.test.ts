@@ -243,6 +243,8 @@ test('the core sees milliseconds, engine metrics at the probe interval, and Olla
     completionTokens: 3,
     promptEvalMs: 2000,
     evalMs: 3000,
+    // What the engine found in its prefix cache, as vLLM reports it (usage cached_tokens).
+    cachedTokens: 0,
   });
   const b = r.records.find((x) => x.id === 'b')!;
   assert.equal(b.finishS, 4);

@@ -171,6 +171,7 @@ function newReport(): Mutable<CompletionReport> {
     completionTokens: 0,
     promptEvalMs: 0,
     evalMs: 0,
+    cachedTokens: 0,
   };
 }
 
@@ -500,6 +501,7 @@ function runSimulation(
       report.completionTokens = e.outputTokens;
       report.promptEvalMs = e.prefillS * 1000;
       report.evalMs = e.decodeS * 1000;
+      report.cachedTokens = e.cachedTokens;
       apply(scheduler.complete(e.id, report, e.t * 1000));
       // Without a prefix cache the answer is '' and closed-loop clients make up its text themselves
       // (same length, seeded).

@@ -147,3 +147,23 @@ test('estimated-wait with prefix credit: a backend that remembers too little get
   // 32 (two generations of 16 chunks: 1,024 characters): b's prefill is an eighth shorter, enough to win.
   assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 32 }), 'b');
 });
+
+test('prefix credit: a long prompt is recorded sparsely past its first 128 chunks, and re-sending it adds only what is new', () => {
+  const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 100_000, maxPrefixChars: 1 << 20 });
+  const doc = text('long-document', 64 * 1000); // 1,000 chunks
+  c.record('d1', 'a', `${doc}${text('q1', 64)}`);
+  c.keysOf('d2', `${doc}${text('q2', 64)}`); // (hashed in full once a second prompt shares the head)
+  c.record('d2', 'a', `${doc}${text('q2', 64)}`);
+  // 128 dense + every 16th of the rest + the last: ~184 entries for 1,001 chunks, not 1,001.
+  const first = c.sizeOf('a');
+  assert.ok(first > 128 && first < 200, `recorded ${first}`);
+  // A third question: one new chunk (the last), the rest found at once.
+  c.record('d3', 'a', `${doc}${text('q3', 64)}`);
+  assert.equal(c.sizeOf('a'), first + 1);
+  // The credit is exact over the dense head and to 16 chunks beyond.
+  const k = c.keysOf('d4', `${doc.slice(0, 64 * 700)}#${text('fork', 640)}`);
+  const cached = c.cachedChars('a', k);
+  assert.ok(cached <= 700 * 64 && cached > (700 - 16) * 64, `credited ${cached} of ${700 * 64}`);
+  const head = c.keysOf('d5', `${doc.slice(0, 64 * 100)}#${text('fork2', 640)}`);
+  assert.equal(c.cachedChars('a', head), 100 * 64);
+});

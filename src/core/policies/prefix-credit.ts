@@ -54,6 +54,8 @@ export class PrefixCredit {
   private readonly headIndexed: boolean;
   /** Per backend, the chunk keys sent there (two generations: an approximate LRU). */
   private readonly sent = new Map<string, Generations>();
+  /** Generation size set for a backend before anything was sent to it (setCapacity). */
+  private readonly capacity = new Map<string, number>();
   /** Per request until it is dispatched: its keys, or its first chunk's key while not hashed. */
   private readonly memo = new Map<string, Float64Array | number>();
   /** First-chunk keys of the prompts recorded (hashed in full), on any backend. */
@@ -98,15 +100,17 @@ export class PrefixCredit {
   cachedChars(backend: string, keys: Float64Array): number {
     const g = this.sent.get(backend);
     if (g === undefined || keys.length === 0 || !g.has(keys[0]!)) return 0;
-    // Prefix-closed: find the last recorded chunk by bisection (keys[lo] is recorded).
+    // Prefix-closed over the recorded positions: find the last one recorded by bisection (position
+    // lo is recorded).
+    const n = keys.length;
     let lo = 0;
-    let hi = keys.length;
+    let hi = positions(n);
     while (hi - lo > 1) {
       const mid = (lo + hi) >> 1;
-      if (g.has(keys[mid]!)) lo = mid;
+      if (g.has(keys[position(mid, n)]!)) lo = mid;
       else hi = mid;
     }
-    return (lo + 1) * this.chunkChars;
+    return (position(lo, n) + 1) * this.chunkChars;
   }
 
   /**
@@ -144,6 +148,7 @@ export class PrefixCredit {
 
   removeBackend(name: string): void {
     this.sent.delete(name);
+    this.capacity.delete(name);
     for (const [h, p] of this.pending)
       if (p.backend === name) {
         this.pending.delete(h);
@@ -168,11 +173,23 @@ export class PrefixCredit {
     return true;
   }
 
+  /**
+   * Chunks remembered for `backend` from now on (its engine's cache as learned: the engine reported
+   * fewer or more cached tokens than the record predicted). A smaller capacity takes effect as the
+   * record's generations turn over, not at once.
+   */
+  setCapacity(backend: string, chunks: number): void {
+    const gen = Math.max(1, Math.floor(chunks / 2));
+    const g = this.sent.get(backend);
+    if (g === undefined) this.capacity.set(backend, gen);
+    else g.gen = gen;
+  }
+
   private touch(backend: string, keys: Float64Array): void {
     if (keys.length === 0) return;
     let g = this.sent.get(backend);
     if (g === undefined) {
-      g = new Generations(Math.max(1, Math.floor(this.capacityChunks / 2)));
+      g = new Generations(this.capacity.get(backend) ?? Math.max(1, Math.floor(this.capacityChunks / 2)));
       this.sent.set(backend, g);
     }
     g.touchChain(keys);
@@ -196,31 +213,70 @@ class Generations {
   private cur = new Set<number>();
   private prev = new Set<number>();
 
-  constructor(private readonly gen: number) {}
+  constructor(public gen: number) {}
 
   get size(): number {
     return this.cur.size + this.prev.size;
   }
 
   has(k: number): boolean {
-    return this.cur.has(k) || this.prev.has(k);
+    const s = small(k);
+    return this.cur.has(s) || this.prev.has(s);
   }
 
-  touch(k: number): void {
-    if (this.cur.has(k)) return;
+  /** Adds a key (as `small`); false when it was already in the current generation. */
+  private touchSmall(s: number): boolean {
+    if (this.cur.has(s)) return false;
     if (this.cur.size >= this.gen) {
       this.prev = this.cur;
       this.cur = new Set();
     }
-    this.cur.add(k);
+    this.cur.add(s);
+    return true;
+  }
+
+  touch(k: number): void {
+    this.touchSmall(small(k));
   }
 
   /**
    * Touch a prompt's chain, last chunk to first, so its head is never older than its tail and the
    * set stays prefix-closed; a chain longer than a generation keeps its head (what a later prompt
-   * shares).
+   * shares). A chunk already in the current generation was touched, with every chunk before it,
+   * since the last turnover (a chain is always touched down to its head): the walk stops there, so
+   * re-sending a 50k-token document with a new question costs the new chunks, not the document.
    */
   touchChain(keys: Float64Array): void {
-    for (let i = Math.min(keys.length, this.gen) - 1; i >= 0; i--) this.touch(keys[i]!);
+    const n = keys.length;
+    for (let j = Math.min(positions(n), this.gen) - 1; j >= 0; j--)
+      if (!this.touchSmall(small(keys[position(j, n)]!))) return;
   }
+}
+
+/**
+ * Which of a prompt's chunks are recorded: every one of the first DENSE, then every STRIDE-th, and
+ * the last. A 50k-token prompt then costs ~300 set entries per backend, not ~3,000 (its credit is
+ * exact to a chunk over its first DENSE chunks, to STRIDE chunks beyond: a few hundred tokens of
+ * a 50k-token prompt). Both the record and the lookup walk the same positions of a key array.
+ */
+const DENSE = 128;
+const STRIDE = 16;
+
+/** Recorded positions of a prompt of `n` chunks. */
+function positions(n: number): number {
+  return n <= DENSE ? n : DENSE + Math.ceil((n - DENSE) / STRIDE);
+}
+
+/** The chunk index of recorded position `j` of a prompt of `n` chunks. */
+function position(j: number, n: number): number {
+  return j < DENSE ? j : Math.min(n - 1, DENSE - 1 + (j - DENSE + 1) * STRIDE);
+}
+
+/**
+ * A chunk key (53 bits) folded to a small integer (30 bits), which a Set hashes and compares far
+ * faster than a heap number. Per backend at most a few hundred thousand chunks are kept, so a false
+ * match is about one lookup in a few thousand at worst, and it only skews an estimate.
+ */
+function small(k: number): number {
+  return (k % 0x40000000) | 0;
 }

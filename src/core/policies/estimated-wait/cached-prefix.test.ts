@@ -14,7 +14,7 @@ const doc = Array.from({ length: 200 }, (_, i) => `line ${i} of a shared documen
 
 test('cached prefix: off (share 0) — nothing recorded, every backend prefills the whole prompt', () => {
   const c = new CachedPrefix(0, 64);
-  c.record('r1', 'a', doc);
+  c.record('r1', 'a', doc, 0.25);
   const r = req('r2', doc + 'question');
   assert.equal(c.keysOf(r), undefined);
   assert.equal(c.cachedOf(r, c.keysOf(r), 'a', 1000), 0);
@@ -24,7 +24,7 @@ test('cached prefix: off (share 0) — nothing recorded, every backend prefills 
 
 test('cached prefix: the backend sent a prompt is credited its shared prefix, in tokens', () => {
   const c = new CachedPrefix(1, 4096);
-  c.record('r1', 'a', doc);
+  c.record('r1', 'a', doc, 0.25);
   const r = req('r2', doc + 'x'.repeat(doc.length)); // half of it shared with r1
   const keys = c.keysOf(r);
   const onA = c.cachedOf(r, keys, 'a', 1000);
@@ -40,4 +40,42 @@ test('cached prefix: a partial share credits part of the cached prefix; at least
   const half = new CachedPrefix(0.5, 64);
   assert.equal(half.creditedPrefill(1000, 600), 700);
   assert.equal(new CachedPrefix(1, 64).creditedPrefill(100, 100), 1);
+});
+
+test('cached prefix: the engine cache is learned in tokens from what engines report cached', () => {
+  const c = new CachedPrefix(1, 100_000);
+  assert.equal(c.cacheTokensOf('a'), 100_000);
+  // Predicted 1,000 cached, found 900 / 600: as predicted (within half), no change.
+  c.learn('a', 1000, 900, 2000, 0.25);
+  c.learn('a', 1000, 600, 2000, 0.25);
+  assert.equal(c.cacheTokensOf('a'), 100_000);
+  // Predicted 1,000, found 100: evicted sooner than assumed — a fifth less.
+  c.learn('a', 1000, 100, 2000, 0.25);
+  assert.equal(c.cacheTokensOf('a'), 80_000);
+  // Found 1,500 where 1,000 was predicted: the engine keeps more than remembered — a quarter more.
+  c.learn('a', 1000, 1500, 2000, 0.25);
+  assert.equal(c.cacheTokensOf('a'), 100_000);
+  // Per backend; bad reports change nothing; removal forgets.
+  assert.equal(c.cacheTokensOf('b'), 100_000);
+  c.learn('a', 1000, Number.NaN, 2000, 0.25);
+  c.learn('a', 1000, -5, 2000, 0.25);
+  assert.equal(c.cacheTokensOf('a'), 100_000);
+  for (let i = 0; i < 200; i++) c.learn('a', 1000, 0, 2000, 0.25);
+  // Never below two chunks (32 tokens at 4 characters a token), never NaN.
+  assert.equal(c.cacheTokensOf('a'), 32);
+  c.removeBackend('a');
+  assert.equal(c.cacheTokensOf('a'), 100_000);
+});
+
+test('cached prefix: the record holds as many chunks as the learned cache, at the learned token ratio', () => {
+  const c = new CachedPrefix(1, 64 * 16 * 0.25); // 256 tokens: 16 chunks of 64 characters at 0.25 tokens a character
+  const long = Array.from({ length: 100 }, (_, i) => `block ${i} of a long shared text...\n`).join('');
+  c.record('r1', 'a', long, 0.25);
+  c.record('r2', 'a', long + 'more', 0.25);
+  assert.ok(c.chunksOf('a')! <= 16, `${c.chunksOf('a')} chunks`);
+  // The same cache in tokens holds 8× the chunks when a character is 8× fewer tokens (a trace's stand-in text).
+  const d = new CachedPrefix(1, 64 * 16 * 0.25);
+  d.record('r1', 'a', long, 0.25 / 8);
+  d.record('r2', 'a', long + 'more', 0.25 / 8);
+  assert.ok(d.chunksOf('a')! > 16, `${d.chunksOf('a')} chunks`);
 });

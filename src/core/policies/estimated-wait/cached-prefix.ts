@@ -1,22 +1,48 @@
 import type { RequestInfo } from '../../types.js';
 import { PrefixCredit } from '../prefix-credit.js';
 
+/** Characters per chunk of the credit's record (the router has no tokenizer). */
+const CHUNK_CHARS = 64;
+/** Prompt characters indexed (256k tokens of text at 4 characters a token). */
+const MAX_PREFIX_CHARS = 1 << 20;
+/** Largest prefix cache learned per backend, in tokens. */
+const MAX_CACHE_TOKENS = 1 << 26;
+
 /**
  * The estimated-wait policy's use of prefix credit (prefix-credit.ts): which share of a request's
  * prompt a backend likely holds in its prefix cache (what this router sent it), and so how many
  * prompt tokens it would prefill there. `share` (the policy's prefixCredit, 0–1) is the part of
  * the cached prefix not charged; at 0 nothing is recorded and every backend prefills the whole
  * prompt.
+ *
+ * How much each engine keeps is sized in TOKENS (issue #30: a size in characters was a different
+ * cache for real text, 4 characters a token, than for a trace's stand-in text, 8 tokens a
+ * character) and learned per backend from what the engine reports it found cached (usage
+ * cached_tokens): a prefix the record counted on that the engine no longer had shrinks it, more
+ * found than the record remembered grows it. An engine without a prefix cache so shrinks it to
+ * almost nothing within a few dozen answers; one that reports nothing keeps `initialTokens`.
  */
 export class CachedPrefix {
   private readonly credit: PrefixCredit | undefined;
+  /** Per backend: the prompt tokens its engine keeps, as learned. */
+  private readonly cacheTokens = new Map<string, number>();
+  /** Per backend: the record's capacity last set, in chunks. */
+  private readonly capacityChunks = new Map<string, number>();
 
   constructor(
     private readonly share: number,
-    capacityChunks: number,
+    /** Prompt tokens an engine is assumed to keep until it says otherwise. */
+    private readonly initialTokens: number,
+    initialTokensPerChar = 0.25,
   ) {
     this.credit =
-      share > 0 ? new PrefixCredit({ chunkChars: 64, capacityChunks, maxPrefixChars: 32_768 }) : undefined;
+      share > 0
+        ? new PrefixCredit({
+            chunkChars: CHUNK_CHARS,
+            capacityChunks: chunksFor(initialTokens, initialTokensPerChar),
+            maxPrefixChars: MAX_PREFIX_CHARS,
+          })
+        : undefined;
   }
 
   /** A request's prompt chunk keys for the credit (none: no credit, or no backend holds any of it). */
@@ -38,17 +64,56 @@ export class CachedPrefix {
     return cached === 0 ? promptTokens : Math.max(1, promptTokens - this.share * cached);
   }
 
-  /** The request was pushed to `backend`: it now likely holds the prompt's prefix. */
-  record(id: string, backend: string, promptText: string): void {
-    this.credit?.record(id, backend, promptText);
+  /**
+   * The request was pushed to `backend`: it now likely holds the prompt's prefix. The record keeps
+   * as many chunks as the engine's learned cache holds at `tokensPerChar`.
+   */
+  record(id: string, backend: string, promptText: string, tokensPerChar: number): void {
+    const credit = this.credit;
+    if (credit === undefined) return;
+    const chunks = chunksFor(this.cacheTokensOf(backend), tokensPerChar);
+    if (this.capacityChunks.get(backend) !== chunks) {
+      this.capacityChunks.set(backend, chunks);
+      credit.setCapacity(backend, chunks);
+    }
+    credit.record(id, backend, promptText);
+  }
+
+  /**
+   * The engine reported `actual` prompt tokens found cached for a request of `prompt` tokens for
+   * which the record predicted `predicted`: a prefix counted on and gone (less than half of it
+   * found) shrinks the learned cache by a fifth; more found than predicted (by two chunks or a
+   * tenth of the prompt) grows it by a quarter.
+   */
+  learn(backend: string, predicted: number, actual: number, prompt: number, tokensPerChar: number): void {
+    if (this.credit === undefined || !(actual >= 0) || !(predicted >= 0)) return;
+    const now = this.cacheTokensOf(backend);
+    const chunkTokens = CHUNK_CHARS * tokensPerChar;
+    let next = now;
+    if (predicted > 0 && actual < 0.5 * predicted) next = Math.max(2 * chunkTokens, now * 0.8);
+    else if (actual > predicted + Math.max(2 * chunkTokens, 0.1 * prompt))
+      next = Math.min(MAX_CACHE_TOKENS, now * 1.25);
+    if (next !== now) this.cacheTokens.set(backend, next);
+  }
+
+  /** Prompt tokens `backend`'s engine is taken to keep cached (learned, or the initial size). */
+  cacheTokensOf(backend: string): number {
+    return this.cacheTokens.get(backend) ?? this.initialTokens;
   }
 
   removeBackend(name: string): void {
     this.credit?.removeBackend(name);
+    this.cacheTokens.delete(name);
+    this.capacityChunks.delete(name);
   }
 
   /** Chunks remembered for `backend` (undefined: credit off). */
   chunksOf(backend: string): number | undefined {
     return this.credit?.sizeOf(backend);
   }
+}
+
+/** Record chunks for a cache of `tokens` tokens at `tokensPerChar` (at least 2: two generations). */
+function chunksFor(tokens: number, tokensPerChar: number): number {
+  return Math.max(2, Math.round(tokens / (CHUNK_CHARS * tokensPerChar)));
 }

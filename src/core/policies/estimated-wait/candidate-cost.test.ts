@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addFlight, newBackendState, type Flight } from './backend-state.js';
-import { candidateCost, finishEstimate } from './candidate-cost.js';
+import { candidateCost, finishEstimate, missPenalty } from './candidate-cost.js';
 import { Rates } from './rates.js';
 import { WaitModel } from './wait-model.js';
 
@@ -38,4 +38,25 @@ test('candidate cost: its wait, then its uncached prefill and decode, plus other
   // A cached prefix: only the uncached tokens are prefilled, and only they stall the others.
   near(candidateCost(w, b, b, Infinity, 0, 500, 20, 0), finish - 1.5);
   near(w.delayToOthers(b, b, Infinity, 0, 500, 20), delay - 1.5);
+});
+
+test('miss penalty: each candidate pays missWeight × the prefill of what it would prefill beyond the best-cached one', () => {
+  const w = new WaitModel(new Rates(0.001, 0.05), { expectedOf: (f) => f.expectedOut });
+  const fast = newBackendState('fast', 0.1);
+  fast.prefill.update(100, 0.05);
+  fast.prefill.update(1000, 0.5); // 0.5 ms a token
+  const unknown = newBackendState('new', 0.1); // no samples: the prior, 1 ms a token
+  const costs = [fast, unknown, fast];
+  const out = Float64Array.of(10, 10, 10);
+  // Candidate 2 holds all but 100 tokens; 0 would prefill 2,000 (1,900 more), 1 would prefill 1,100.
+  missPenalty(w, costs, Float64Array.of(2000, 1100, 100), 3, 2, out);
+  near(out[0]!, 10 + 2 * 0.0005 * 1900);
+  near(out[1]!, 10 + 2 * 0.001 * 1000);
+  assert.equal(out[2], 10);
+  // Nobody holds more than another, or the weight is 0: unchanged.
+  const same = Float64Array.of(1, 2, 3);
+  missPenalty(w, costs, Float64Array.of(500, 500, 500), 3, 2, same);
+  assert.deepEqual([...same], [1, 2, 3]);
+  missPenalty(w, costs, Float64Array.of(2000, 1100, 100), 3, 0, same);
+  assert.deepEqual([...same], [1, 2, 3]);
 });

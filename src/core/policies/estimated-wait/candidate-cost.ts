@@ -43,3 +43,27 @@ export function finishEstimate(
   const service = wait.rates.prefillS(c, uncachedTokens) + out * step;
   return wait.startWait(b, c, slots, now, step) + service;
 }
+
+/**
+ * One cost for locality and load (issue #30): adds to each of the `n` candidates' costs in `out`
+ * `missWeight` times the prefill seconds of the prompt tokens it would prefill beyond the
+ * candidate that holds most of the prompt (`uncached`: per candidate, the tokens it would prefill;
+ * `costs`: the fits each is priced at). The candidate holding the most pays nothing extra; where
+ * no candidate holds any of it, or all hold the same, nothing changes.
+ */
+export function missPenalty(
+  wait: WaitModel,
+  costs: readonly Cost[],
+  uncached: Float64Array,
+  n: number,
+  missWeight: number,
+  out: Float64Array,
+): void {
+  if (!(missWeight > 0)) return;
+  let least = Infinity;
+  for (let i = 0; i < n; i++) if (uncached[i]! < least) least = uncached[i]!;
+  for (let i = 0; i < n; i++) {
+    const extra = uncached[i]! - least;
+    if (extra > 0) out[i]! += missWeight * wait.rates.prefillSlopeS(costs[i]!) * extra;
+  }
+}

@@ -52,7 +52,13 @@ export class WaitEstimator {
     this.rates = new Rates(p.priorPrefillS, p.priorDecodeS);
     this.sizing = new Sizing(p, this.rates);
     this.wait = new WaitModel(this.rates, this.sizing);
-    this.prefix = new CachedPrefix(p.prefixCredit, p.prefixCacheChunks);
+    this.prefix = new CachedPrefix(
+      p.prefixCredit,
+      p.prefixCacheChunks !== undefined
+        ? p.prefixCacheChunks * 64 * p.initialTokensPerChar
+        : p.prefixCacheTokens,
+      p.initialTokensPerChar,
+    );
   }
 
   /** Sets candState for `candidates` (their states, made on first sight). */
@@ -176,7 +182,7 @@ export class WaitEstimator {
     }
     this.picked = undefined;
     const prefillTokens = this.prefix.creditedPrefill(promptTokens, cachedTokens);
-    this.prefix.record(req.id, backend.name, req.promptText);
+    this.prefix.record(req.id, backend.name, req.promptText, this.sizing.tokensPerChar);
     advanceArea(b, now);
     const f: Flight = {
       dispatchedAt: now,
@@ -204,6 +210,18 @@ export class WaitEstimator {
     if (!report.ok) return;
     this.wait.fitsChanged();
     this.sizing.observe(req, f, report);
+    if (report.cachedTokens !== undefined) {
+      // What the engine found cached, against what the record predicted (in the engine's tokens).
+      const reported =
+        report.promptTokens !== undefined && report.promptTokens > 0 ? report.promptTokens : f.promptTokens;
+      this.prefix.learn(
+        backend.name,
+        f.cachedTokens * (reported / f.promptTokens),
+        report.cachedTokens,
+        reported,
+        this.sizing.tokensPerChar,
+      );
+    }
     learnRates(this, b, backend, f, report, now);
     b.lastSampleAt = now;
     b.lastSampleDecision = this.decisions;
@@ -246,7 +264,10 @@ export class WaitEstimator {
     }
     out.pendingWorkS = pending;
     const chunks = this.prefix.chunksOf(name);
-    if (chunks !== undefined) out.prefixChunks = chunks;
+    if (chunks !== undefined) {
+      out.prefixChunks = chunks;
+      out.prefixCacheTokens = Math.round(this.prefix.cacheTokensOf(name));
+    }
     return out;
   }
 }

@@ -43,8 +43,35 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    * prefix, and helped every skylb scenario (docs/results.md).
    */
   prefixCredit: z.number().min(0).max(1).default(1),
-  /** Prompt chunks (64 characters, one 16-token block) remembered per backend for the credit. */
-  prefixCacheChunks: z.number().int().positive().default(4096),
+  /**
+   * Prompt tokens each backend's prefix cache is taken to hold until its engine reports what it
+   * found cached (usage cached_tokens); then learned per backend (cached-prefix.ts). Too large
+   * credits prefixes the engine evicted, too small forgets what it holds; the first costs less
+   * (issue #30: started small, the default lost its locality at saturation before it learned).
+   */
+  prefixCacheTokens: z
+    .number()
+    .int()
+    .positive()
+    .default(1 << 20),
+  /** Deprecated (before prefixCacheTokens): the same, in 64-character chunks of prompt text. */
+  prefixCacheChunks: z.number().int().positive().optional(),
+  /**
+   * Late binding with cache affinity (issue #30): a request may queue inside an engine with no room
+   * when that engine holds part of its prompt and its cost there — the wait inside included — beats
+   * every engine with room. Without it a held request goes wherever room frees first, and
+   * prefix-heavy traffic near saturation loses its hits: each miss adds prefill, which holds more.
+   */
+  queueForCache: z.boolean().default(true),
+  /**
+   * Price of a prefix-cache miss (issue #30): a candidate that would prefill more of the prompt than
+   * the one that holds most of it is charged this many times the extra prefill on top of its cost
+   * (candidate-cost.ts, missPenalty). Its own finish counts that prefill once; the engine time a miss
+   * takes also delays whoever comes after it there, and a document spread over more engines leaves
+   * less room in each. 0: the plain estimate, which spreads re-reads of a popular document for load
+   * (prefix-heavy sweeps: TTFT p90 ×10 that of prefix-trie); 2 measured best.
+   */
+  missWeight: z.number().nonnegative().default(2),
   /**
    * Late binding (issue #20, heimdall-burst): a request is not pushed into an engine that would
    * queue it behind requests already waiting inside (engines admit FIFO): it waits in the router

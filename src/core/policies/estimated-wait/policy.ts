@@ -1,6 +1,7 @@
 import type { BackendView, Policy, PolicyContext, RequestInfo } from '../../types.js';
 import { WaitEstimator } from './estimator.js';
 import { parseEstimatedWaitParams } from './params.js';
+import { missPenalty } from './candidate-cost.js';
 import { roomInside } from './slots.js';
 
 /**
@@ -40,7 +41,13 @@ import { roomInside } from './slots.js';
  *   the fast replica of an unequal fleet whose batch it then slows for everyone.
  * - Prefix credit: a backend this router recently sent the same prompt prefix (a conversation's
  *   earlier turns, a shared document) likely holds it in its prefix cache, and is charged prefill
- *   only for the rest (prefix-credit.ts: per backend, an LRU of the prompt chunks sent there).
+ *   only for the rest (prefix-credit.ts: per backend, an LRU of the prompt chunks sent there, sized
+ *   in tokens and learned from the cached tokens engines report: cached-prefix.ts).
+ * - Locality and load in one cost (issue #30): a candidate that would prefill more of the prompt
+ *   than the one holding most of it also pays missWeight × that extra prefill (missPenalty), and
+ *   late binding lets a request queue inside a full engine that holds its prefix when its cost
+ *   there, the wait inside included, is the lowest (queueForCache). Without them, prefix-heavy
+ *   traffic near saturation spread for load, missed, and each miss's prefill held more.
  * - Estimates within `tieTolerance` of the best are ties (their difference is below the noise of
  *   the fits): the one with fewer in flight wins, then an unmeasured one, then round-robin order.
  *   Identical replicas then split load evenly rather than by their fits' noise.
@@ -109,7 +116,13 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   };
 
   /**
-   * The open candidate to push to, of the `n` costed in scratch: the lowest cost, or among the
+   * Whether candidate i may take the request now: it has room (late binding), or it holds part of
+   * the prompt (queueForCache) — then its cost, which counts the wait inside it, decides.
+   */
+  const pushable = (i: number): boolean => open[i] === 1 || (p.queueForCache && est.candCached[i]! > 0);
+
+  /**
+   * The candidate to push to (pushable), of the `n` costed in scratch: the lowest cost, or among the
    * near-best — within tieTolerance, or within tieStdErrors of the two fits' combined standard
    * error — the one tieBreak puts first. -1: none open.
    */
@@ -122,7 +135,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     let min = Infinity;
     let at = -1;
     for (let i = 0; i < n; i++) {
-      if (open[i] === 1 && scratch[i]! < min) {
+      if (pushable(i) && scratch[i]! < min) {
         min = scratch[i]!;
         at = i;
       }
@@ -132,7 +145,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     const minErr = errors ? serviceError(at, promptTokens, predicted) : 0;
     let chosen = -1;
     for (let i = 0; i < n; i++) {
-      if (open[i] !== 1) continue;
+      if (!pushable(i)) continue;
       const t = scratch[i]!;
       const near =
         t <= min * (1 + p.tieTolerance) + 1e-12 ||
@@ -177,6 +190,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const predicted = est.sizing.predictOf(req, promptTokens);
       const best = est.bestCost(promptTokens, predicted);
       est.fillWith(req, candidates, now, promptTokens, predicted, best, scratch, p.othersWeight);
+      if (p.prefixCredit > 0) missPenalty(est.wait, est.candCost, est.uncached, n, p.missWeight, scratch);
       const chosen = choose(candidates, n, promptTokens, predicted);
       if (chosen < 0) return undefined;
       const view = candidates[chosen]!;

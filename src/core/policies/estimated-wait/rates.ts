@@ -15,6 +15,11 @@ export class Rates {
     return c.prefill.at(promptTokens) ?? promptTokens * this.priorPrefillS;
   }
 
+  /** Seconds per prompt token at cost `c`: its prefill fit's slope, or the prior. */
+  prefillSlopeS(c: Cost): number {
+    return c.prefill.slope ?? this.priorPrefillS;
+  }
+
   /** Seconds per output token at cost `c` in a batch of `batch` sequences. */
   decodeS(c: Cost, batch: number): number {
     return c.decode.at(batch) ?? this.priorDecodeS;

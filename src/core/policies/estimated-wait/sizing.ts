@@ -29,7 +29,7 @@ interface SizeMemo {
 }
 
 export class Sizing {
-  private readonly tokensPerChar = new Ema(0.1);
+  private readonly tokensPerCharEma = new Ema(0.1);
   private readonly output: OutputLengthPredictor;
   private readonly model: OutputLengthModel | undefined;
   /** Learned predictions per request id, made once (bounded: requests that never finish). */
@@ -83,11 +83,16 @@ export class Sizing {
     return this.sizeEpoch;
   }
 
+  /** Prompt tokens per character, as learned from answers (the initial ratio until then). */
+  get tokensPerChar(): number {
+    return this.tokensPerCharEma.value ?? this.opts.initialTokensPerChar;
+  }
+
   /** Prompt tokens of a request, from its characters. */
   promptTokensOf(req: RequestInfo): number {
     return Math.max(
       1,
-      Math.round(req.promptText.length * (this.tokensPerChar.value ?? this.opts.initialTokensPerChar)),
+      Math.round(req.promptText.length * (this.tokensPerCharEma.value ?? this.opts.initialTokensPerChar)),
     );
   }
 
@@ -154,7 +159,7 @@ export class Sizing {
       return;
     }
     const count = this.readSampled(backends);
-    const perChar = this.tokensPerChar.value ?? this.opts.initialTokensPerChar;
+    const perChar = this.tokensPerCharEma.value ?? this.opts.initialTokensPerChar;
     const priorPrefillS = this.rates.priorPrefillS;
     const sizePrefill = this.sizePrefill;
     const sizeDecode1 = this.sizeDecode1;
@@ -238,7 +243,7 @@ export class Sizing {
     const promptTokens = r.promptTokens;
     const outTokens = r.completionTokens;
     if (promptTokens !== undefined && promptTokens > 0 && req.promptText.length > 0) {
-      this.tokensPerChar.update(promptTokens / req.promptText.length);
+      this.tokensPerCharEma.update(promptTokens / req.promptText.length);
     }
     if (outTokens !== undefined && outTokens > 0) {
       this.output.observe(req.model, promptTokens ?? f.promptTokens, outTokens, req.maxTokens);

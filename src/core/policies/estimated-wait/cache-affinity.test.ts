@@ -1,0 +1,132 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { estimatedWait } from './policy.js';
+import type { BackendView, CompletionReport, EngineMetrics, RequestInfo } from '../../types.js';
+import { backendView } from '../../testing.js';
+
+/** Distinct text of `chars` characters (no two 8-character windows alike). */
+const text = (seed: string, chars: number): string => {
+  let s = '';
+  for (let i = 0; s.length < chars; i++) s += `${seed}:${i};`;
+  return s.slice(0, chars);
+};
+const req = (id: string, promptText: string): RequestInfo => ({
+  id,
+  model: 'm',
+  api: 'openai',
+  arrivedAt: 0,
+  promptText,
+});
+const metrics = (running: number, waiting: number): EngineMetrics => ({
+  running,
+  waiting,
+  kvUsage: 0.5,
+  at: 0,
+});
+const view = (name: string, index: number, over: Partial<BackendView> = {}): BackendView =>
+  backendView(name, index, { api: 'openai', ...over });
+/** An engine-measured answer: 1 ms per prefilled token, 10 ms per output token. */
+const report = (
+  at: number,
+  prompt: number,
+  prefilled: number,
+  out: number,
+  cached?: number,
+): CompletionReport => ({
+  ok: true,
+  dispatchedAt: at,
+  finishedAt: at + prefilled + 10 * out,
+  promptTokens: prompt,
+  completionTokens: out,
+  promptEvalMs: prefilled,
+  evalMs: 10 * out,
+  ...(cached !== undefined ? { cachedTokens: cached } : {}),
+});
+
+/**
+ * Backend b holds an 8,000-character document (~2,000 tokens: ~2 s of prefill anywhere else) and
+ * is full (its engine has requests waiting, four of ours running); a is idle. Returns the pick for
+ * a request that re-reads the document.
+ */
+function reRead(params: Record<string, unknown>): string | undefined {
+  const p = estimatedWait({ random: () => 0, params });
+  let a = view('a', 0);
+  let b = view('b', 1);
+  let t = 0;
+  for (let i = 0; i < 4; i++) {
+    for (const v of [a, b]) {
+      const r = req(`w${v.name}${i}`, text(`warm-${v.name}-${i}`, 400 * (i + 1)));
+      p.onDispatch?.(r, v, t);
+      const rep = report(t, 100 * (i + 1), 100 * (i + 1), 50);
+      p.onComplete?.(r, v, rep, rep.finishedAt);
+    }
+    t += 10_000;
+  }
+  const doc = text('document', 8000);
+  const first = req('first', `${doc} first question?`);
+  p.onDispatch?.(first, b, t);
+  const rep = report(t, 2000, 2000, 50);
+  p.onComplete?.(first, b, rep, rep.finishedAt);
+  t += 10_000;
+  for (let i = 0; i < 4; i++) p.onDispatch?.(req(`busy${i}`, text(`busy-${i}`, 400)), b, t);
+  b = view('b', 1, { inFlight: 4, metrics: metrics(4, 2) });
+  a = view('a', 0, { metrics: metrics(0, 0) });
+  return p.pick(req('again', `${doc} another question?`), [a, b], t + 100)?.name;
+}
+
+test('estimated-wait queues a request for the full engine that holds its prefix when that is cheaper', () => {
+  // Its wait inside b (a slot frees in about a second) plus the few new tokens beats ~2 s of prefill on a.
+  assert.equal(reRead({}), 'b');
+  // Plain late binding: only an engine with room now is a candidate, whatever it costs there.
+  assert.equal(reRead({ queueForCache: false }), 'a');
+  // No credit, no affinity: b looks like any full engine.
+  assert.equal(reRead({ prefixCredit: 0 }), 'a');
+});
+
+test('estimated-wait learns how much its engine caches from the cached tokens it reports', () => {
+  const run = (cachedShare: number | undefined, rounds: number): number => {
+    const p = estimatedWait({ random: () => 0, params: { prefixCacheTokens: 100_000 } });
+    const b = view('b', 0);
+    const doc = text('doc', 8000);
+    let t = 0;
+    for (let i = 0; i < rounds; i++) {
+      const r = req(`r${i}`, `${doc} question ${i}?`);
+      p.onDispatch?.(r, b, t);
+      // The first read is cold on any engine.
+      const cached = cachedShare === undefined ? undefined : i === 0 ? 0 : Math.round(2000 * cachedShare);
+      const rep = report(t, 2000, 2000 - (cached ?? 0), 20, cached);
+      p.onComplete?.(r, b, rep, rep.finishedAt);
+      t += 10_000;
+    }
+    const d = p.describe?.('b') ?? {};
+    const v = d.prefixCacheTokens;
+    assert.ok(v !== undefined && Number.isFinite(v) && v > 0, `prefixCacheTokens ${String(v)}`);
+    return v;
+  };
+  // Engines that do not say keep the configured size.
+  assert.equal(run(undefined, 20), 100_000);
+  // The credit counted on the document each time, the engine had none of it: it keeps less.
+  const shrunk = run(0, 20);
+  assert.ok(shrunk < 10_000, `shrunk to ${shrunk}`);
+  // It had it as predicted: no change.
+  assert.equal(run(1, 20), 100_000);
+});
+
+test('estimated-wait: an engine that keeps more than the router remembers grows the credit', () => {
+  // 2 chunks remembered at first (128 characters of the 8,000): the engine reports the whole
+  // document cached, so the router learns to remember more.
+  const p = estimatedWait({ random: () => 0, params: { prefixCacheTokens: 32 } });
+  const b = view('b', 0);
+  const doc = text('doc', 8000);
+  let t = 0;
+  for (let i = 0; i < 30; i++) {
+    const r = req(`r${i}`, `${doc} question ${i}?`);
+    p.onDispatch?.(r, b, t);
+    const rep = report(t, 2000, 100, 20, i === 0 ? 0 : 1900);
+    p.onComplete?.(r, b, rep, rep.finishedAt);
+    t += 10_000;
+  }
+  const d = p.describe?.('b') ?? {};
+  assert.ok((d.prefixCacheTokens ?? 0) > 2000, `learned ${String(d.prefixCacheTokens)}`);
+  assert.ok((d.prefixChunks ?? 0) > 100, `remembers ${String(d.prefixChunks)} chunks`);
+});
