@@ -46,6 +46,36 @@ describe('policy matrix', () => {
       assert.equal(c.completed, c.sent, `${c.policy} on ${c.scenario}: ${table}`);
   });
 
+  it('prefix-heavy traffic (issue #30): the default keeps its locality as the load doubles', () => {
+    // The four prefix-heavy scenarios (200 s) at ×1 and ×2 their rate. Before issue #30 the default
+    // fell to least-connections' hit rate at ×2 (8–11× prefix-trie's mean E2E). Guarded here: it
+    // stays near prefix-trie (the issue's target is 1.05×; docs/results.md has where it stands) and
+    // far from least-connections once load rises.
+    const rows: string[] = [];
+    const fails: string[] = [];
+    for (const file of [
+      'prefix-documents-8',
+      'prefix-conversations-8',
+      'prefix-agents-8',
+      'prefix-unequal-8',
+    ])
+      for (const k of [1, 2]) {
+        const s = shortened(loadScenario(join(scenarios, `${file}.yaml`), { rateScale: k }), 200);
+        const [lc, trie, ew] = ['least-connections', 'prefix-trie', 'estimated-wait'].map((p) =>
+          runCell(s, p),
+        );
+        rows.push(
+          `${file} ×${k}: least-connections ${lc!.meanE2eS.toFixed(2)}, prefix-trie ${trie!.meanE2eS.toFixed(2)}, default ${ew!.meanE2eS.toFixed(2)} s`,
+        );
+        assert.equal(ew!.completed, ew!.sent);
+        const vsTrie = ew!.meanE2eS / trie!.meanE2eS;
+        if (vsTrie > (k === 1 ? 1.15 : 1.6)) fails.push(`${file} ×${k}: ${vsTrie.toFixed(2)}× prefix-trie`);
+        if (k === 2 && ew!.meanE2eS > 0.5 * lc!.meanE2eS)
+          fails.push(`${file} ×2: not clear of least-connections`);
+      }
+    assert.deepEqual(fails, [], rows.join('\n'));
+  });
+
   it('enumerates the registry: every built-in that runs without parameters', () => {
     const names = matrixPolicies();
     for (const p of ['round-robin', 'least-connections', 'estimated-wait', 'ollama-router', 'prefix-trie'])
