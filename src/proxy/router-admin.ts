@@ -2,10 +2,40 @@ import { z } from 'zod';
 import type { RouterConfig } from '../config/schema.js';
 import { PolicySpecError, parsePolicySpec, type PolicySpec } from '../config/policy-spec.js';
 import { backendRefs, createPolicy } from '../core/policies/index.js';
-import type { BackendConfig } from '../fleet/fleet.js';
+import type { Scheduler } from '../core/scheduler.js';
+import type { Decision, Policy } from '../core/types.js';
+import type { Admission } from '../admission/service.js';
+import type { BackendConfig, Fleet } from '../fleet/fleet.js';
+import type { Logger } from 'pino';
 import { AdminError, type AdminTarget } from './admin.js';
+import type { DecisionLog } from './decision-log.js';
 import { now } from './flight.js';
-import type { Router } from './router.js';
+import type { StallWatch } from './stall-watch.js';
+
+/** Parses one backend entry the way the config file does (admin API adds backends with it). */
+export type BackendParser = (body: unknown) => BackendConfig;
+
+/**
+ * What the admin operations change on the router that owns them (the Router implements it).
+ * Declared here, on the lower side, so router.ts imports router-admin.ts and never the other way.
+ */
+export interface RouterAdminHost {
+  /** The current configuration: replaced by a policy change or a reload. */
+  settings: RouterConfig;
+  readonly scheduler: Scheduler;
+  readonly fleet: Fleet;
+  readonly admission: Admission;
+  readonly log: Logger;
+  readonly stalls: StallWatch;
+  readonly decisionLog: DecisionLog;
+  readonly random: () => number;
+  /** Set when the admin API may add backends. */
+  readonly parseBackend?: BackendParser | undefined;
+  /** Carry out the scheduler's decisions. */
+  apply(ds: readonly Decision[]): void;
+  /** Hooks a new policy's explanations into the decision log (and the shared view). */
+  explained(policy: Policy): Policy;
+}
 
 const BackendPatch = z.strictObject({
   weight: z.number().positive().optional(),
@@ -20,7 +50,7 @@ const BackendPatch = z.strictObject({
  * validated before anything is touched (400 and no state changed).
  */
 export class RouterAdmin implements AdminTarget {
-  constructor(private readonly r: Router) {}
+  constructor(private readonly r: RouterAdminHost) {}
 
   backendsState(): unknown {
     return {

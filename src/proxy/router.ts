@@ -5,7 +5,7 @@ import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
 import { createPolicy } from '../core/policies/index.js';
 import type { Decision, Policy } from '../core/types.js';
-import { Fleet, type BackendConfig, type BackendRuntime } from '../fleet/fleet.js';
+import { Fleet, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
 import { LiveStats } from '../dashboard/live-stats.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
@@ -26,7 +26,7 @@ import { Redis } from 'ioredis';
 import { Gauge } from 'prom-client';
 import { hostname } from 'node:os';
 import { HttpFront } from './http-front.js';
-import { RouterAdmin } from './router-admin.js';
+import { RouterAdmin, type BackendParser } from './router-admin.js';
 import { StallWatch } from './stall-watch.js';
 import { TraceCapture } from '../trace/capture.js';
 // The `rl` policy's weights come from files: this host installs the reader (at policy creation, never per request).
@@ -42,8 +42,7 @@ const DEFAULT_STALL_FACTOR = 10;
 /** The router runs on the config module's validated, normalized configuration. */
 export type RouterSettings = RouterConfig;
 
-/** Parses one backend entry the way the config file does (admin API adds backends with it). */
-export type BackendParser = (body: unknown) => BackendConfig;
+export type { BackendParser };
 
 export class Router {
   readonly scheduler: Scheduler;
