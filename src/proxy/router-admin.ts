@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { RouterConfig } from '../config/schema.js';
 import { PolicySpecError, parsePolicySpec, type PolicySpec } from '../config/policy-spec.js';
-import { backendRefs, createPolicy } from '../core/policies/index.js';
+import { backendRefs, createPolicy, type PolicyDeps } from '../core/policies/index.js';
 import type { Scheduler } from '../core/scheduler.js';
 import type { Decision, Policy } from '../core/types.js';
 import type { Admission } from '../admission/service.js';
@@ -33,6 +33,8 @@ export interface RouterAdminHost {
   readonly parseBackend?: BackendParser | undefined;
   /** Carry out the scheduler's decisions. */
   apply(ds: readonly Decision[]): void;
+  /** What a policy built here is lent (the `rl` weights reader). */
+  readonly policyDeps: PolicyDeps;
   /** Hooks a new policy's explanations into the decision log (and the shared view). */
   explained(policy: Policy): Policy;
 }
@@ -154,7 +156,9 @@ export class RouterAdmin implements AdminTarget {
       );
     let policy;
     try {
-      policy = this.r.explained(createPolicy(spec, this.r.random, this.r.settings.scheduling));
+      policy = this.r.explained(
+        createPolicy(spec, this.r.random, this.r.settings.scheduling, this.r.policyDeps),
+      );
     } catch (err) {
       throw new AdminError(400, (err as Error).message);
     }
@@ -227,7 +231,7 @@ export class RouterAdmin implements AdminTarget {
     ) {
       this.r.apply(
         this.r.scheduler.setPolicy(
-          this.r.explained(createPolicy(next.policy, this.r.random, next.scheduling)),
+          this.r.explained(createPolicy(next.policy, this.r.random, next.scheduling, this.r.policyDeps)),
           now(),
         ),
       );

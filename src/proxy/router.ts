@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
-import { createPolicy } from '../core/policies/index.js';
+import { createPolicy, type PolicyDeps } from '../core/policies/index.js';
 import type { Decision, Policy } from '../core/types.js';
 import { Fleet, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
@@ -29,8 +29,7 @@ import { HttpFront } from './http-front.js';
 import { RouterAdmin, type BackendParser } from './router-admin.js';
 import { StallWatch } from './stall-watch.js';
 import { TraceCapture } from '../trace/capture.js';
-// The `rl` policy's weights come from files: this host installs the reader (at policy creation, never per request).
-import '../rl/weights-file.js';
+import { readRlWeights } from '../rl/weights-file.js';
 
 export type { DecisionRecord } from './decision-log.js';
 
@@ -72,6 +71,8 @@ export class Router {
   /** Several routers on one fleet (sharedView + state.redis): others' in-flight counts, cap allowances. */
   readonly sharedView: SharedView | undefined;
   private readonly sharedRedis: Redis | undefined;
+  /** What policies built here are lent: the `rl` policy's weights reader (at creation, never per request). */
+  readonly policyDeps: PolicyDeps = { rlWeights: readRlWeights };
   private nextId = 0;
   private expireTimer: NodeJS.Timeout | undefined;
   readonly startedAt = Date.now();
@@ -136,6 +137,7 @@ export class Router {
           { name: settings.policy.name, params: settings.policy.params },
           random,
           settings.scheduling,
+          this.policyDeps,
         ),
       ),
       maxQueueLength: settings.queue.maxLength,
