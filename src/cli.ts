@@ -5,8 +5,6 @@ import { Command, InvalidArgumentError, CommanderError, Option } from 'commander
 import { ConfigError } from './config/load.js';
 import type { EngineCommandOptions } from './commands/engine.js';
 import { CommandError, UsageError } from './commands/usage-error.js';
-// The rl policy's weights file reader (the core reads no files): for serve, simulate, PUT /admin/policy.
-import './rl/weights-file.js';
 
 function int(name: string, min = 0, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {

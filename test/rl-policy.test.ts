@@ -10,7 +10,7 @@ import type { EngineServer } from '../src/engine/server.js';
 import { silentLogger } from '../src/log.js';
 import { Router } from '../src/proxy/router.js';
 import { Mlp } from '../src/rl/mlp.js';
-import '../src/rl/weights-file.js';
+import { readRlWeights } from '../src/rl/weights-file.js';
 import { backend, engine, settings } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'llmlb-rl-'));
@@ -128,7 +128,8 @@ test('serve: a bad weights file is a config error, exit 2', () => {
 
 test('no file: the shipped mixed-4x weights load', async () => {
   const { createPolicy } = await import('../src/core/policies/index.js');
-  const { readRlWeights } = await import('../src/rl/weights-file.js');
-  assert.equal(createPolicy({ name: 'rl' }, Math.random).name, 'rl');
+  assert.equal(createPolicy({ name: 'rl' }, Math.random, undefined, { rlWeights: readRlWeights }).name, 'rl');
+  // Without the host's reader the core reads no file: it says so rather than route on nothing.
+  assert.throws(() => createPolicy({ name: 'rl' }, Math.random), /shipped weights: no weights reader/);
   assert.equal((readRlWeights(undefined) as { backends: number }).backends, 4);
 });

@@ -1,4 +1,5 @@
 import { createPolicy, policyNames, type EndpointPickerConfig } from '../core/policies/index.js';
+import { readRlWeights } from '../rl/weights-file.js';
 
 /**
  * How commands check a config's policy when they load it (known names, parameters that build):
@@ -10,5 +11,5 @@ export const policyCheck = {
   validatePolicy: (
     spec: { name: string; params: Record<string, unknown> },
     scheduling: EndpointPickerConfig | undefined,
-  ): void => void createPolicy(spec, Math.random, scheduling),
+  ): void => void createPolicy(spec, Math.random, scheduling, { rlWeights: readRlWeights }),
 };

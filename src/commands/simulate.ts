@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { checkRateScales, runSweep, sweepReport } from './load-sweep.js';
 import { UsageError } from './usage-error.js';
 import { createPolicy, type PolicySpec } from '../core/policies/index.js';
+import { readRlWeights } from '../rl/weights-file.js';
 import { writeCharts } from '../report/charts.js';
 import type { SweepRun, SweepSection } from '../report/capacity.js';
 import {
@@ -58,8 +59,9 @@ export function choosePolicies(scenario: Scenario, names: readonly string[] | un
     try {
       // Multi-router scenarios compare how routers work together, each naming its picker.
       const kind = scenario.regions ? 'regions' : scenario.routers ? 'routers' : undefined;
-      if (kind) createPolicy(federationMode(s, kind).local, () => 0.5, scenario.scheduling);
-      else createPolicy(s, () => 0.5, scenario.scheduling);
+      const deps = { rlWeights: readRlWeights };
+      if (kind) createPolicy(federationMode(s, kind).local, () => 0.5, scenario.scheduling, deps);
+      else createPolicy(s, () => 0.5, scenario.scheduling, deps);
     } catch (err) {
       throw new UsageError((err as Error).message);
     }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { createPolicy } from '../core/policies/index.js';
 import { loadScenario } from '../scenario/load.js';
 import { simulate } from '../sim/simulator.js';
-import '../rl/weights-file.js';
+import { readRlWeights } from '../rl/weights-file.js';
 import { train } from './train.js';
 
 test('train: 2 tiny episodes on a tiny scenario write loadable weights and a learning curve', async () => {
@@ -54,7 +54,7 @@ test('train: 2 tiny episodes on a tiny scenario write loadable weights and a lea
   assert.equal(doc.kvCapacityTokens, 2048);
   // Loadable by file, and it routes every request of the scenario in the simulator.
   const policy = { name: 'rl', params: { file: out } };
-  assert.equal(createPolicy(policy, Math.random).name, 'rl');
+  assert.equal(createPolicy(policy, Math.random, undefined, { rlWeights: readRlWeights }).name, 'rl');
   const run = simulate(loadScenario(scenario), policy, { seed: 1 });
   assert.equal(run.records.filter((x) => x.ok === true).length, 30);
   assert.ok(existsSync(join(dir, 'policy-curve.svg')));

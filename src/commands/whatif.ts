@@ -10,6 +10,7 @@ import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ConfigError, loadConfigFile } from '../config/load.js';
 import { createPolicy, policyNames, type PolicySpec } from '../core/policies/index.js';
+import { readRlWeights } from '../rl/weights-file.js';
 import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 import { resultsJson, type PolicyResult, type Results } from '../report/results.js';
@@ -174,7 +175,7 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
   const specs: PolicySpec[] = names.map((n) => (n === own.name ? own : { name: n }));
   for (const s of specs) {
     try {
-      createPolicy(s, () => 0.5, config.scheduling);
+      createPolicy(s, () => 0.5, config.scheduling, { rlWeights: readRlWeights });
     } catch (e) {
       throw new UsageError(
         `--policies: ${(e as Error).message} (known: ${policyNames(config.scheduling).join(', ')})`,

@@ -6,7 +6,7 @@ import {
 import { traceConfigSchema, type TraceSettings } from './trace.js';
 import { policySpecSchema, type PolicySpec } from './policy-spec.js';
 import { federationConfigKeys } from './federation.js';
-import type { PeerSpec } from '../federation/types.js';
+import type { PeerSpec } from '../core/federation-types.js';
 
 export type { PolicySpec } from './policy-spec.js';
 

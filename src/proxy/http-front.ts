@@ -3,13 +3,29 @@ import { handleAdmission } from '../admission/http.js';
 import { handlePeerStatus } from '../federation/status-handler.js';
 import { PEER_STATUS_PATH } from '../federation/types.js';
 import { sendError, sendJson, type ErrorFormat } from '../http/errors.js';
-import { handleAdmin } from './admin.js';
+import { handleAdmin, type AdminTarget } from './admin.js';
 import { admitAdmin } from './admin-auth.js';
 import { handleFleetRoute } from './fleet-routes.js';
-import { Flight } from './flight.js';
+import { Flight, type FlightHost } from './flight.js';
 import { PROXY_ROUTES, type ProxyRoute } from './routes.js';
 import type { BackendView } from '../core/types.js';
-import type { Router } from './router.js';
+import type { PeerStatus } from '../federation/types.js';
+
+/**
+ * What the front needs from the router that owns it (the Router implements it): what a Flight
+ * needs, plus the ops answers' sources. Declared here, on the lower side, so router.ts imports
+ * http-front.ts and never the other way round.
+ */
+export interface HttpFrontHost extends FlightHost {
+  /** The dashboard's routes: true when it answered the request. */
+  readonly dashboard: { handle(req: IncomingMessage, res: ServerResponse, path: string): boolean };
+  /** The admin API's operations. */
+  readonly adminOps: AdminTarget;
+  /** Date.now() at start, for /healthz's uptime. */
+  readonly startedAt: number;
+  /** GET /federation/status's answer (routers with a region). */
+  peerStatus(): PeerStatus;
+}
 
 /** What the admin listener serves besides /admin. */
 const ADMIN_LISTENER_PATHS = /^\/(dashboard(\/.*)?|healthz|readyz|metrics)$/;
@@ -19,7 +35,7 @@ const ADMIN_LISTENER_PATHS = /^\/(dashboard(\/.*)?|healthz|readyz|metrics)$/;
  * ops GETs; admission; dashboard; /admin behind admin-auth), and the small ops answers.
  */
 export class HttpFront {
-  constructor(private readonly r: Router) {}
+  constructor(private readonly r: HttpFrontHost) {}
 
   handle(req: IncomingMessage, res: ServerResponse, onAdminListener: boolean): void {
     const url = req.url ?? '/';

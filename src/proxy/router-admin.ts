@@ -1,11 +1,43 @@
 import { z } from 'zod';
 import type { RouterConfig } from '../config/schema.js';
 import { PolicySpecError, parsePolicySpec, type PolicySpec } from '../config/policy-spec.js';
-import { backendRefs, createPolicy } from '../core/policies/index.js';
-import type { BackendConfig } from '../fleet/fleet.js';
+import { backendRefs, createPolicy, type PolicyDeps } from '../core/policies/index.js';
+import type { Scheduler } from '../core/scheduler.js';
+import type { Decision, Policy } from '../core/types.js';
+import type { Admission } from '../admission/service.js';
+import type { BackendConfig, Fleet } from '../fleet/fleet.js';
+import type { Logger } from 'pino';
 import { AdminError, type AdminTarget } from './admin.js';
+import type { DecisionLog } from './decision-log.js';
 import { now } from './flight.js';
-import type { Router } from './router.js';
+import type { StallWatch } from './stall-watch.js';
+
+/** Parses one backend entry the way the config file does (admin API adds backends with it). */
+export type BackendParser = (body: unknown) => BackendConfig;
+
+/**
+ * What the admin operations change on the router that owns them (the Router implements it).
+ * Declared here, on the lower side, so router.ts imports router-admin.ts and never the other way.
+ */
+export interface RouterAdminHost {
+  /** The current configuration: replaced by a policy change or a reload. */
+  settings: RouterConfig;
+  readonly scheduler: Scheduler;
+  readonly fleet: Fleet;
+  readonly admission: Admission;
+  readonly log: Logger;
+  readonly stalls: StallWatch;
+  readonly decisionLog: DecisionLog;
+  readonly random: () => number;
+  /** Set when the admin API may add backends. */
+  readonly parseBackend?: BackendParser | undefined;
+  /** Carry out the scheduler's decisions. */
+  apply(ds: readonly Decision[]): void;
+  /** What a policy built here is lent (the `rl` weights reader). */
+  readonly policyDeps: PolicyDeps;
+  /** Hooks a new policy's explanations into the decision log (and the shared view). */
+  explained(policy: Policy): Policy;
+}
 
 const BackendPatch = z.strictObject({
   weight: z.number().positive().optional(),
@@ -20,7 +52,7 @@ const BackendPatch = z.strictObject({
  * validated before anything is touched (400 and no state changed).
  */
 export class RouterAdmin implements AdminTarget {
-  constructor(private readonly r: Router) {}
+  constructor(private readonly r: RouterAdminHost) {}
 
   backendsState(): unknown {
     return {
@@ -124,7 +156,9 @@ export class RouterAdmin implements AdminTarget {
       );
     let policy;
     try {
-      policy = this.r.explained(createPolicy(spec, this.r.random, this.r.settings.scheduling));
+      policy = this.r.explained(
+        createPolicy(spec, this.r.random, this.r.settings.scheduling, this.r.policyDeps),
+      );
     } catch (err) {
       throw new AdminError(400, (err as Error).message);
     }
@@ -197,7 +231,7 @@ export class RouterAdmin implements AdminTarget {
     ) {
       this.r.apply(
         this.r.scheduler.setPolicy(
-          this.r.explained(createPolicy(next.policy, this.r.random, next.scheduling)),
+          this.r.explained(createPolicy(next.policy, this.r.random, next.scheduling, this.r.policyDeps)),
           now(),
         ),
       );

@@ -3,9 +3,9 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
-import { createPolicy } from '../core/policies/index.js';
+import { createPolicy, type PolicyDeps } from '../core/policies/index.js';
 import type { Decision, Policy } from '../core/types.js';
-import { Fleet, type BackendConfig, type BackendRuntime } from '../fleet/fleet.js';
+import { Fleet, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
 import { LiveStats } from '../dashboard/live-stats.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
@@ -26,11 +26,10 @@ import { Redis } from 'ioredis';
 import { Gauge } from 'prom-client';
 import { hostname } from 'node:os';
 import { HttpFront } from './http-front.js';
-import { RouterAdmin } from './router-admin.js';
+import { RouterAdmin, type BackendParser } from './router-admin.js';
 import { StallWatch } from './stall-watch.js';
 import { TraceCapture } from '../trace/capture.js';
-// The `rl` policy's weights come from files: this host installs the reader (at policy creation, never per request).
-import '../rl/weights-file.js';
+import { readRlWeights } from '../rl/weights-file.js';
 
 export type { DecisionRecord } from './decision-log.js';
 
@@ -42,8 +41,7 @@ const DEFAULT_STALL_FACTOR = 10;
 /** The router runs on the config module's validated, normalized configuration. */
 export type RouterSettings = RouterConfig;
 
-/** Parses one backend entry the way the config file does (admin API adds backends with it). */
-export type BackendParser = (body: unknown) => BackendConfig;
+export type { BackendParser };
 
 export class Router {
   readonly scheduler: Scheduler;
@@ -73,6 +71,8 @@ export class Router {
   /** Several routers on one fleet (sharedView + state.redis): others' in-flight counts, cap allowances. */
   readonly sharedView: SharedView | undefined;
   private readonly sharedRedis: Redis | undefined;
+  /** What policies built here are lent: the `rl` policy's weights reader (at creation, never per request). */
+  readonly policyDeps: PolicyDeps = { rlWeights: readRlWeights };
   private nextId = 0;
   private expireTimer: NodeJS.Timeout | undefined;
   readonly startedAt = Date.now();
@@ -137,6 +137,7 @@ export class Router {
           { name: settings.policy.name, params: settings.policy.params },
           random,
           settings.scheduling,
+          this.policyDeps,
         ),
       ),
       maxQueueLength: settings.queue.maxLength,

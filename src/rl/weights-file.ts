@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { installRlWeightsSource } from '../core/policies/rl.js';
 
 /** The shipped weights: policies/ sits two levels up from both src/rl and dist/rl. */
 export const SHIPPED_RL_WEIGHTS = new URL('../../policies/rl-mixed-4x.json', import.meta.url);
 
 /**
+ * The `rl` policy's weights reader, which hosts pass to createPolicy (`{ rlWeights: readRlWeights }`).
  * Read an `rl` policy's weights file (relative paths: from the working directory) at policy
  * creation — config load, PUT /admin/policy, simulate — never per request. A missing file or bad
  * JSON throws an Error saying which; the shape is checked by the policy (parseRlWeights).
@@ -24,5 +24,3 @@ export function readRlWeights(file: string | undefined): unknown {
     throw new Error(`not valid JSON (${(err as Error).message})`);
   }
 }
-
-installRlWeightsSource(readRlWeights);

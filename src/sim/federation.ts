@@ -11,6 +11,7 @@
  * statuses are as stale as a probe across that link: taken at the peer, read one way later.
  */
 import { createPolicy } from '../core/policies/index.js';
+import { readRlWeights } from '../rl/weights-file.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import { Scheduler } from '../core/scheduler.js';
 import type { Decision, RequestInfo } from '../core/types.js';
@@ -133,6 +134,7 @@ export function simulateFederation(
       mode.local,
       createRng(deriveSeed(opts.seed, `policy:${d.name}`)),
       scenario.scheduling,
+      { rlWeights: readRlWeights },
     );
     const others = new Map<string, number>();
     if (mode.sharing === 'shared-view') policy = withSharedView(policy, (n) => others.get(n) ?? 0);

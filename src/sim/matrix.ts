@@ -13,6 +13,7 @@ import {
   type EndpointPickerConfig,
   type PolicySpec,
 } from '../core/policies/index.js';
+import { readRlWeights } from '../rl/weights-file.js';
 import { ascending, percentile } from '../report/stats.js';
 import { formatTable } from '../report/table.js';
 import type { Scenario } from '../scenario/types.js';
@@ -40,7 +41,7 @@ export function matrixPolicies(): string[] {
   const out: string[] = [];
   for (const name of policyNames()) {
     try {
-      createPolicy(name, () => 0.5);
+      createPolicy(name, () => 0.5, undefined, { rlWeights: readRlWeights });
       out.push(name);
     } catch {
       // needs parameters

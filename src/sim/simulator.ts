@@ -36,7 +36,7 @@ import type { EngineEvent } from '../engine/types.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 import { EventHeap } from './event-heap.js';
 // The `rl` policy's weights come from files: this host installs the reader (at policy creation, never per request).
-import '../rl/weights-file.js';
+import { readRlWeights } from '../rl/weights-file.js';
 
 /** Why a request failed: the router rejected it, or the client gave up (WorkloadRequest.timeoutS). */
 export type FailureReason = RejectReason | 'client-timeout';
@@ -190,7 +190,9 @@ const SAMPLE_EVENT: Event = { kind: SAMPLE };
 /** Run `scenario` under one policy (seeded from `opts.seed`, as the live router seeds it). */
 export function simulate(scenario: Scenario, policySpec: PolicySpec, opts: SimulateOptions): RunResult {
   const policy = (): Policy =>
-    createPolicy(policySpec, createRng(deriveSeed(opts.seed, 'policy')), scenario.scheduling);
+    createPolicy(policySpec, createRng(deriveSeed(opts.seed, 'policy')), scenario.scheduling, {
+      rlWeights: readRlWeights,
+    });
   const label = policyLabel(policySpec);
   if (opts.everyIteration !== true) {
     try {

@@ -6,7 +6,7 @@ import { jsq } from './jsq.js';
 import { maxCapacity } from './max-capacity.js';
 import { minMin } from './min-min.js';
 import { workloadAware } from './workload-aware.js';
-import { rl } from './rl.js';
+import { rl, type RlWeightsSource } from './rl.js';
 import { ollamaRouter } from './ollama-router.js';
 import { parseParams } from './params.js';
 import type { Filter, PluginContext } from './plugin.js';
@@ -18,8 +18,17 @@ import { z } from 'zod';
 
 export type { EndpointPickerConfig } from './endpoint-picker-config.js';
 
+/**
+ * What a host hands the policies that need the outside world (the core does no I/O itself): the
+ * `rl` policy's weights reader (src/rl/weights-file.ts's readRlWeights). Absent: `rl` builds only
+ * from a `weights:` document.
+ */
+export interface PolicyDeps {
+  readonly rlWeights?: RlWeightsSource | undefined;
+}
+
 /** A built-in policy: a profile assembled in code from the same plugins a config can name. */
-type BuiltinProfile = (ctx: PolicyContext) => Omit<ProfileDefinition, 'name'>;
+type BuiltinProfile = (ctx: PolicyContext, deps: PolicyDeps) => Omit<ProfileDefinition, 'name'>;
 
 const plugin = <K extends 'picker' | 'scorer' | 'filter'>(
   type: string,
@@ -128,7 +137,7 @@ const builtins = new Map<string, BuiltinProfile>([
   ['min-min', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(minMin(ctx)) })],
   ['workload-aware', workloadAware],
   // The performance-aware router §4.3: the Double-DQN router (weights from `llmlb train`, read by the host).
-  ['rl', (ctx) => ({ filters: [], scorers: [], picker: policyPicker(rl(ctx)) })],
+  ['rl', (ctx, deps) => ({ filters: [], scorers: [], picker: policyPicker(rl(ctx, deps.rlWeights)) })],
   // SkyLB: prefix locality, each with blind pushing or selective pushing (push: sp-o / sp-p).
   [
     'prefix-trie',
@@ -192,11 +201,13 @@ export function backendRefs(spec: PolicySpec): string[] {
 /**
  * Build a policy: a scheduling profile of the config, else a built-in one. Throws an Error naming
  * the problem for an unknown name or bad parameters, so config load can call it once and report it.
+ * `deps`: what the host lends the policies that read files (the `rl` weights).
  */
 export function createPolicy(
   spec: PolicySpec | string,
   random: () => number,
   scheduling?: EndpointPickerConfig,
+  deps: PolicyDeps = {},
 ): Policy {
   const s: PolicySpec = typeof spec === 'string' ? { name: spec } : spec;
   if (scheduling && profileNames(scheduling).includes(s.name)) {
@@ -206,6 +217,6 @@ export function createPolicy(
   }
   const build = builtins.get(s.name);
   if (!build) throw new Error(`unknown policy '${s.name}' (known: ${policyNames(scheduling).join(', ')})`);
-  const def = build({ random, params: s.params ?? {} });
+  const def = build({ random, params: s.params ?? {} }, deps);
   return new ProfilePolicy({ name: s.name, ...def });
 }

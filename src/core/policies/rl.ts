@@ -8,8 +8,9 @@ import { WorkloadParams, WorkloadTracker, type BackendWork } from './workload-tr
 /**
  * The performance-aware router §4.3's RL router: a Double-DQN Q-function (trained in the simulator by `llmlb train`)
  * scores "send the head request to backend m" for each candidate, plus "wait" (hold it in the
- * router queue). Pure: it is given the weights document; reading the file is the host's
- * (installRlWeightsSource, at policy creation, never per request).
+ * router queue). Pure: it is given the weights document; reading the file is the host's (a
+ * reader passed to createPolicy as `PolicyDeps.rlWeights`, called at policy creation, never per
+ * request).
  *
  * Two network layouts:
  * - `arch: 'shared-head'` (what `llmlb train` writes): ONE small network scores every option from
@@ -90,13 +91,12 @@ export function featureClip(nb: number): { lo: Float64Array; hi: Float64Array } 
   return { lo, hi };
 }
 
-/** Where the host gets weights: a file path, or undefined for the shipped ones. */
+/**
+ * Where the host gets weights: a file path, or undefined for the shipped ones. The host (serve,
+ * simulate, whatif, train, tests) passes its reader to createPolicy; the core never touches the
+ * file system.
+ */
 export type RlWeightsSource = (file: string | undefined) => unknown;
-let source: RlWeightsSource | undefined;
-/** The host (CLI, tests) installs the file reader once; the core never touches the file system. */
-export function installRlWeightsSource(fn: RlWeightsSource): void {
-  source = fn;
-}
 
 const Params = WorkloadParams.omit({ bucketEdges: true, kvCapacityTokens: true }).extend({
   /** Weights file (JSON written by `llmlb train`); absent: the shipped policies/rl-mixed-4x.json. */
@@ -435,13 +435,16 @@ function flatPicker(meta: RlWeights, net: MlpNet, tracker: WorkloadTracker): Pol
   };
 }
 
-/** The `rl` built-in: `{ name: rl, file: policy.json }`; no file: the shipped mixed-4x weights. */
-export function rl(ctx: PolicyContext): Policy {
+/**
+ * The `rl` built-in: `{ name: rl, file: policy.json }`; no file: the shipped mixed-4x weights, both
+ * read by `source` (the host's reader); `weights:` (the document itself) needs none.
+ */
+export function rl(ctx: PolicyContext, source?: RlWeightsSource): Policy {
   const { file, weights, ...rest } = parseParams(Params, ctx.params, 'rl');
   let doc = weights;
   const where = file === undefined ? 'policy rl: shipped weights' : `policy rl: file '${file}'`;
   if (doc === undefined) {
-    if (!source) throw new Error(`${where}: no weights source installed in this host`);
+    if (!source) throw new Error(`${where}: no weights reader given to this host's createPolicy`);
     try {
       doc = source(file);
     } catch (err) {
