@@ -444,7 +444,9 @@ function longPrompts(n: number, decisions: number): LongRow {
   for (let i = 0; i < decisions; i++) {
     const now = i * 20;
     // As the router has it: one flat string parsed from the body (built outside the timed part).
-    const text = Buffer.from(docs[Math.floor(rnd() ** 2 * docs.length)]! + `\nuser: ${word()} ${word()}?`).toString();
+    const text = Buffer.from(
+      docs[Math.floor(rnd() ** 2 * docs.length)]! + `\nuser: ${word()} ${word()}?`,
+    ).toString();
     const r: RequestInfo = { id: String(id++), model: 'm', api: 'openai', arrivedAt: now, promptText: text };
     // First sight: the prompt is hashed (memoised by id until it is dispatched).
     const h0 = performance.now();
