@@ -79,3 +79,13 @@ test('cached prefix: the record holds as many chunks as the learned cache, at th
   d.record('r2', 'a', long + 'more', 0.25 / 8);
   assert.ok(d.chunksOf('a')! > 16, `${d.chunksOf('a')} chunks`);
 });
+
+test('cached prefix: a cache that misses most predictions is learned down fast, an occasional miss slowly', () => {
+  const mostly = new CachedPrefix(1, 1_000_000);
+  for (let i = 0; i < 20; i++) mostly.learn('a', 1000, 0, 2000, 0.25);
+  assert.ok(mostly.cacheTokensOf('a') < 100_000, `${mostly.cacheTokensOf('a')} after 20 misses in a row`);
+  const rarely = new CachedPrefix(1, 1_000_000);
+  for (let i = 0; i < 200; i++) rarely.learn('a', 1000, i % 10 === 0 ? 0 : 1000, 2000, 0.25);
+  // 20 misses among 200 answers: 3 % each.
+  assert.ok(Math.abs(rarely.cacheTokensOf('a') - 1_000_000 * 0.97 ** 20) < 1, `${rarely.cacheTokensOf('a')}`);
+});

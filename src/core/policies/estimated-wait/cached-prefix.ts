@@ -8,13 +8,19 @@ const MAX_PREFIX_CHARS = 1 << 20;
 /** Largest prefix cache learned per backend, in tokens. */
 const MAX_CACHE_TOKENS = 1 << 26;
 /**
- * Learned cache, per prefix counted on and found gone: shrunk by 3 %. Gently, because not every such
- * miss is the cache's size: a prefix recorded at dispatch is not in the engine until that request
- * is admitted and prefilled (a re-read queued behind it finds nothing), and a request that waited
- * inside may find its prefix evicted meanwhile. Measured (prefix-conversations-8 at ×2, mean E2E):
- * a fifth per miss 73.5 s, 5 % 53.3 s, 2 % 45.1 s, no learning 47.8 s; documents 37.7 / 31.2 / 33.8 / 31.8 s.
+ * Learned cache, per prefix counted on and found gone: shrunk by 3 % while such misses are the
+ * exception. Gently, because not every miss is the cache's size: a prefix recorded at dispatch is
+ * not in the engine until that request is admitted and prefilled (a re-read queued behind it finds
+ * nothing yet), and one that waited inside may find its prefix evicted meanwhile. Measured
+ * (prefix-conversations-8 at ×2, mean E2E): a fifth per miss 73.5 s, 5 % 53.3 s, 2 % 45.1 s, no
+ * learning 47.8 s; documents 37.7 / 31.2 / 33.8 / 31.8 s. When most predictions miss (an engine
+ * that keeps a few prompts, as llama.cpp's slots do, or none), by a fifth: 3 % a miss took a hundred
+ * answers to learn a 1M-token guess down to a 5k-token cache.
  */
 const SHRINK = 0.97;
+const SHRINK_FAST = 0.8;
+/** Weight of each answer in the share of predictions that missed (per backend). */
+const MISS_ALPHA = 0.1;
 
 /**
  * The estimated-wait policy's use of prefix credit (prefix-credit.ts): which share of a request's
@@ -36,6 +42,8 @@ export class CachedPrefix {
   private readonly cacheTokens = new Map<string, number>();
   /** Per backend: the record's capacity last set, in chunks. */
   private readonly capacityChunks = new Map<string, number>();
+  /** Per backend: the recent share of predicted prefixes the engine did not have (EMA). */
+  private readonly missRate = new Map<string, number>();
 
   constructor(
     private readonly share: number,
@@ -90,16 +98,22 @@ export class CachedPrefix {
   /**
    * The engine reported `actual` prompt tokens found cached for a request of `prompt` tokens for
    * which the record predicted `predicted`: a prefix counted on and gone (less than half of it
-   * found) shrinks the learned cache (SHRINK); more found than predicted (by two chunks or a tenth
-   * of the prompt) grows it by a quarter.
+   * found) shrinks the learned cache (SHRINK, or SHRINK_FAST while most predictions miss); more
+   * found than predicted (by two chunks or a tenth of the prompt) grows it by a quarter.
    */
   learn(backend: string, predicted: number, actual: number, prompt: number, tokensPerChar: number): void {
     if (this.credit === undefined || !(actual >= 0) || !(predicted >= 0)) return;
     const now = this.cacheTokensOf(backend);
     const chunkTokens = CHUNK_CHARS * tokensPerChar;
+    const missed = predicted > 0 && actual < 0.5 * predicted;
     let next = now;
-    if (predicted > 0 && actual < 0.5 * predicted) next = Math.max(2 * chunkTokens, now * SHRINK);
-    else if (actual > predicted + Math.max(2 * chunkTokens, 0.1 * prompt))
+    if (predicted > 0) {
+      const rate = this.missRate.get(backend) ?? 0;
+      const r = rate + MISS_ALPHA * ((missed ? 1 : 0) - rate);
+      this.missRate.set(backend, r);
+      if (missed) next = Math.max(2 * chunkTokens, now * (r > 0.5 ? SHRINK_FAST : SHRINK));
+    }
+    if (!missed && actual > predicted + Math.max(2 * chunkTokens, 0.1 * prompt))
       next = Math.min(MAX_CACHE_TOKENS, now * 1.25);
     if (next !== now) this.cacheTokens.set(backend, next);
   }
@@ -112,6 +126,7 @@ export class CachedPrefix {
   removeBackend(name: string): void {
     this.credit?.removeBackend(name);
     this.cacheTokens.delete(name);
+    this.missRate.delete(name);
     this.capacityChunks.delete(name);
   }
 
