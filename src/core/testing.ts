@@ -2,7 +2,7 @@ import './policies/builtin-plugins.js';
 import type { Plugin, Scorer } from './policies/plugin.js';
 import { pluginFactory } from './policies/plugins.js';
 import { createRng } from './rng.js';
-import type { BackendView, RequestInfo } from './types.js';
+import type { BackendView, CompletionReport, Policy, RequestInfo } from './types.js';
 
 /** A backend view for policy tests: healthy, uncapped, serving model 'm'. */
 export function backendView(name: string, index: number, over: Partial<BackendView> = {}): BackendView {
@@ -54,4 +54,49 @@ export function scoresOf(s: Scorer, req: RequestInfo, candidates: readonly Backe
   const out = new Float64Array(candidates.length);
   s.score(req, candidates, now, out);
   return Array.from(out);
+}
+
+/** Distinct text of `chars` characters (no two 8-character windows alike, unlike 'x'.repeat). */
+export function distinctText(seed: string, chars: number): string {
+  let s = '';
+  for (let i = 0; s.length < chars; i++) s += `${seed}:${i};`;
+  return s.slice(0, chars);
+}
+
+/** An engine-measured answer: 1 ms per prefilled token, 10 ms per output token (and what it found cached). */
+export function engineReport(
+  at: number,
+  prompt: number,
+  prefilled: number,
+  out: number,
+  cached?: number,
+): CompletionReport {
+  return {
+    ok: true,
+    dispatchedAt: at,
+    finishedAt: at + prefilled + 10 * out,
+    promptTokens: prompt,
+    completionTokens: out,
+    promptEvalMs: prefilled,
+    evalMs: 10 * out,
+    ...(cached !== undefined ? { cachedTokens: cached } : {}),
+  };
+}
+
+/**
+ * Teaches a policy the same rates on every view (four answers each, prompts that share nothing):
+ * 1 ms a prompt token, 10 ms an output token. Returns the time after them (ms).
+ */
+export function warmRates(p: Policy, views: readonly BackendView[]): number {
+  let t = 0;
+  for (let i = 0; i < 4; i++) {
+    for (const v of views) {
+      const r = requestInfo(`w${v.name}${i}`, distinctText(`warm-${v.name}-${i}`, 400 * (i + 1)));
+      p.onDispatch?.(r, v, t);
+      const rep = engineReport(t, 100 * (i + 1), 100 * (i + 1), 50);
+      p.onComplete?.(r, v, rep, rep.finishedAt);
+    }
+    t += 10_000;
+  }
+  return t;
 }

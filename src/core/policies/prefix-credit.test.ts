@@ -2,15 +2,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PrefixCredit } from './prefix-credit.js';
 import { estimatedWait } from './estimated-wait/index.js';
-import type { BackendView, CompletionReport, RequestInfo } from '../types.js';
-import { backendView } from '../testing.js';
+import type { BackendView, RequestInfo } from '../types.js';
+import { backendView, distinctText, engineReport, requestInfo, warmRates } from '../testing.js';
 
-/** Distinct text of `chars` characters (no two 8-character windows alike, unlike 'x'.repeat). */
-const text = (seed: string, chars: number): string => {
-  let s = '';
-  for (let i = 0; s.length < chars; i++) s += `${seed}:${i};`;
-  return s.slice(0, chars);
-};
+const text = distinctText;
 
 test('prefix credit: the longest prefix sent to each backend, in whole chunks', () => {
   const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 100, maxPrefixChars: 32_768 });
@@ -80,23 +75,8 @@ test('prefix credit: bounded per backend, least recently sent first, a chain fro
 });
 
 const view = (name: string, index: number): BackendView => backendView(name, index, { inFlight: 0 });
-const req = (id: string, promptText: string): RequestInfo => ({
-  id,
-  model: 'm',
-  api: 'ollama',
-  arrivedAt: 0,
-  promptText,
-});
-/** An engine-measured answer: 1 ms per prefilled token, 10 ms per output token. */
-const report = (at: number, prompt: number, prefilled: number, out: number): CompletionReport => ({
-  ok: true,
-  dispatchedAt: at,
-  finishedAt: at + prefilled + 10 * out,
-  promptTokens: prompt,
-  completionTokens: out,
-  promptEvalMs: prefilled,
-  evalMs: 10 * out,
-});
+const req = (id: string, promptText: string): RequestInfo => requestInfo(id, promptText);
+const report = engineReport;
 
 /**
  * Two identical idle backends; `b` served the conversation's first turn. The second turn resends it
@@ -108,16 +88,7 @@ function secondTurn(params: Record<string, unknown>): string | undefined {
   const a = view('a', 0);
   const b = view('b', 1);
   // Same rates on both (a few answers each, different prompts: nothing shared).
-  let t = 0;
-  for (let i = 0; i < 4; i++) {
-    for (const v of [a, b]) {
-      const r = req(`w${v.name}${i}`, text(`warm-${v.name}-${i}`, 400 * (i + 1)));
-      p.onDispatch?.(r, v, t);
-      const rep = report(t, 100 * (i + 1), 100 * (i + 1), 50);
-      p.onComplete?.(r, v, rep, rep.finishedAt);
-    }
-    t += 10_000;
-  }
+  let t = warmRates(p, [a, b]);
   const turn1 = req('turn1', text('conversation', 8000));
   p.onDispatch?.(turn1, b, t);
   const rep = report(t, 2000, 2000, 50);

@@ -1,22 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { estimatedWait } from './policy.js';
-import type { BackendView, CompletionReport, EngineMetrics, RequestInfo } from '../../types.js';
-import { backendView } from '../../testing.js';
+import type { BackendView, EngineMetrics, RequestInfo } from '../../types.js';
+import { backendView, distinctText, engineReport, requestInfo, warmRates } from '../../testing.js';
 
-/** Distinct text of `chars` characters (no two 8-character windows alike). */
-const text = (seed: string, chars: number): string => {
-  let s = '';
-  for (let i = 0; s.length < chars; i++) s += `${seed}:${i};`;
-  return s.slice(0, chars);
-};
-const req = (id: string, promptText: string): RequestInfo => ({
-  id,
-  model: 'm',
-  api: 'openai',
-  arrivedAt: 0,
-  promptText,
-});
+const text = distinctText;
+const req = (id: string, promptText: string): RequestInfo => requestInfo(id, promptText, { api: 'openai' });
 const metrics = (running: number, waiting: number): EngineMetrics => ({
   running,
   waiting,
@@ -25,23 +14,7 @@ const metrics = (running: number, waiting: number): EngineMetrics => ({
 });
 const view = (name: string, index: number, over: Partial<BackendView> = {}): BackendView =>
   backendView(name, index, { api: 'openai', ...over });
-/** An engine-measured answer: 1 ms per prefilled token, 10 ms per output token. */
-const report = (
-  at: number,
-  prompt: number,
-  prefilled: number,
-  out: number,
-  cached?: number,
-): CompletionReport => ({
-  ok: true,
-  dispatchedAt: at,
-  finishedAt: at + prefilled + 10 * out,
-  promptTokens: prompt,
-  completionTokens: out,
-  promptEvalMs: prefilled,
-  evalMs: 10 * out,
-  ...(cached !== undefined ? { cachedTokens: cached } : {}),
-});
+const report = engineReport;
 
 /**
  * Backend b holds an 8,000-character document (~2,000 tokens: ~2 s of prefill anywhere else) and
@@ -52,16 +25,7 @@ function reRead(params: Record<string, unknown>): string | undefined {
   const p = estimatedWait({ random: () => 0, params });
   let a = view('a', 0);
   let b = view('b', 1);
-  let t = 0;
-  for (let i = 0; i < 4; i++) {
-    for (const v of [a, b]) {
-      const r = req(`w${v.name}${i}`, text(`warm-${v.name}-${i}`, 400 * (i + 1)));
-      p.onDispatch?.(r, v, t);
-      const rep = report(t, 100 * (i + 1), 100 * (i + 1), 50);
-      p.onComplete?.(r, v, rep, rep.finishedAt);
-    }
-    t += 10_000;
-  }
+  let t = warmRates(p, [a, b]);
   const doc = text('document', 8000);
   const first = req('first', `${doc} first question?`);
   p.onDispatch?.(first, b, t);
