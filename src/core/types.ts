@@ -21,6 +21,12 @@ export interface EngineMetrics {
   readonly kvUsage: number;
   /** Host time the metrics were read. */
   readonly at: number;
+  /**
+   * Prompt tokens looked up in / found in the engine's prefix cache since it started (vLLM's
+   * prefix_cache_queries_total / prefix_cache_hits_total counters), when it exports them.
+   */
+  readonly prefixCacheQueries?: number | undefined;
+  readonly prefixCacheHits?: number | undefined;
 }
 
 /** What a backend is, as configured (or added at run time). */

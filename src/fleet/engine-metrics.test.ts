@@ -19,6 +19,29 @@ test('vLLM and SGLang pages parse; other pages do not', () => {
   assert.equal(parseEngineMetrics('', 1), undefined);
 });
 
+test("vLLM's prefix-cache counters come along (tokens, summed over models), only when both are there", () => {
+  const page = [
+    'vllm:num_requests_running{model_name="a"} 1',
+    'vllm:num_requests_waiting{model_name="a"} 0',
+    'vllm:prefix_cache_queries_total{model_name="a"} 12000',
+    'vllm:prefix_cache_queries_total{model_name="b"} 3000',
+    'vllm:prefix_cache_hits_total{model_name="a"} 9000',
+    'vllm:prefix_cache_hits_total{model_name="b"} 0',
+  ].join('\n');
+  assert.deepEqual(parseEngineMetrics(page, 2), {
+    running: 1,
+    waiting: 0,
+    kvUsage: 0,
+    at: 2,
+    prefixCacheQueries: 15000,
+    prefixCacheHits: 9000,
+  });
+  // Queries without hits (or the reverse) say nothing about the hit share.
+  const half = parseEngineMetrics(page.split('\n').slice(0, 4).join('\n'), 2);
+  assert.equal(half?.prefixCacheQueries, undefined);
+  assert.equal(half?.prefixCacheHits, undefined);
+});
+
 test('per-model series add up; series of one model that differ in other labels do not', () => {
   const page = [
     'vllm:num_requests_running{model_name="a",tp_rank="0"} 2',

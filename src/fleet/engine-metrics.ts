@@ -4,6 +4,9 @@ import type { EngineMetrics } from '../core/types.js';
 const RUNNING = ['vllm:num_requests_running', 'sglang:num_running_reqs'];
 const WAITING = ['vllm:num_requests_waiting', 'sglang:num_queue_reqs'];
 const KV = ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc', 'sglang:token_usage'];
+/** Prefix-cache counters, in prompt tokens (vLLM v1 and the emulated engine). */
+const CACHE_QUERIES = 'vllm:prefix_cache_queries_total';
+const CACHE_HITS = 'vllm:prefix_cache_hits_total';
 
 /** The model_name label of a series' label text (`{a="x",model_name="m"}`); '' when it has none. */
 function modelLabel(labels: string): string {
@@ -39,6 +42,8 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
   let running: Map<string, number> | undefined;
   let waiting: Map<string, number> | undefined;
   let kv: number | undefined;
+  let queries: Map<string, number> | undefined;
+  let hits: Map<string, number> | undefined;
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const brace = line.indexOf('{');
@@ -49,10 +54,13 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
     const value = Number(line.slice(space + 1));
     if (!Number.isFinite(value)) continue;
     const isRunning = RUNNING.includes(name);
-    if (isRunning || WAITING.includes(name)) {
+    const isCache = name === CACHE_QUERIES || name === CACHE_HITS;
+    if (isRunning || WAITING.includes(name) || isCache) {
       const close = labelled ? line.lastIndexOf('}', space) : -1;
       const model = close > brace ? modelLabel(line.slice(brace, close + 1)) : '';
       if (isRunning) running = addModels(running, model, value);
+      else if (name === CACHE_QUERIES) queries = addModels(queries, model, value);
+      else if (name === CACHE_HITS) hits = addModels(hits, model, value);
       else waiting = addModels(waiting, model, value);
     } else if (KV.includes(name)) kv = Math.max(kv ?? 0, value);
   }
@@ -62,6 +70,9 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
     waiting: total(waiting) ?? 0,
     kvUsage: Math.min(1, Math.max(0, kv ?? 0)),
     at,
+    ...(queries !== undefined && hits !== undefined
+      ? { prefixCacheQueries: total(queries), prefixCacheHits: total(hits) }
+      : {}),
   };
 }
 

@@ -89,3 +89,26 @@ test('cached prefix: a cache that misses most predictions is learned down fast, 
   // 20 misses among 200 answers: 3 % each.
   assert.ok(Math.abs(rarely.cacheTokensOf('a') - 1_000_000 * 0.97 ** 20) < 1, `${rarely.cacheTokensOf('a')}`);
 });
+
+test("cached prefix: without cached tokens in answers, the engine's prefix-cache counters teach it over a window", () => {
+  const c = new CachedPrefix(1, 100_000);
+  // The first answer opens the window at the counters' reading.
+  c.learnFromCounters('a', 10_000, 5_000, 1000, 2000, 0.25);
+  assert.equal(c.cacheTokensOf('a'), 100_000);
+  // Counters not moved: the answer joins the window.
+  c.learnFromCounters('a', 10_000, 5_000, 1000, 2000, 0.25);
+  assert.equal(c.cacheTokensOf('a'), 100_000);
+  // 4,000 tokens queried since, none hit, while 1,000 + 1,000 of 4,000 answered were predicted cached: gone.
+  c.learnFromCounters('a', 14_000, 5_000, 1000, 2000, 0.25);
+  assert.ok(c.cacheTokensOf('a') < 100_000);
+  const after = c.cacheTokensOf('a');
+  // Hits as predicted (half the queried tokens, half the answered ones predicted): no change.
+  c.learnFromCounters('a', 14_000, 5_000, 1000, 2000, 0.25);
+  c.learnFromCounters('a', 18_000, 7_000, 1000, 2000, 0.25);
+  assert.equal(c.cacheTokensOf('a'), after);
+  // A restarted engine (counters back to 0) opens a new window; bad values change nothing.
+  c.learnFromCounters('a', 100, 0, 1000, 2000, 0.25);
+  c.learnFromCounters('a', Number.NaN, 0, 1000, 2000, 0.25);
+  c.learnFromCounters('a', 200, 0, 1000, 0, 0.25);
+  assert.equal(c.cacheTokensOf('a'), after);
+});

@@ -44,6 +44,11 @@ export class CachedPrefix {
   private readonly capacityChunks = new Map<string, number>();
   /** Per backend: the recent share of predicted prefixes the engine did not have (EMA). */
   private readonly missRate = new Map<string, number>();
+  /**
+   * Per backend whose answers do not say what was cached but whose metrics count prefix-cache
+   * hits: the counters at the window's start, and the tokens predicted cached and prompted since.
+   */
+  private readonly windows = new Map<string, CounterWindow>();
 
   constructor(
     private readonly share: number,
@@ -118,6 +123,38 @@ export class CachedPrefix {
     if (next !== now) this.cacheTokens.set(backend, next);
   }
 
+  /**
+   * For engines whose answers do not report cached tokens but whose metrics count prefix-cache
+   * queries and hits (vLLM's counters, in tokens): an answer with `predicted` of its `prompt`
+   * tokens credited joins the backend's window; once the counters have moved, the window is learned
+   * from as one request would be — the engine's hit share over the window times the prompt tokens
+   * answered in it, against what was predicted — and a new one starts. Counters that went back (a
+   * restarted engine) start a new window.
+   */
+  learnFromCounters(
+    backend: string,
+    queries: number,
+    hits: number,
+    predicted: number,
+    prompt: number,
+    tokensPerChar: number,
+  ): void {
+    if (this.credit === undefined || !(queries >= 0) || !(hits >= 0) || !(predicted >= 0) || !(prompt > 0))
+      return;
+    const w = this.windows.get(backend);
+    if (w === undefined || queries < w.queries || hits < w.hits) {
+      this.windows.set(backend, { queries, hits, predicted: 0, prompt: 0 });
+      return;
+    }
+    w.predicted += predicted;
+    w.prompt += prompt;
+    const dq = queries - w.queries;
+    if (dq <= 0) return;
+    const share = Math.min(1, (hits - w.hits) / dq);
+    this.learn(backend, w.predicted, share * w.prompt, w.prompt, tokensPerChar);
+    this.windows.set(backend, { queries, hits, predicted: 0, prompt: 0 });
+  }
+
   /** Prompt tokens `backend`'s engine is taken to keep cached (learned, or the initial size). */
   cacheTokensOf(backend: string): number {
     return this.cacheTokens.get(backend) ?? this.initialTokens;
@@ -127,6 +164,7 @@ export class CachedPrefix {
     this.credit?.removeBackend(name);
     this.cacheTokens.delete(name);
     this.missRate.delete(name);
+    this.windows.delete(name);
     this.capacityChunks.delete(name);
   }
 
@@ -134,6 +172,13 @@ export class CachedPrefix {
   chunksOf(backend: string): number | undefined {
     return this.credit?.sizeOf(backend);
   }
+}
+
+interface CounterWindow {
+  queries: number;
+  hits: number;
+  predicted: number;
+  prompt: number;
 }
 
 /** Record chunks for a cache of `tokens` tokens at `tokensPerChar` (at least 2: two generations). */

@@ -210,10 +210,12 @@ export class WaitEstimator {
     if (!report.ok) return;
     this.wait.fitsChanged();
     this.sizing.observe(req, f, report);
-    if (report.cachedTokens !== undefined) {
-      // What the engine found cached, against what the record predicted (in the engine's tokens).
-      const reported =
-        report.promptTokens !== undefined && report.promptTokens > 0 ? report.promptTokens : f.promptTokens;
+    const reported =
+      report.promptTokens !== undefined && report.promptTokens > 0 ? report.promptTokens : f.promptTokens;
+    const m = backend.metrics;
+    // What the engine found cached, against what the record predicted (in the engine's tokens): said
+    // by the answer, or else by the engine's prefix-cache counters over a window of answers.
+    if (report.cachedTokens !== undefined)
       this.prefix.learn(
         backend.name,
         f.cachedTokens * (reported / f.promptTokens),
@@ -221,7 +223,15 @@ export class WaitEstimator {
         reported,
         this.sizing.tokensPerChar,
       );
-    }
+    else if (m?.prefixCacheQueries !== undefined && m.prefixCacheHits !== undefined)
+      this.prefix.learnFromCounters(
+        backend.name,
+        m.prefixCacheQueries,
+        m.prefixCacheHits,
+        f.cachedTokens * (reported / f.promptTokens),
+        reported,
+        this.sizing.tokensPerChar,
+      );
     learnRates(this, b, backend, f, report, now);
     b.lastSampleAt = now;
     b.lastSampleDecision = this.decisions;
