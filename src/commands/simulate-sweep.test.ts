@@ -6,23 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runSimulateCommand, UsageError, type SimulateResults } from './simulate.js';
 import { parseRateScales } from './load-sweep.js';
+import { captured } from './stdout.testing.js';
 
 const SMALL = 'scenarios/small-exhaustive.yaml';
 const POLICIES = ['round-robin', 'least-connections', 'estimated-wait'];
 
-async function quiet<T>(fn: () => Promise<T>): Promise<{ value: T; out: string }> {
-  const writes: string[] = [];
-  const orig = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((s: string | Uint8Array) => (
-    writes.push(String(s)),
-    true
-  )) as typeof process.stdout.write;
-  try {
-    return { value: await fn(), out: writes.join('') };
-  } finally {
-    process.stdout.write = orig;
-  }
-}
+const quiet = captured;
 
 /** results.json's policies without the names (a sweep names them policy@xK). */
 const unnamed = (ps: SimulateResults['policies']): unknown[] =>

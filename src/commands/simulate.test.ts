@@ -6,23 +6,9 @@ import { join } from 'node:path';
 import type { Results } from '../report/results.js';
 import { choosePolicies, loadScenarioOrUsage, runSimulateCommand, UsageError } from './simulate.js';
 import { policyLabel } from '../sim/simulator.js';
+import { captured } from './stdout.testing.js';
 
 const SMALL = 'scenarios/small-exhaustive.yaml';
-
-/** Run with stdout captured. */
-async function captured<T>(fn: () => Promise<T>): Promise<{ value: T; out: string }> {
-  const writes: string[] = [];
-  const orig = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((s: string | Uint8Array) => (
-    writes.push(String(s)),
-    true
-  )) as typeof process.stdout.write;
-  try {
-    return { value: await fn(), out: writes.join('') };
-  } finally {
-    process.stdout.write = orig;
-  }
-}
 
 test('simulate command on the shipped small scenario: table, oracle, results.json, charts', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-sim-'));

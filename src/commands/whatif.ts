@@ -141,6 +141,22 @@ export interface WhatifResults extends Results {
   };
 }
 
+/** The replayed trace as results.json names it. */
+function traceSummary(
+  path: string,
+  format: string,
+  stats: { requests: number; skipped: number; promptTokens: number; outputTokens: number },
+): WhatifResults['trace'] {
+  return {
+    path,
+    format,
+    requests: stats.requests,
+    skippedLines: stats.skipped,
+    promptTokens: stats.promptTokens,
+    outputTokens: stats.outputTokens,
+  };
+}
+
 /** Seconds to the millisecond; a share in percent to a tenth. */
 const sec = (x: number): string => x.toFixed(3);
 const pct = (x: number): string => (x * 100).toFixed(1);
@@ -298,14 +314,7 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
       policy: r.policy,
       replicas: r.replicas,
     })),
-    trace: {
-      path: opts.tracePath,
-      format: replay.format.name,
-      requests: stats.requests,
-      skippedLines: stats.skipped,
-      promptTokens: stats.promptTokens,
-      outputTokens: stats.outputTokens,
-    },
+    trace: traceSummary(opts.tracePath, replay.format.name, stats),
     recommendation: recommend(runs, replicas, slo),
   };
 
@@ -436,14 +445,7 @@ async function whatifSweep(a: {
         rateScale: step.rateScale,
       })),
     ),
-    trace: {
-      path: opts.tracePath,
-      format: replay.format.name,
-      requests: stats.requests,
-      skippedLines: stats.skipped,
-      promptTokens: stats.promptTokens,
-      outputTokens: stats.outputTokens,
-    },
+    trace: traceSummary(opts.tracePath, replay.format.name, stats),
     recommendation: recommendations.at(-1)!.recommendation,
     sweep: { ...report.sweep, recommendations },
   };
