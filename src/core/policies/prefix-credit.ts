@@ -54,8 +54,6 @@ export class PrefixCredit {
   private readonly headIndexed: boolean;
   /** Per backend, the chunk keys sent there (two generations: an approximate LRU). */
   private readonly sent = new Map<string, Generations>();
-  /** Generation size set for a backend before anything was sent to it (setCapacity). */
-  private readonly capacity = new Map<string, number>();
   /** Per request until it is dispatched: its keys, or its first chunk's key while not hashed. */
   private readonly memo = new Map<string, Float64Array | number>();
   /** First-chunk keys of the prompts recorded (hashed in full), on any backend. */
@@ -148,7 +146,6 @@ export class PrefixCredit {
 
   removeBackend(name: string): void {
     this.sent.delete(name);
-    this.capacity.delete(name);
     for (const [h, p] of this.pending)
       if (p.backend === name) {
         this.pending.delete(h);
@@ -181,7 +178,7 @@ export class PrefixCredit {
   setCapacity(backend: string, chunks: number): void {
     const gen = Math.max(1, Math.floor(chunks / 2));
     const g = this.sent.get(backend);
-    if (g === undefined) this.capacity.set(backend, gen);
+    if (g === undefined) this.sent.set(backend, new Generations(gen));
     else g.gen = gen;
   }
 
@@ -189,7 +186,7 @@ export class PrefixCredit {
     if (keys.length === 0) return;
     let g = this.sent.get(backend);
     if (g === undefined) {
-      g = new Generations(this.capacity.get(backend) ?? Math.max(1, Math.floor(this.capacityChunks / 2)));
+      g = new Generations(Math.max(1, Math.floor(this.capacityChunks / 2)));
       this.sent.set(backend, g);
     }
     g.touchChain(keys);

@@ -2,7 +2,7 @@ import type { RequestInfo } from '../../types.js';
 import { PrefixCredit } from '../prefix-credit.js';
 
 /** Characters per chunk of the credit's record (the router has no tokenizer). */
-const CHUNK_CHARS = 64;
+export const CHUNK_CHARS = 64;
 /** Prompt characters indexed (256k tokens of text at 4 characters a token). */
 const MAX_PREFIX_CHARS = 1 << 20;
 /** Largest prefix cache learned per backend, in tokens. */
@@ -40,8 +40,6 @@ export class CachedPrefix {
   private readonly credit: PrefixCredit | undefined;
   /** Per backend: the prompt tokens its engine keeps, as learned. */
   private readonly cacheTokens = new Map<string, number>();
-  /** Per backend: the record's capacity last set, in chunks. */
-  private readonly capacityChunks = new Map<string, number>();
   /** Per backend: the recent share of predicted prefixes the engine did not have (EMA). */
   private readonly missRate = new Map<string, number>();
   /**
@@ -92,11 +90,7 @@ export class CachedPrefix {
   record(id: string, backend: string, promptText: string, tokensPerChar: number): void {
     const credit = this.credit;
     if (credit === undefined) return;
-    const chunks = chunksFor(this.cacheTokensOf(backend), tokensPerChar);
-    if (this.capacityChunks.get(backend) !== chunks) {
-      this.capacityChunks.set(backend, chunks);
-      credit.setCapacity(backend, chunks);
-    }
+    credit.setCapacity(backend, chunksFor(this.cacheTokensOf(backend), tokensPerChar));
     credit.record(id, backend, promptText);
   }
 
@@ -165,7 +159,6 @@ export class CachedPrefix {
     this.cacheTokens.delete(name);
     this.missRate.delete(name);
     this.windows.delete(name);
-    this.capacityChunks.delete(name);
   }
 
   /** Chunks remembered for `backend` (undefined: credit off). */

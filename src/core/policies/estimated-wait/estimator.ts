@@ -1,9 +1,9 @@
 import type { BackendView, CompletionReport, RequestInfo } from '../../types.js';
 import { addFlight, advanceArea, BackendRegistry, removeFlight } from './backend-state.js';
 import type { BackendState, Cost, Flight } from './backend-state.js';
-import { CachedPrefix } from './cached-prefix.js';
+import { CachedPrefix, CHUNK_CHARS } from './cached-prefix.js';
 import { candidateCost } from './candidate-cost.js';
-import { learnRates } from './learn-rates.js';
+import { creditedIn, learnRates, reportedPrompt } from './learn-rates.js';
 import type { EstimatedWaitParams } from './params.js';
 import { Rates } from './rates.js';
 import { Sizing } from './sizing.js';
@@ -55,7 +55,7 @@ export class WaitEstimator {
     this.prefix = new CachedPrefix(
       p.prefixCredit,
       p.prefixCacheChunks !== undefined
-        ? p.prefixCacheChunks * 64 * p.initialTokensPerChar
+        ? p.prefixCacheChunks * CHUNK_CHARS * p.initialTokensPerChar
         : p.prefixCacheTokens,
       p.initialTokensPerChar,
     );
@@ -210,25 +210,19 @@ export class WaitEstimator {
     if (!report.ok) return;
     this.wait.fitsChanged();
     this.sizing.observe(req, f, report);
-    const reported =
-      report.promptTokens !== undefined && report.promptTokens > 0 ? report.promptTokens : f.promptTokens;
+    const reported = reportedPrompt(report, f);
+    const predicted = creditedIn(f, reported);
     const m = backend.metrics;
     // What the engine found cached, against what the record predicted (in the engine's tokens): said
     // by the answer, or else by the engine's prefix-cache counters over a window of answers.
     if (report.cachedTokens !== undefined)
-      this.prefix.learn(
-        backend.name,
-        f.cachedTokens * (reported / f.promptTokens),
-        report.cachedTokens,
-        reported,
-        this.sizing.tokensPerChar,
-      );
+      this.prefix.learn(backend.name, predicted, report.cachedTokens, reported, this.sizing.tokensPerChar);
     else if (m?.prefixCacheQueries !== undefined && m.prefixCacheHits !== undefined)
       this.prefix.learnFromCounters(
         backend.name,
         m.prefixCacheQueries,
         m.prefixCacheHits,
-        f.cachedTokens * (reported / f.promptTokens),
+        predicted,
         reported,
         this.sizing.tokensPerChar,
       );

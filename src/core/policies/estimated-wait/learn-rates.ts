@@ -28,7 +28,6 @@ export function learnRates(
   now: number,
 ): void {
   const { rates } = ctx;
-  const promptTokens = r.promptTokens;
   const outTokens = r.completionTokens;
   const wallS = (r.finishedAt - r.dispatchedAt) / 1000;
   // The batch it ran in: the backend's mean in-flight count over its life (itself included),
@@ -36,12 +35,10 @@ export function learnRates(
   const lifeMs = now - f.dispatchedAt;
   const slots = slotsOf(b, view, ctx.defaultSlots);
   const batch = Math.min(slots, lifeMs > 0 ? (b.area - f.area0) / lifeMs : f.ahead + 1);
-  const reported = promptTokens !== undefined && promptTokens > 0 ? promptTokens : f.promptTokens;
+  const reported = reportedPrompt(r, f);
   // The engine prefilled only what it had not cached: fitted against the tokens the credit left.
   const tokens =
-    f.cachedTokens === 0
-      ? reported
-      : ctx.prefix.creditedPrefill(reported, f.cachedTokens * (reported / f.promptTokens));
+    f.cachedTokens === 0 ? reported : ctx.prefix.creditedPrefill(reported, creditedIn(f, reported));
   if (r.promptEvalMs !== undefined && r.evalMs !== undefined) {
     // Engine-measured: exact rates, and whether the request queued inside the engine.
     b.prefill.update(tokens, r.promptEvalMs / 1000);
@@ -88,4 +85,14 @@ export function learnRates(
       b.decode.update(batch, Math.max(0, wallS - pre) / outTokens, Math.min(outTokens, 512));
     }
   }
+}
+
+/** The answer's prompt tokens as the engine counted them (the router's estimate when it did not say). */
+export function reportedPrompt(r: CompletionReport, f: Flight): number {
+  return r.promptTokens !== undefined && r.promptTokens > 0 ? r.promptTokens : f.promptTokens;
+}
+
+/** The flight's credited prefix in the engine's tokens (`reported`: its prompt as the engine counted it). */
+export function creditedIn(f: Flight, reported: number): number {
+  return f.cachedTokens * (reported / f.promptTokens);
 }

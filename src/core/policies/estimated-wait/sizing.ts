@@ -90,10 +90,7 @@ export class Sizing {
 
   /** Prompt tokens of a request, from its characters. */
   promptTokensOf(req: RequestInfo): number {
-    return Math.max(
-      1,
-      Math.round(req.promptText.length * (this.tokensPerCharEma.value ?? this.opts.initialTokensPerChar)),
-    );
+    return Math.max(1, Math.round(req.promptText.length * this.tokensPerChar));
   }
 
   /**
@@ -159,7 +156,7 @@ export class Sizing {
       return;
     }
     const count = this.readSampled(backends);
-    const perChar = this.tokensPerCharEma.value ?? this.opts.initialTokensPerChar;
+    const perChar = this.tokensPerChar;
     const priorPrefillS = this.rates.priorPrefillS;
     const sizePrefill = this.sizePrefill;
     const sizeDecode1 = this.sizeDecode1;
