@@ -1,6 +1,7 @@
 import { watch } from 'node:fs';
 import type { Logger } from 'pino';
 import { applyOverrides, loadConfigFile, parseBackendEntry } from '../config/load.js';
+import { endpointPickerWarnings } from '../core/policies/endpoint-picker-config.js';
 import { createLogger } from '../log.js';
 import { Router, type RouterSettings } from '../proxy/router.js';
 import { policyCheck } from './policy-check.js';
@@ -80,6 +81,9 @@ export function watchConfig(
 export async function runServe(o: { config: string; host?: string; port?: number }): Promise<void> {
   const settings = loadRouterConfig(o.config, o);
   const log = createLogger(settings.log.level);
+  // llm-d's renamed plugin types still load (llm-d-compat.ts); say which to rename.
+  if (settings.scheduling)
+    for (const w of endpointPickerWarnings(settings.scheduling)) log.warn(`scheduling.${w}`);
   const router = new Router(settings, log, Math.random, parseBackendEntry);
   let url: string;
   try {

@@ -5,6 +5,7 @@ import { backendRefs } from '../core/policies/index.js';
 import {
   checkEndpointPickerConfig,
   endpointPickerConfigSchema,
+  endpointPickerWarnings,
   profileNames,
   ProfileConfigError,
   type EndpointPickerConfig,
@@ -309,6 +310,29 @@ export function loadConfigFile(path: string, opts: PolicyValidation): RouterConf
     throw new ConfigError(path, [{ path: '', message: why }]);
   }
   return parseConfig(text, { ...opts, source: path });
+}
+
+/**
+ * A standalone EndpointPickerConfig document (a Kubernetes ConfigMap's file, llm-d's or GIE's
+ * samples as written): schema, wiring and parameters checked as `scheduling:` is. Returns the
+ * config and its deprecation warnings (old plugin type names). Throws ConfigError.
+ */
+export function parseEndpointPickerConfig(
+  text: string,
+  source = 'EndpointPickerConfig',
+): { config: EndpointPickerConfig; warnings: string[] } {
+  const { raw, pos } = readText(text, source);
+  const r = endpointPickerConfigSchema.safeParse(raw ?? {}, { error: requiredMessage });
+  if (!r.success) throw new ConfigError(source, zodIssues(r.error, endpointPickerConfigSchema, pos));
+  try {
+    checkEndpointPickerConfig(r.data);
+  } catch (err) {
+    if (!(err instanceof ProfileConfigError)) throw err;
+    throw new ConfigError(source, [
+      { path: formatPath(err.path), message: err.message, line: lineOf(pos, err.path) },
+    ]);
+  }
+  return { config: r.data, warnings: endpointPickerWarnings(r.data) };
 }
 
 /** One backend entry as the config file spells it (admin API: POST /admin/backends). Throws ConfigError. */

@@ -1,4 +1,5 @@
 import { registerPlugin } from './plugins.js';
+import { decodeFilter } from './filters/decode-filter.js';
 import { kvFitFilter } from './filters/kv-fit-filter.js';
 import { outstandingFilter } from './filters/outstanding-filter.js';
 import { pendingFilter } from './filters/pending-filter.js';
@@ -39,6 +40,7 @@ registerPlugin('round-robin-picker', roundRobinPicker);
 registerPlugin('weighted-round-robin-picker', weightedRoundRobinPicker);
 registerPlugin('outstanding-filter', outstandingFilter);
 registerPlugin('pending-filter', pendingFilter);
+registerPlugin('decode-filter', decodeFilter);
 registerPlugin('kv-fit-filter', (ctx) => kvFitFilter(ctx));
 registerPlugin('prefix-trie-picker', prefixTriePicker);
 registerPlugin('consistent-hash-picker', consistentHashPicker);

@@ -1,13 +1,20 @@
 import { z } from 'zod';
 import './builtin-plugins.js';
 import type { Filter, Picker, Plugin } from './plugin.js';
+import {
+  ENDPOINT_PICKER_API_VERSIONS,
+  PLUMBING_PLUGIN_TYPES,
+  UNSUPPORTED_PLUGIN_TYPES,
+  currentPluginType,
+} from './llm-d-compat.js';
 import { pluginFactory, pluginTypes } from './plugins.js';
 import { ProfilePolicy, type DynamicWeightRule, type WeightedScorer } from './profile.js';
 
 /**
  * Scheduling profiles in the YAML shape of llm-d's `EndpointPickerConfig` (Heimdall's Heimdall
- * config loads as written). `dynamicWeights` on a profile is our extension (Heimdall, key
- * feature 2). A profile's name can then be used as `policy:`.
+ * config loads as written, and so do llm-d's own, under either apiVersion: llm-d-compat.ts).
+ * `dynamicWeights` on a profile is our extension (Heimdall, key feature 2). A profile's name can
+ * then be used as `policy:`.
  */
 const pluginSchema = z.strictObject({
   type: z.string().min(1),
@@ -37,10 +44,19 @@ const profileSchema = z.strictObject({
 });
 
 export const endpointPickerConfigSchema = z.strictObject({
-  apiVersion: z.string().min(1).optional(),
+  apiVersion: z
+    .enum(ENDPOINT_PICKER_API_VERSIONS, {
+      error: (iss) =>
+        `unknown apiVersion ${JSON.stringify(iss.input)}: an EndpointPickerConfig is ${ENDPOINT_PICKER_API_VERSIONS.map((v) => `'${v}'`).join(' or ')}`,
+    })
+    .optional(),
   kind: z.literal('EndpointPickerConfig').optional(),
   plugins: z.array(pluginSchema).min(1),
   schedulingProfiles: z.array(profileSchema).min(1),
+  /** llm-d's request parsers: plumbing plugins here (llmlb parses bodies itself), refs checked. */
+  requestHandler: z
+    .strictObject({ parsers: z.array(z.strictObject({ pluginRef: z.string().min(1) })).optional() })
+    .optional(),
 });
 
 export type EndpointPickerConfig = z.output<typeof endpointPickerConfigSchema>;
@@ -57,6 +73,26 @@ export class ProfileConfigError extends Error {
 
 const nameOf = (p: EndpointPickerConfig['plugins'][number]): string => p.name ?? p.type;
 
+/** Names of the config's plumbing plugins (llm-d-compat.ts): loaded, never run. */
+function plumbingNames(cfg: EndpointPickerConfig): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const p of cfg.plugins) {
+    const type = currentPluginType(p.type).type;
+    if (PLUMBING_PLUGIN_TYPES.has(type)) out.set(nameOf(p), type);
+  }
+  return out;
+}
+
+/** Deprecation warnings for the config's old plugin type names (the config loads all the same). */
+export function endpointPickerWarnings(cfg: EndpointPickerConfig): string[] {
+  const out: string[] = [];
+  cfg.plugins.forEach((p, i) => {
+    const d = currentPluginType(p.type).deprecated;
+    if (d !== undefined) out.push(`plugins[${i}]: ${d}`);
+  });
+  return out;
+}
+
 /** Instantiates every plugin of the config (fresh state), in order; later ones may look up earlier ones. */
 function instantiate(cfg: EndpointPickerConfig, random: () => number): Map<string, Plugin> {
   const byName = new Map<string, Plugin>();
@@ -67,11 +103,17 @@ function instantiate(cfg: EndpointPickerConfig, random: () => number): Map<strin
     const entry = pending.get(name);
     if (!entry) return undefined;
     pending.delete(name); // a cycle then resolves to undefined instead of recursing forever
-    const factory = pluginFactory(entry.p.type);
+    const type = currentPluginType(entry.p.type).type;
+    if (PLUMBING_PLUGIN_TYPES.has(type)) return undefined;
+    const factory = pluginFactory(type);
     if (!factory) {
+      const why = UNSUPPORTED_PLUGIN_TYPES.get(type);
+      const as = type === entry.p.type ? '' : ` (now '${type}')`;
       throw new ProfileConfigError(
         ['plugins', entry.i, 'type'],
-        `unknown plugin type '${entry.p.type}' (known: ${pluginTypes().join(', ')})`,
+        why !== undefined
+          ? `llm-d plugin '${entry.p.type}'${as} cannot run in llmlb: ${why}`
+          : `unknown plugin type '${entry.p.type}' (known: ${[...pluginTypes(), ...PLUMBING_PLUGIN_TYPES.keys()].sort().join(', ')})`,
       );
     }
     let plugin: Plugin;
@@ -103,6 +145,15 @@ export function checkEndpointPickerConfig(cfg: EndpointPickerConfig): void {
       throw new ProfileConfigError(['schedulingProfiles', i, 'name'], `duplicate profile '${p.name}'`);
     profiles.add(p.name);
   });
+  // Plumbing plugins may carry llm-d's parameters: they are not read. Parsers must be plugins.
+  const plumbing = plumbingNames(cfg);
+  cfg.requestHandler?.parsers?.forEach((r, i) => {
+    if (!plumbing.has(r.pluginRef))
+      throw new ProfileConfigError(
+        ['requestHandler', 'parsers', i, 'pluginRef'],
+        `'${r.pluginRef}' is not a parser plugin of this config`,
+      );
+  });
   // Building every profile once validates plugin parameters and the wiring.
   for (const p of cfg.schedulingProfiles) buildProfile(cfg, p.name, () => 0.5);
 }
@@ -121,12 +172,19 @@ export function buildProfile(
   if (pi < 0) throw new ProfileConfigError(['schedulingProfiles'], `no scheduling profile '${profile}'`);
   const prof = cfg.schedulingProfiles[pi]!;
   const plugins = instantiate(cfg, random);
+  const plumbing = plumbingNames(cfg);
   const filters: Filter[] = [];
   const scorers: WeightedScorer[] = [];
   let picker: Picker | undefined;
   prof.plugins.forEach((ref, ri) => {
     const path = ['schedulingProfiles', pi, 'plugins', ri];
     const p = plugins.get(ref.pluginRef);
+    const plumbingType = plumbing.get(ref.pluginRef);
+    if (!p && plumbingType !== undefined)
+      throw new ProfileConfigError(
+        [...path, 'pluginRef'],
+        `'${ref.pluginRef}' (${plumbingType}) is not a filter, scorer or picker: llmlb loads it and does nothing (${PLUMBING_PLUGIN_TYPES.get(plumbingType)}), so leave it out of the profile`,
+      );
     if (!p)
       throw new ProfileConfigError(
         [...path, 'pluginRef'],
