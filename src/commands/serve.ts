@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import { applyOverrides, loadConfigFile, parseBackendEntry } from '../config/load.js';
 import { endpointPickerWarnings } from '../core/policies/endpoint-picker-config.js';
 import { createLogger } from '../log.js';
+import type { KubernetesDiscoveryConfig } from '../config/kubernetes-discovery.js';
+import type { RunningDiscovery } from '../fleet/kubernetes/index.js';
 import { Router, type RouterSettings } from '../proxy/router.js';
 import { policyCheck } from './policy-check.js';
 import { portError } from './port-error.js';
@@ -78,6 +80,27 @@ export function watchConfig(
   };
 }
 
+/**
+ * `discovery.kubernetes`: the InferencePool's ready pods join the fleet as backends (marked
+ * discovered: hot reload leaves them to discovery) and leave through the admin API's remove.
+ * The Kubernetes client is loaded only here.
+ */
+export async function startDiscovery(
+  cfg: KubernetesDiscoveryConfig,
+  router: Router,
+  log: Logger,
+): Promise<RunningDiscovery> {
+  const { startKubernetesDiscovery } = await import('../fleet/kubernetes/index.js');
+  return startKubernetesDiscovery(
+    cfg,
+    {
+      add: (entry) => router.fleet.add(entry, 'discovery'),
+      remove: (name) => router.adminOps.removeBackend(name),
+    },
+    log,
+  );
+}
+
 export async function runServe(o: { config: string; host?: string; port?: number }): Promise<void> {
   const settings = loadRouterConfig(o.config, o);
   const log = createLogger(settings.log.level);
@@ -103,9 +126,12 @@ export async function runServe(o: { config: string; host?: string; port?: number
       ? 'admin API closed (set admin.token or admin.listen to open it)\n'
       : `admin API on ${router.adminUrl}/admin${settings.admin?.token === undefined ? '' : ' (bearer token)'}\n`,
   );
+  const k8s = settings.discovery.kubernetes;
+  const discovery = k8s ? await startDiscovery(k8s, router, log) : undefined;
   const unwatch = watchConfig(o.config, o, router, log);
   const stop = (): void => {
     unwatch();
+    discovery?.stop();
     router.close().then(
       () => process.exit(0),
       (err: unknown) => {

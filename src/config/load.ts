@@ -215,6 +215,17 @@ function policyIssue(
 function crossChecks(raw: unknown, opts: PolicyValidation, pos: Positions | undefined): ConfigIssue[] {
   if (!isRecord(raw)) return [];
   const issues: ConfigIssue[] = [];
+  // Backends are required unless an InferencePool's pods are discovered instead.
+  const discovers = isRecord(raw.discovery) && raw.discovery.kubernetes !== undefined;
+  if (
+    !discovers &&
+    (raw.backends === undefined || (Array.isArray(raw.backends) && raw.backends.length === 0))
+  )
+    issues.push({
+      path: 'backends',
+      message: raw.backends === undefined ? 'required' : 'at least one backend is required',
+      line: lineOf(pos, ['backends']),
+    });
   if (Array.isArray(raw.backends)) {
     const seen = new Map<string, number>();
     raw.backends.forEach((b: unknown, i) => {

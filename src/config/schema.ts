@@ -6,6 +6,7 @@ import {
 import { traceConfigSchema, type TraceSettings } from './trace.js';
 import { policySpecSchema, type PolicySpec } from './policy-spec.js';
 import { federationConfigKeys } from './federation.js';
+import { kubernetesDiscoverySchema, type KubernetesDiscoveryConfig } from './kubernetes-discovery.js';
 import type { PeerSpec } from '../core/federation-types.js';
 
 export type { PolicySpec } from './policy-spec.js';
@@ -103,7 +104,8 @@ export const configSchema = z.strictObject({
         .transform((h) => h.toLowerCase()),
     })
     .prefault({}),
-  backends: z.array(backendSchema).min(1, 'at least one backend is required'),
+  // At least one, unless discovery.kubernetes finds them (load.ts checks).
+  backends: z.array(backendSchema).default([]),
   policy: policySpecSchema.default({ name: DEFAULT_POLICY, params: {} }),
   // Scheduling profiles (filters → weighted scorers → picker) in llm-d's EndpointPickerConfig shape.
   scheduling: endpointPickerConfigSchema.optional(),
@@ -142,7 +144,13 @@ export const configSchema = z.strictObject({
       quarantineMs: positiveInt.default(30_000),
     })
     .prefault({}),
-  discovery: z.strictObject({ refreshMs: positiveInt.default(30_000) }).prefault({}),
+  discovery: z
+    .strictObject({
+      refreshMs: positiveInt.default(30_000),
+      // An InferencePool's ready pods as backends, beside the static ones (src/fleet/kubernetes/).
+      kubernetes: kubernetesDiscoverySchema.optional(),
+    })
+    .prefault({}),
   queue: z
     .strictObject({
       maxLength: positiveInt.default(10_000),
@@ -257,7 +265,10 @@ export interface RouterConfig {
     readonly stallFactor?: number;
     readonly quarantineMs?: number;
   };
-  readonly discovery: { readonly refreshMs: number };
+  readonly discovery: {
+    readonly refreshMs: number;
+    readonly kubernetes?: KubernetesDiscoveryConfig | undefined;
+  };
   readonly queue: { readonly maxLength: number; readonly maxWaitMs: number };
   readonly admin?: AdminSettings | undefined;
   /** Where the session key comes from (absent: `x-session-token`, then the body's `user`). */

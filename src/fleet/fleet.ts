@@ -21,12 +21,17 @@ export interface FleetOptions {
   readonly quarantineMs?: number;
 }
 
+/** Where a backend came from: hot reload leaves discovered ones to their discovery. */
+export type BackendOrigin = 'config' | 'admin' | 'discovery';
+
 /** An Ollama /api/tags entry, kept as the backend returned it so /api/tags can show the union. */
 export type TagEntry = Readonly<Record<string, unknown>> & { readonly name: string };
 
 /** What the live host keeps per backend beside the core's view: the connection pool and health. */
 export interface BackendRuntime {
   config: BackendConfig;
+  /** Who added it: the config file (and hot reload), the admin API, or Kubernetes discovery. */
+  readonly origin: BackendOrigin;
   /** The URL's path prefix, put in front of every upstream path ('' for none; `/v1` understood for OpenAI). */
   readonly basePath: string;
   /** Generation traffic. Unlimited connections: the scheduler's caps decide how many go at once. */
@@ -96,7 +101,7 @@ export class Fleet {
   }
 
   /** Add a backend; with no configured models it is discovered before taking traffic. */
-  async add(config: BackendConfig): Promise<void> {
+  async add(config: BackendConfig, origin: BackendOrigin = 'config'): Promise<void> {
     if (this.backends.has(config.name)) throw new Error(`backend '${config.name}' already exists`);
     // The config schema refused what cannot be parsed; this split is what undici needs (origin only).
     const addr = parseBackendUrl(config.url, config.api);
@@ -116,6 +121,7 @@ export class Fleet {
     });
     const rt: BackendRuntime = {
       config,
+      origin,
       basePath: addr.basePath,
       pool,
       control,

@@ -92,7 +92,7 @@ export class RouterAdmin implements AdminTarget {
       throw new AdminError(400, (err as Error).message);
     }
     if (this.r.fleet.get(cfg.name)) throw new AdminError(409, `backend '${cfg.name}' already exists`);
-    await this.r.fleet.add(cfg);
+    await this.r.fleet.add(cfg, 'admin');
     this.r.log.info({ backend: cfg.name, url: cfg.url }, 'backend added');
   }
 
@@ -180,6 +180,8 @@ export class RouterAdmin implements AdminTarget {
     }
     const wanted = new Map(next.backends.map((b) => [b.name, b]));
     for (const rt of this.r.fleet.all()) {
+      // Pods found by discovery.kubernetes come and go with the pool, not with the file.
+      if (rt.origin === 'discovery') continue;
       const want = wanted.get(rt.config.name);
       if (
         !want ||
@@ -194,6 +196,13 @@ export class RouterAdmin implements AdminTarget {
     }
     for (const b of next.backends) {
       const rt = this.r.fleet.get(b.name);
+      if (rt?.origin === 'discovery') {
+        this.r.log.warn(
+          { backend: b.name },
+          "a configured backend has a discovered pod's name: kept the pod",
+        );
+        continue;
+      }
       if (!rt) {
         await this.r.fleet.add(b);
         changes.push(`added ${b.name}`);

@@ -1,0 +1,220 @@
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  ListWatch,
+  Watch,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { endpointsOf, labelSelector, poolSpecOf, type Endpoint, type PoolSpec } from './endpoints.js';
+
+/** The InferencePool API this discovery reads (GIE v1). */
+export const INFERENCE_POOL_GROUP = 'inference.networking.k8s.io';
+export const INFERENCE_POOL_VERSION = 'v1';
+
+export interface PoolDiscoveryOptions {
+  readonly namespace: string;
+  readonly pool: string;
+  /** Changes are passed on once they settle this long (a rollout moves many pods at once). */
+  readonly debounceMs: number;
+  /** First retry after a failed list or watch; doubled per failure in a row up to maxBackoffMs. */
+  readonly backoffMs?: number;
+  readonly maxBackoffMs?: number;
+}
+
+/**
+ * One informer (list, then watch from its resourceVersion) that restarts itself: the client's
+ * ListWatch re-watches when a watch ends and relists on 410 Gone, but stops on any other error —
+ * here it starts again after a backoff. `synced` turns true once a list has come back, so an
+ * informer that has not listed yet is never read as "no objects".
+ */
+class Informer<T extends KubernetesObject> {
+  readonly lw: ListWatch<T>;
+  synced = false;
+  private failures = 0;
+  private retry: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    kc: KubeConfig,
+    path: string,
+    list: () => Promise<KubernetesListObject<T>>,
+    selectors: { label?: string; field?: string },
+    private readonly onChange: () => void,
+    private readonly onError: (err: unknown, retryMs: number) => void,
+    private readonly backoff: { base: number; max: number },
+  ) {
+    const listed = async (): Promise<KubernetesListObject<T>> => {
+      const out = await list();
+      // Read once ListWatch has applied the list (right after this promise settles, synchronously).
+      setImmediate(() => {
+        this.synced = true;
+        this.failures = 0;
+        this.onChange();
+      });
+      return out;
+    };
+    this.lw = new ListWatch<T>(path, new Watch(kc), listed, false, selectors.label, selectors.field);
+    this.lw.on('change', () => {
+      this.failures = 0;
+      this.onChange();
+    });
+    this.lw.on('error', (err?: unknown) => this.failed(err));
+  }
+
+  /** A list or watch failed (or the start itself threw): start again after the backoff. */
+  private failed(err: unknown): void {
+    if (this.stopped) return;
+    const ms = Math.min(this.backoff.max, this.backoff.base * 2 ** this.failures++);
+    this.onError(err, ms);
+    if (this.retry) clearTimeout(this.retry);
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      this.start();
+    }, ms);
+  }
+
+  start(): void {
+    if (!this.stopped) this.lw.start().catch((err: unknown) => this.failed(err));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.retry) clearTimeout(this.retry);
+    this.lw.stop().catch(() => undefined); // aborting the watch request cannot fail in a way worth telling
+  }
+}
+
+/**
+ * The ready pods of one InferencePool (`inference.networking.k8s.io/v1`), kept current through
+ * the Kubernetes API: the pool is watched for its selector and target port, the pods it selects
+ * are watched for readiness, and every settled change is handed to `onEndpoints` as the full
+ * list (pod name, `http://podIP:port`). A changed selector starts a fresh pod watch; a pool
+ * that is deleted (or unusable) leaves no endpoints. Nothing is passed on before the first lists.
+ */
+export class InferencePoolDiscovery {
+  private readonly pools: Informer<KubernetesObject>;
+  private pods: Informer<V1Pod> | undefined;
+  private spec: PoolSpec | undefined;
+  private selector: string | undefined;
+  private problem: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private last: string | undefined;
+  private stopped = false;
+  private readonly core: CoreV1Api;
+  private readonly backoff: { base: number; max: number };
+
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly opts: PoolDiscoveryOptions,
+    private readonly onEndpoints: (eps: Endpoint[]) => void,
+    private readonly log: Logger,
+  ) {
+    this.core = kc.makeApiClient(CoreV1Api);
+    this.backoff = { base: opts.backoffMs ?? 500, max: opts.maxBackoffMs ?? 30_000 };
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const ns = opts.namespace;
+    const field = `metadata.name=${opts.pool}`;
+    this.pools = new Informer<KubernetesObject>(
+      kc,
+      `/apis/${INFERENCE_POOL_GROUP}/${INFERENCE_POOL_VERSION}/namespaces/${ns}/inferencepools`,
+      async () =>
+        (await custom.listNamespacedCustomObject({
+          group: INFERENCE_POOL_GROUP,
+          version: INFERENCE_POOL_VERSION,
+          namespace: ns,
+          plural: 'inferencepools',
+          fieldSelector: field,
+        })) as KubernetesListObject<KubernetesObject>,
+      { field },
+      () => this.poolChanged(),
+      (err, ms) => this.failed('inferencepools', err, ms),
+      this.backoff,
+    );
+  }
+
+  start(): void {
+    this.pools.start();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.pools.stop();
+    this.pods?.stop();
+  }
+
+  private failed(what: string, err: unknown, retryMs: number): void {
+    const e = err as { statusCode?: number; code?: number; message?: string } | undefined;
+    this.log.warn(
+      { pool: this.opts.pool, status: e?.statusCode ?? e?.code, reason: e?.message, retryMs },
+      `kubernetes discovery: ${what} list/watch failed; retrying`,
+    );
+  }
+
+  private poolChanged(): void {
+    if (this.stopped || !this.pools.synced) return;
+    const obj = this.pools.lw.get(this.opts.pool, this.opts.namespace);
+    const spec = obj === undefined ? 'not found' : poolSpecOf(obj);
+    if (typeof spec === 'string') {
+      if (spec !== this.problem)
+        this.log.warn(
+          { pool: this.opts.pool, namespace: this.opts.namespace, problem: spec },
+          'InferencePool unusable: no endpoints',
+        );
+      this.problem = spec;
+      this.spec = undefined;
+      this.selector = undefined;
+      this.pods?.stop();
+      this.pods = undefined;
+      this.schedule();
+      return;
+    }
+    this.problem = undefined;
+    this.spec = spec;
+    const sel = labelSelector(spec.matchLabels);
+    if (sel !== this.selector) {
+      // A new selector: watch the pods it selects (the old watch's pods stop counting).
+      this.selector = sel;
+      this.pods?.stop();
+      const ns = this.opts.namespace;
+      this.pods = new Informer<V1Pod>(
+        this.kc,
+        `/api/v1/namespaces/${ns}/pods`,
+        () => this.core.listNamespacedPod({ namespace: ns, labelSelector: sel }),
+        { label: sel },
+        () => this.schedule(),
+        (err, ms) => this.failed('pods', err, ms),
+        this.backoff,
+      );
+      this.pods.start();
+      this.log.info({ pool: this.opts.pool, selector: sel, port: spec.port }, 'InferencePool selector');
+    }
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.emit();
+    }, this.opts.debounceMs);
+  }
+
+  private emit(): void {
+    if (this.stopped || !this.pools.synced) return;
+    let eps: Endpoint[];
+    if (!this.spec) eps = [];
+    else if (!this.pods?.synced)
+      return; // the pod list for this selector is not in yet
+    else eps = endpointsOf(this.spec, this.pods.lw.list(this.opts.namespace));
+    const key = JSON.stringify(eps);
+    if (key === this.last) return;
+    this.last = key;
+    this.onEndpoints(eps);
+  }
+}
