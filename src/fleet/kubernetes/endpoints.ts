@@ -10,13 +10,17 @@ const inferencePoolSchema = z.object({
   metadata: z.object({ name: z.string(), deletionTimestamp: z.unknown().optional() }),
   spec: z.object({
     selector: z.object({ matchLabels: z.record(z.string(), z.string()) }),
-    targetPorts: z.array(z.object({ number: z.number().int().min(1).max(65535) })).min(1),
+    targetPorts: z
+      .array(z.object({ number: z.number().int().min(1).max(65535) }))
+      .min(1)
+      .max(8),
   }),
 });
 
 export interface PoolSpec {
   readonly matchLabels: Readonly<Record<string, string>>;
-  readonly port: number;
+  /** Each is an endpoint of its own on every pod (podIP:port), as GIE's picker treats them. */
+  readonly ports: readonly number[];
 }
 
 /** The pool's selector and port; a string saying what is wrong when the object is not usable. */
@@ -24,8 +28,8 @@ export function poolSpecOf(obj: unknown): PoolSpec | string {
   const r = inferencePoolSchema.safeParse(obj);
   if (!r.success)
     return r.error.issues.map((i) => `${i.path.join('.') || '(object)'}: ${i.message}`).join('; ');
-  // The CRD allows one target port today (MaxItems=1): the first is the one.
-  return { matchLabels: r.data.spec.selector.matchLabels, port: r.data.spec.targetPorts[0]!.number };
+  const ports = [...new Set(r.data.spec.targetPorts.map((p) => p.number))];
+  return { matchLabels: r.data.spec.selector.matchLabels, ports };
 }
 
 /** `k=v,k2=v2`, sorted, for the API's labelSelector parameter (and to compare selectors). */
@@ -64,14 +68,22 @@ export interface Endpoint {
   readonly url: string;
 }
 
-/** The pool's serving pods as endpoints, sorted by name. IPv6 addresses are bracketed. */
+/**
+ * The pool's serving pods as endpoints, sorted by name: named by pod, or `pod:port` when the
+ * pool has several target ports (one backend each). IPv6 addresses are bracketed.
+ */
 export function endpointsOf(spec: PoolSpec, pods: readonly PodLike[]): Endpoint[] {
   const out: Endpoint[] = [];
+  const several = spec.ports.length > 1;
   for (const pod of pods) {
     if (!podServes(pod, spec.matchLabels)) continue;
     const ip = pod.status!.podIP!;
     const host = ip.includes(':') ? `[${ip}]` : ip;
-    out.push({ name: pod.metadata!.name!, url: `http://${host}:${spec.port}` });
+    for (const port of spec.ports)
+      out.push({
+        name: several ? `${pod.metadata!.name!}:${port}` : pod.metadata!.name!,
+        url: `http://${host}:${port}`,
+      });
   }
   return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }

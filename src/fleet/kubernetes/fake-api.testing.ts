@@ -92,15 +92,15 @@ export class FakeKubeApi {
     this.failLists = n;
   }
 
-  setPool(name: string, matchLabels: Record<string, string>, port: number): void {
+  setPool(name: string, matchLabels: Record<string, string>, port: number | number[]): void {
     this.put('inferencepools', {
       apiVersion: 'inference.networking.k8s.io/v1',
       kind: 'InferencePool',
       metadata: { name, namespace: this.namespace },
       spec: {
         selector: { matchLabels },
-        targetPorts: [{ number: port }],
-        endpointPickerRef: { name: `${name}-epp`, port: { number: 9002 } },
+        targetPorts: (Array.isArray(port) ? port : [port]).map((number) => ({ number })),
+        endpointPickerRef: { name: `${name}-epp`, kind: 'Service', port: { number: 9002 } },
       },
     });
   }

@@ -181,6 +181,13 @@ test('a changed pool selector (or port) re-watches the pods it selects; a delete
   // Only the port changes: same pods, new URLs.
   api.setPool(POOL, { app: 'vllm-llama-v2' }, 8002);
   await waitFor(() => last()[0] === 'new-1=http://10.0.1.1:8002', 'port change');
+  // Several target ports: each pod is a backend per port.
+  api.setPool(POOL, { app: 'vllm-llama-v2' }, [8002, 8003]);
+  await waitFor(() => last().length === 6, 'two ports');
+  assert.deepEqual(last().slice(0, 2), [
+    'new-1:8002=http://10.0.1.1:8002',
+    'new-1:8003=http://10.0.1.1:8003',
+  ]);
   api.delete('inferencepools', POOL);
   await waitFor(() => last().length === 0, 'pool deleted');
   await waitFor(() => api.openWatches('pods') === 0, 'pod watch stopped');

@@ -191,7 +191,7 @@ export class InferencePoolDiscovery {
         this.backoff,
       );
       this.pods.start();
-      this.log.info({ pool: this.opts.pool, selector: sel, port: spec.port }, 'InferencePool selector');
+      this.log.info({ pool: this.opts.pool, selector: sel, ports: spec.ports }, 'InferencePool selector');
     }
     this.schedule();
   }
