@@ -63,6 +63,7 @@ export class RouterAdmin implements AdminTarget {
         return {
           name: b.name,
           url: rt?.config.url,
+          origin: rt?.origin ?? null,
           api: b.api,
           models: [...b.models],
           healthy: b.healthy,
@@ -178,6 +179,8 @@ export class RouterAdmin implements AdminTarget {
     if (next.server.host !== prev.server.host || next.server.port !== prev.server.port) {
       this.r.log.warn('server.host/port changes take effect after a restart');
     }
+    if (JSON.stringify(next.discovery.kubernetes) !== JSON.stringify(prev.discovery.kubernetes))
+      this.r.log.warn('discovery.kubernetes changes take effect after a restart');
     const wanted = new Map(next.backends.map((b) => [b.name, b]));
     for (const rt of this.r.fleet.all()) {
       // Pods found by discovery.kubernetes come and go with the pool, not with the file.
