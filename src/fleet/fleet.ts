@@ -425,9 +425,15 @@ export class Fleet {
   private applyDiscovery(rt: BackendRuntime, body: unknown): string[] {
     const tags: TagEntry[] = [];
     const names: string[] = [];
+    /** LoRA adapters: vLLM lists each with `parent`, the base model it runs on (base models: null). */
+    const adapters: string[] = [];
     if (rt.config.api === 'openai') {
       const data = isObj(body) && Array.isArray(body.data) ? body.data : [];
-      for (const m of data) if (isObj(m) && typeof m.id === 'string') names.push(m.id);
+      for (const m of data) {
+        if (!isObj(m) || typeof m.id !== 'string') continue;
+        names.push(m.id);
+        if (typeof m.parent === 'string' && m.parent !== '' && m.parent !== m.id) adapters.push(m.id);
+      }
       for (const n of names) tags.push(syntheticTag(n));
     } else {
       const models = isObj(body) && Array.isArray(body.models) ? body.models : [];
@@ -440,9 +446,12 @@ export class Fleet {
       }
     }
     rt.tags = tags;
-    const before = this.scheduler.backend(rt.config.name)?.models;
-    if (!before || before.size !== names.length || names.some((n) => !before.has(n))) {
-      this.apply(this.scheduler.updateBackend(rt.config.name, { models: names }, this.now()));
+    const view = this.scheduler.backend(rt.config.name);
+    const before = view?.models;
+    const had = view?.adapters;
+    const sameAdapters = (had?.size ?? 0) === adapters.length && adapters.every((a) => had?.has(a) === true);
+    if (!before || before.size !== names.length || names.some((n) => !before.has(n)) || !sameAdapters) {
+      this.apply(this.scheduler.updateBackend(rt.config.name, { models: names, adapters }, this.now()));
     }
     return names;
   }
