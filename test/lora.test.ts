@@ -63,3 +63,20 @@ test('the router discovers adapters and keeps an adapter where it is loaded', as
   assert.equal(base.status, 200);
   await base.text();
 });
+
+test('with configured models, adapters are learned from vllm:lora_requests_info', async (t) => {
+  const e = await engine({ api: 'openai', models: ['base'], profile });
+  t.after(() => e.close());
+  const { router: r, url } = await router(
+    settings([backend('e0', e.url, { api: 'openai', models: ['base', 'sql', 'poem'] })], {
+      policy: { name: 'estimated-wait', params: {} },
+    }),
+  );
+  t.after(() => r.close());
+  assert.equal(r.scheduler.backend('e0')?.adapters, undefined, 'not known before the engine says');
+  // A long answer keeps `sql` running while the router scrapes the gauge.
+  const res = post(`${url}/v1/chat/completions`, { ...chat('sql'), max_tokens: 400 });
+  await waitFor(() => r.scheduler.backend('e0')?.adapters?.has('sql') === true, 5000, 'sql learned');
+  assert.equal(r.scheduler.backend('e0')?.adapters?.has('poem'), false);
+  assert.equal((await res).status, 200);
+});

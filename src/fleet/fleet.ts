@@ -213,6 +213,7 @@ export class Fleet {
         const m = text === undefined ? undefined : parseEngineMetrics(text, this.now());
         rt.hasMetrics = m !== undefined;
         if (m) this.scheduler.setMetrics(rt.config.name, m);
+        if (m?.lora) this.learnAdapters(rt, m.lora.running, m.lora.waiting);
       }
       // Which models are loaded changes in seconds: /api/ps is read at the health scrape interval,
       // not at a selective-pushing policy's 50 ms, unless it is the backend's only load source.
@@ -419,6 +420,23 @@ export class Fleet {
     } finally {
       rt.checkingResponses = false;
     }
+  }
+
+  /**
+   * Adapters the engine's vllm:lora_requests_info names among the backend's models (configured
+   * ones are not discovered from /v1/models) become its adapters.
+   */
+  private learnAdapters(rt: BackendRuntime, ...lists: (readonly string[])[]): void {
+    const view = this.scheduler.backend(rt.config.name);
+    if (!view) return;
+    const known = view.adapters;
+    const fresh: string[] = [];
+    for (const list of lists)
+      for (const a of list)
+        if (view.models.has(a) && known?.has(a) !== true && !fresh.includes(a)) fresh.push(a);
+    if (fresh.length === 0) return;
+    const adapters = [...(known ?? []), ...fresh];
+    this.apply(this.scheduler.updateBackend(rt.config.name, { adapters }, this.now()));
   }
 
   /** The models the backend lists, now routed to it; returns their names. */
