@@ -123,3 +123,50 @@ test('lora: profile validation', () => {
   assert.throws(() => validateProfile({ ...P, lora: { maxLora: 0, swapS: 0 } }), /lora.maxLora/);
   assert.throws(() => validateProfile({ ...P, lora: { maxLora: 1, swapS: -1 } }), /lora.swapS/);
 });
+
+test('lora: waking at quietUntil finishes exactly what waking every iteration does, never earlier', () => {
+  const profile: EngineProfile = {
+    ...P,
+    slots: 6,
+    perTokenS: 1e-5,
+    prefillPerTokenS: 1e-4,
+    lora: { maxLora: 2, swapS: 0.05, adapters: ['a', 'b', 'c', 'd', 'e'] },
+  };
+  // 200 requests over 10 s on 5 adapters and the base model (a fixed pseudo-random stream).
+  let x = 7;
+  const rnd = (): number => (x = (x * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const subs = Array.from({ length: 200 }, (_, i) => ({
+    t: i * 0.05,
+    s: {
+      ...seq(
+        `s${i}`,
+        ['a', 'b', 'c', 'd', 'e', undefined][Math.floor(rnd() * 6)],
+        1 + Math.floor(rnd() * 60),
+      ),
+    },
+  }));
+  const run = (lazy: boolean): Finished[] => {
+    const m = new EngineModel(profile, { tokenEvents: false, admitEvents: false });
+    const out: Finished[] = [];
+    let k = 0;
+    for (;;) {
+      const wake = lazy ? m.quietUntil(64) : m.nextEventTime();
+      const sub = k < subs.length ? subs[k]!.t : undefined;
+      if (wake === undefined && sub === undefined) break;
+      const at = Math.min(wake ?? Infinity, sub ?? Infinity);
+      for (const e of m.advance(at)) {
+        if (e.type !== 'finished') continue;
+        assert.ok(
+          wake !== undefined && e.t >= wake,
+          `${e.id} finished at ${e.t}, before the wake at ${wake}`,
+        );
+        out.push(e);
+      }
+      while (k < subs.length && subs[k]!.t === at) m.submit(subs[k++]!.s, at);
+    }
+    return out;
+  };
+  const every = run(false);
+  assert.equal(every.length, 200);
+  assert.deepEqual(run(true), every);
+});
