@@ -112,6 +112,9 @@ program
   .option('--time-scale <k>', 'model seconds per real second', positive('--time-scale'))
   .option('--seed <n>', 'seed for output lengths and text', int('--seed'))
   .option('--fail-rate <p>', 'fraction of requests answered 500', positive('--fail-rate'))
+  .option('--lora <name>', 'a LoRA adapter served on the first --model (repeatable)', collect)
+  .option('--max-lora <n>', 'LoRA adapter slots (vLLM --max-loras; default 4)', int('--max-lora', 1, 1024))
+  .option('--lora-swap <s>', 'seconds to load an adapter into a slot (default 0.5)', positive('--lora-swap'))
   .action(async (o: EngineCommandOptions) => {
     const { startEngineCommand } = await import('./commands/engine.js');
     await startEngineCommand(o);

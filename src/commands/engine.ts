@@ -12,6 +12,10 @@ export interface EngineCommandOptions {
   timeScale?: number;
   seed?: number;
   failRate?: number;
+  /** LoRA adapters served on the first model (each also a model name clients may ask for). */
+  lora?: string[];
+  maxLora?: number;
+  loraSwap?: number;
 }
 
 export async function startEngineCommand(o: EngineCommandOptions): Promise<void> {
@@ -24,6 +28,9 @@ export async function startEngineCommand(o: EngineCommandOptions): Promise<void>
     ...(o.slots !== undefined ? { slots: o.slots } : {}),
     ...(o.kv !== undefined ? { kvCapacityTokens: o.kv } : {}),
     ...(o.speed !== undefined ? { speed: o.speed } : {}),
+    ...(o.lora !== undefined && o.lora.length > 0
+      ? { lora: { maxLora: o.maxLora ?? 4, swapS: o.loraSwap ?? 0.5, adapters: o.lora } }
+      : {}),
   });
   const engine = await startEngine({
     host: o.host,

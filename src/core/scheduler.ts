@@ -25,6 +25,7 @@ interface BackendState {
   inFlight: number;
   metrics: EngineMetrics | undefined;
   loadedModels: ReadonlySet<string> | undefined;
+  adapters: ReadonlySet<string> | undefined;
   dispatchedSinceMetrics: number;
   completedSinceMetrics: number;
   /** Left the fleet; kept only until its in-flight requests finish. */
@@ -616,7 +617,12 @@ export interface SchedulerOptions {
   ratioWalkCandidates?: number;
 }
 
-export type BackendPatch = Partial<Pick<BackendSpec, 'weight' | 'maxConcurrency' | 'region' | 'models'>>;
+export type BackendPatch = Partial<
+  Pick<BackendSpec, 'weight' | 'maxConcurrency' | 'region' | 'models' | 'adapters'>
+>;
+
+const adapterSet = (a: readonly string[] | undefined): ReadonlySet<string> | undefined =>
+  a && a.length > 0 ? new Set(a) : undefined;
 
 const EMPTY: ReadonlySet<string> = new Set();
 const NONE: readonly BackendState[] = [];
@@ -791,6 +797,7 @@ export class Scheduler {
         draining: false,
         metrics: undefined,
         loadedModels: undefined,
+        adapters: adapterSet(spec.adapters),
         dispatchedSinceMetrics: 0,
         completedSinceMetrics: 0,
         removed: false,
@@ -811,6 +818,7 @@ export class Scheduler {
       inFlight: 0,
       metrics: undefined,
       loadedModels: undefined,
+      adapters: adapterSet(spec.adapters),
       dispatchedSinceMetrics: 0,
       completedSinceMetrics: 0,
       removed: false,
@@ -830,6 +838,7 @@ export class Scheduler {
     if (patch.weight !== undefined) b.weight = patch.weight;
     if (patch.maxConcurrency !== undefined) b.maxConcurrency = patch.maxConcurrency;
     if (patch.region !== undefined) b.region = patch.region;
+    if (patch.adapters !== undefined) b.adapters = adapterSet(patch.adapters);
     if (patch.models !== undefined) {
       b.models = new Set(patch.models);
       b.groupSets = undefined;

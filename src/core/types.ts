@@ -27,6 +27,18 @@ export interface EngineMetrics {
    */
   readonly prefixCacheQueries?: number | undefined;
   readonly prefixCacheHits?: number | undefined;
+  /** LoRA adapters on the engine (vLLM's vllm:lora_requests_info), when it exports them. */
+  readonly lora?: LoraMetrics | undefined;
+}
+
+/** vLLM's `vllm:lora_requests_info` labels. */
+export interface LoraMetrics {
+  /** Adapter slots (max_lora). */
+  readonly maxLora: number;
+  /** Adapters of running requests (running_lora_adapters). */
+  readonly running: readonly string[];
+  /** Adapters of waiting requests (waiting_lora_adapters). */
+  readonly waiting: readonly string[];
 }
 
 /** What a backend is, as configured (or added at run time). */
@@ -38,6 +50,11 @@ export interface BackendSpec {
   readonly maxConcurrency: number;
   readonly weight: number;
   readonly region?: string | undefined;
+  /**
+   * LoRA adapters it serves (each also in `models`): a request naming one runs on the base model
+   * with that adapter, so where it is loaded matters (lora-affinity-scorer, the default's cost).
+   */
+  readonly adapters?: readonly string[] | undefined;
 }
 
 /** The core's read-only view of one backend, handed to policies. */
@@ -57,6 +74,8 @@ export interface BackendView {
   readonly metrics: EngineMetrics | undefined;
   /** Models loaded in memory (Ollama /api/ps); undefined when the engine does not say. */
   readonly loadedModels: ReadonlySet<string> | undefined;
+  /** LoRA adapters among `models` (BackendSpec.adapters); undefined: none known. */
+  readonly adapters?: ReadonlySet<string> | undefined;
   /** Requests this router pushed to the backend since `metrics` was read (0 without metrics). */
   readonly dispatchedSinceMetrics: number;
   /** Requests that ended there since `metrics` was read. */

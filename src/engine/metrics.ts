@@ -6,6 +6,8 @@
  * under every label (a scraper takes the largest).
  */
 
+import type { LoraInfo } from './types.js';
+
 /** What one model has on the engine now and has done so far. */
 export interface ModelCounts {
   running: number;
@@ -97,11 +99,27 @@ const METRICS: readonly Metric[] = [
 const escapeLabel = (v: string): string =>
   v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 
-/** One series per model, in `models` order; a model without counts reports zeros. */
+/**
+ * vLLM's `vllm:lora_requests_info`: one series whose labels list the adapters of running and of
+ * waiting requests (comma-separated) and max_lora; its value is when it was written (Unix s).
+ */
+export function loraRequestsInfo(info: LoraInfo, nowS: number): string {
+  const labels =
+    `max_lora="${info.maxLora}",running_lora_adapters="${escapeLabel(info.running.join(','))}",` +
+    `waiting_lora_adapters="${escapeLabel(info.waiting.join(','))}"`;
+  return (
+    '# HELP vllm:lora_requests_info Running stats on lora requests.\n' +
+    '# TYPE vllm:lora_requests_info gauge\n' +
+    `vllm:lora_requests_info{${labels}} ${nowS}\n`
+  );
+}
+
+/** One series per model, in `models` order; a model without counts reports zeros. With `lora`, its info series. */
 export function prometheusText(
   models: readonly string[],
   counts: ReadonlyMap<string, ModelCounts>,
   kvUsage: number,
+  lora?: LoraInfo,
 ): string {
   const zero = emptyCounts();
   const series = models.map((m) => ({ label: `{model_name="${escapeLabel(m)}"}`, c: counts.get(m) ?? zero }));
@@ -110,5 +128,6 @@ export function prometheusText(
     out += `# HELP ${m.name} ${m.help}\n# TYPE ${m.name} ${m.type}\n`;
     for (const s of series) out += `${m.name}${s.label} ${m.value(s.c, kvUsage)}\n`;
   }
+  if (lora) out += loraRequestsInfo(lora, Date.now() / 1000);
   return out;
 }

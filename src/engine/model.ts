@@ -41,7 +41,7 @@
  */
 import { PrefixCache } from './prefix-cache.js';
 import type { BlockHash } from './tokens.js';
-import type { EngineEvent, EngineProfile, EngineSequence, EngineStats } from './types.js';
+import type { EngineEvent, EngineProfile, EngineSequence, EngineStats, LoraInfo } from './types.js';
 
 export interface EngineModelOptions {
   /**
@@ -94,6 +94,8 @@ interface Seq {
   prefillLeft: number;
   /** 'stall' / 'chunked': it generates a token at the end of the iteration in progress. */
   emits: boolean;
+  /** LoRA: the adapter it runs on; undefined: the base model. */
+  readonly adapter: string | undefined;
 }
 
 /** Throws a RangeError naming the first field that cannot describe an engine. */
@@ -112,6 +114,13 @@ export function validateProfile(p: EngineProfile): void {
   const budget = p.maxBatchedTokens;
   if (budget !== undefined && !(Number.isInteger(budget) && budget > 0))
     throw new RangeError('engine profile: maxBatchedTokens must be an integer > 0');
+  const lora = p.lora;
+  if (lora !== undefined) {
+    if (!(Number.isInteger(lora.maxLora) && lora.maxLora > 0))
+      throw new RangeError('engine profile: lora.maxLora must be an integer > 0');
+    if (!(Number.isFinite(lora.swapS) && lora.swapS >= 0))
+      throw new RangeError('engine profile: lora.swapS must be >= 0');
+  }
 }
 
 const NO_HASHES: readonly BlockHash[] = Object.freeze([]);
@@ -146,6 +155,18 @@ export class EngineModel {
   /** pagedKv: sum over running of their own tokens (see Seq.own). */
   private ownTokens = 0;
   private preemptions = 0;
+  /** LoRA: the profile's adapters (undefined: no LoRA, every path below as without it). */
+  private readonly adapters: ReadonlySet<string> | undefined;
+  private readonly maxLora: number;
+  private readonly swapS: number;
+  /**
+   * LoRA: adapters holding a slot → running sequences using them, least recently admitted first
+   * (an admission moves its adapter to the end). At most maxLora entries.
+   */
+  private readonly slots = new Map<string, number>();
+  private loraLoads = 0;
+  /** LoRA: load time the iteration being started pays (its admissions' swaps), s. */
+  private swapDue = 0;
   /**
    * Quiet steps run so far: in each, every running sequence generated a token. quietRun counts
    * them here rather than touching each sequence; a running sequence's true generated (and own)
@@ -197,6 +218,73 @@ export class EngineModel {
     this.sharing = profile.pagedKv === true;
     this.mode = profile.prefillMode === 'stall' ? 1 : profile.prefillMode === 'chunked' ? 2 : 0;
     this.chunkBudget = profile.maxBatchedTokens ?? DEFAULT_CHUNK_BUDGET;
+    const lora = profile.lora;
+    this.adapters = lora ? new Set(lora.adapters ?? []) : undefined;
+    this.maxLora = lora?.maxLora ?? 0;
+    this.swapS = lora?.swapS ?? 0;
+  }
+
+  /** LoRA: whether `s` may join the batch now as far as adapter slots go. */
+  private slotFor(s: Seq): boolean {
+    const a = s.adapter;
+    if (a === undefined || this.slots.has(a) || this.slots.size < this.maxLora) return true;
+    for (const n of this.slots.values()) if (n === 0) return true;
+    return false;
+  }
+
+  /** LoRA: `s` joins the batch: its adapter's slot (loading it, evicting the LRU idle one, if need be). */
+  private acquire(s: Seq): void {
+    const a = s.adapter;
+    if (a === undefined) return;
+    const n = this.slots.get(a);
+    if (n !== undefined) {
+      this.slots.delete(a);
+      this.slots.set(a, n + 1);
+      return;
+    }
+    if (this.slots.size >= this.maxLora) {
+      for (const [name, users] of this.slots) {
+        if (users === 0) {
+          this.slots.delete(name);
+          break;
+        }
+      }
+    }
+    this.slots.set(a, 1);
+    this.loraLoads++;
+    this.swapDue += this.swapS;
+  }
+
+  /** LoRA: `s` left the batch; its adapter stays loaded (idle once nobody uses it). */
+  private releaseSlot(s: Seq): void {
+    const a = s.adapter;
+    if (a === undefined) return;
+    const n = this.slots.get(a);
+    if (n !== undefined) this.slots.set(a, n - 1);
+  }
+
+  /**
+   * LoRA: the first waiting sequence (in queue order) whose adapter can run now, or the first one
+   * submitted after `t` (the caller stops there); undefined when every waiting one is blocked.
+   */
+  private loraHead(t: number): Seq | undefined {
+    const first = this.head();
+    if (!first || first.submitT > t || this.slotFor(first)) return first;
+    const q = this.waitQ;
+    for (let i = this.waitHead + 1; i < q.length; i++) {
+      const s = q[i]!;
+      if (s.state !== WAITING) continue;
+      if (s.submitT > t || this.slotFor(s)) return s;
+    }
+    return undefined;
+  }
+
+  /** Take `s` (from loraHead or head) off the waiting queue. */
+  private take(s: Seq): void {
+    const q = this.waitQ;
+    if (q[this.waitHead] === s) this.waitHead++;
+    else q.splice(q.indexOf(s, this.waitHead), 1);
+    this.waitingCount--;
   }
 
   /** KV tokens physically in use: the batch's reservations, shared blocks counted once. */
@@ -258,6 +346,7 @@ export class EngineModel {
       this.batchStamp++;
       this.kvUsed -= s.promptTokens + s.generated + 1;
       this.release(s);
+      this.releaseSlot(s);
       s.state = WAITING;
       s.preempted = true;
       this.preemptions++;
@@ -338,6 +427,7 @@ export class EngineModel {
       mark: 0,
       prefillLeft: 0,
       emits: true,
+      adapter: this.adapters?.has(seq.model ?? '') === true ? seq.model : undefined,
     };
     this.byId?.set(s.id, s);
     this.waitQ.push(s);
@@ -363,6 +453,7 @@ export class EngineModel {
       if (i >= 0) this.running.splice(i, 1);
       this.kvUsed -= s.promptTokens + s.generated + 1;
       if (this.sharing) this.release(s);
+      this.releaseSlot(s);
     }
     s.state = GONE;
     return true;
@@ -405,6 +496,8 @@ export class EngineModel {
     if (t === undefined || n === 0 || this.mode === 2) return t;
     const p = this.p;
     // The cheap test first (the order of these early answers does not matter: each answers t).
+    // LoRA: a waiting sequence behind a blocked one may be admissible; no quiet steps past it.
+    if (this.adapters !== undefined && this.waitingCount > 0) return t;
     if (this.waitingCount > 0) {
       // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
       const h = this.head();
@@ -470,6 +563,7 @@ export class EngineModel {
     if (n === 0) return false;
     const p = this.p;
     // The cheap test first (the order of these early answers does not matter: each is false).
+    if (this.adapters !== undefined && this.waitingCount > 0) return false;
     if (this.waitingCount > 0) {
       // The head stays out while the batch is full or its KV does not fit (quiet steps only add KV).
       const h = this.head();
@@ -546,6 +640,26 @@ export class EngineModel {
       preemptions: this.preemptions,
       generatedTokens: this.generatedTotal,
       promptTokens: this.promptTotal,
+      loraLoads: this.loraLoads,
+    };
+  }
+
+  /** LoRA: what vLLM's `vllm:lora_requests_info` reports; undefined without LoRA. */
+  loraInfo(): LoraInfo | undefined {
+    if (this.adapters === undefined) return undefined;
+    const running = new Set<string>();
+    const waiting = new Set<string>();
+    for (const [a, n] of this.slots) if (n > 0) running.add(a);
+    const q = this.waitQ;
+    for (let i = this.waitHead; i < q.length; i++) {
+      const s = q[i]!;
+      if (s.state === WAITING && s.adapter !== undefined) waiting.add(s.adapter);
+    }
+    return {
+      maxLora: this.maxLora,
+      running: [...running],
+      waiting: [...waiting],
+      loaded: [...this.slots.keys()],
     };
   }
 
@@ -573,12 +687,17 @@ export class EngineModel {
     }
     const before = this.running.length;
     let uncached = 0;
+    const lora = this.adapters !== undefined;
+    this.swapDue = 0;
     while (this.waitingCount > 0 && this.running.length < p.slots) {
-      const s = this.head();
+      const s = lora ? this.loraHead(t) : this.head();
       if (!s || s.submitT > t) break;
       if (this.running.length > 0 && this.physicalKv() + this.kvNeed(s) > p.kvCapacityTokens) break;
-      this.waitHead++;
-      this.waitingCount--;
+      if (lora) this.take(s);
+      else {
+        this.waitHead++;
+        this.waitingCount--;
+      }
       uncached += this.admit(s, t, out);
     }
     const n = this.running.length;
@@ -593,6 +712,7 @@ export class EngineModel {
       }
       if (fresh > 0) {
         this.iterEnd = t + (p.baseStepS + p.perSeqS * fresh + p.prefillPerTokenS * uncached) / p.speed;
+        if (this.swapDue > 0) this.iterEnd += this.swapDue;
         this.busy = true;
         return;
       }
@@ -607,6 +727,7 @@ export class EngineModel {
     const context = this.kvUsed - n; // prompt + generated of every running sequence
     const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * uncached;
     this.iterEnd = t + cost / p.speed;
+    if (this.swapDue > 0) this.iterEnd += this.swapDue;
     this.busy = true;
   }
 
@@ -637,12 +758,17 @@ export class EngineModel {
         s.emits = s.prefillLeft === 0;
       }
     }
+    const lora = this.adapters !== undefined;
+    this.swapDue = 0;
     while (budget > 0 && this.waitingCount > 0 && run.length < p.slots) {
-      const s = this.head();
+      const s = lora ? this.loraHead(t) : this.head();
       if (!s || s.submitT > t) break;
       if (run.length > 0 && this.physicalKv() + this.kvNeed(s) > p.kvCapacityTokens) break;
-      this.waitHead++;
-      this.waitingCount--;
+      if (lora) this.take(s);
+      else {
+        this.waitHead++;
+        this.waitingCount--;
+      }
       const left = this.admit(s, t, out);
       const c = Math.min(left, budget);
       s.prefillLeft = left - c;
@@ -660,6 +786,7 @@ export class EngineModel {
     const context = this.kvUsed - n;
     const cost = p.baseStepS + p.perSeqS * n + p.perTokenS * context + p.prefillPerTokenS * prefill;
     this.iterEnd = t + cost / p.speed;
+    if (this.swapDue > 0) this.iterEnd += this.swapDue;
     this.busy = true;
   }
 
@@ -669,6 +796,7 @@ export class EngineModel {
     let cached = 0;
     // Waiting, its counts are up to date: it counts quiet steps from now on.
     s.mark = this.quietSteps;
+    this.acquire(s);
     this.batchStamp++;
     if (s.preempted) {
       // Readmitted after preemption: recompute prompt and generated tokens, less what is still in
@@ -745,6 +873,7 @@ export class EngineModel {
         s.state = GONE;
         this.byId?.delete(s.id);
         this.completed++;
+        this.releaseSlot(s);
         if (this.sharing) this.release(s, s.contextHashes);
         else if (s.contextHashes !== undefined) this.cache.insert(s.contextHashes);
         out.push({

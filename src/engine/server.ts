@@ -91,7 +91,10 @@ const digestOf = (name: string): string => createHash('sha256').update(name).dig
 
 export async function startEngine(opts: EngineServerOptions): Promise<EngineServer> {
   const host = opts.host ?? '127.0.0.1';
-  const models = opts.models && opts.models.length > 0 ? [...opts.models] : ['llama3'];
+  const baseModels = opts.models && opts.models.length > 0 ? [...opts.models] : ['llama3'];
+  // LoRA adapters are served as models of their own, on the first base model (as vLLM's --lora-modules).
+  const adapters = (opts.profile.lora?.adapters ?? []).filter((a) => !baseModels.includes(a));
+  const models = [...baseModels, ...adapters];
   const timeScale = opts.timeScale ?? 1;
   const seed = opts.seed ?? 1;
   const name = opts.name ?? 'engine';
@@ -214,6 +217,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
         outputTokens,
         blockHashes,
         contextBlockHashes: contextBlockHashes(g.text, blockHashes, answer, profile.blockSize),
+        model: served,
       },
       {
         progress: (total) => exchange.progress(total),
@@ -233,14 +237,19 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
   const ollama = opts.api === 'ollama' || opts.api === 'both';
   const contextLength = opts.contextLength ?? 8192;
   // As vLLM lists a model: `root` and `max_model_len` are what clients read the context length from.
-  const modelEntry = (id: string): Obj => ({
-    id,
-    object: 'model',
-    created: 0,
-    owned_by: 'llmlb',
-    root: id,
-    max_model_len: contextLength,
-  });
+  // An adapter as vLLM lists a LoRA module: `root` its path, `parent` the base model it runs on.
+  const modelEntry = (id: string): Obj =>
+    adapters.includes(id)
+      ? {
+          id,
+          object: 'model',
+          created: 0,
+          owned_by: 'llmlb',
+          root: `/adapters/${id}`,
+          parent: baseModels[0],
+          max_model_len: contextLength,
+        }
+      : { id, object: 'model', created: 0, owned_by: 'llmlb', root: id, max_model_len: contextLength };
   const routes = new Map<string, Route>();
   const post = (path: string, kind: EndpointKind): void => {
     routes.set(path, {
@@ -424,7 +433,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       send(
         res,
         200,
-        prometheusText(models, modelCounts(), driver.model.kvUsage),
+        prometheusText(models, modelCounts(), driver.model.kvUsage, driver.model.loraInfo()),
         'text/plain; version=0.0.4; charset=utf-8',
       ),
   });

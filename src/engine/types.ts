@@ -49,6 +49,25 @@ export interface EngineProfile {
   readonly prefillMode?: 'mixed' | 'stall' | 'chunked' | undefined;
   /** 'chunked': tokens per iteration (vLLM max_num_batched_tokens; default 512, vLLM's chunked default). */
   readonly maxBatchedTokens?: number | undefined;
+  /** LoRA adapters on the engine's base model (vLLM --enable-lora); absent: none. */
+  readonly lora?: LoraProfile | undefined;
+}
+
+/**
+ * LoRA serving as vLLM does it: a request whose model is an adapter runs only while its adapter
+ * holds one of `maxLora` GPU slots. Admitting it when its adapter is not loaded takes a slot — a free
+ * one, else the least recently used adapter that no running sequence uses — and the iteration that
+ * admits it pays `swapS` for the load. While every slot holds an adapter some running sequence uses,
+ * a request for another adapter waits and later waiting requests go ahead of it (vLLM's scheduler
+ * skips it).
+ */
+export interface LoraProfile {
+  /** Adapter slots (vLLM --max-loras), >= 1. */
+  readonly maxLora: number;
+  /** Seconds to load an adapter into a slot (not divided by `speed`: disk / host-memory bound). */
+  readonly swapS: number;
+  /** The adapters the engine serves (names a request may give as its model). */
+  readonly adapters?: readonly string[] | undefined;
 }
 
 /** One sequence submitted to the engine. */
@@ -72,6 +91,11 @@ export interface EngineSequence {
   readonly contextBlockHashes?: readonly BlockHash[] | undefined;
   /** The host's own number for the sequence, handed back in its 'finished' event (default -1). */
   readonly ref?: number | undefined;
+  /**
+   * The model the request named. Only a LoRA engine reads it: a name in `lora.adapters` runs on
+   * that adapter; anything else (or absent) runs on the base model.
+   */
+  readonly model?: string | undefined;
 }
 
 /**
@@ -112,4 +136,17 @@ export interface EngineStats {
   readonly preemptions: number;
   readonly generatedTokens: number;
   readonly promptTokens: number;
+  /** LoRA: adapters loaded into a slot so far (each one paid `swapS`). */
+  readonly loraLoads: number;
+}
+
+/** vLLM's `vllm:lora_requests_info` labels: adapters of running and of waiting requests. */
+export interface LoraInfo {
+  readonly maxLora: number;
+  /** Adapters some running sequence uses. */
+  readonly running: readonly string[];
+  /** Adapters some waiting sequence asks for. */
+  readonly waiting: readonly string[];
+  /** Adapters holding a slot (running ones and idle ones not evicted yet), least recently used first. */
+  readonly loaded: readonly string[];
 }

@@ -75,3 +75,21 @@ test('Ollama /api/ps: loaded models; batch state only from the emulated engine',
   assert.equal(parseOllamaPs({ error: 'x' }, 0), undefined);
   assert.equal(parseOllamaPs(null, 0), undefined);
 });
+
+test("vLLM's vllm:lora_requests_info: the latest series' running and waiting adapters and max_lora", () => {
+  const page = [
+    'vllm:num_requests_running{model_name="base"} 3',
+    'vllm:num_requests_waiting{model_name="base"} 1',
+    '# TYPE vllm:lora_requests_info gauge',
+    'vllm:lora_requests_info{max_lora="4",running_lora_adapters="old",waiting_lora_adapters=""} 1700000000.5',
+    'vllm:lora_requests_info{max_lora="4",running_lora_adapters="a,b",waiting_lora_adapters="c"} 1700000009.25',
+    'vllm:lora_requests_info{max_lora="4",running_lora_adapters="older",waiting_lora_adapters=""} 1699999999',
+  ].join('\n');
+  assert.deepEqual(parseEngineMetrics(page, 7)?.lora, { maxLora: 4, running: ['a', 'b'], waiting: ['c'] });
+  const idle =
+    'vllm:num_requests_running 0\nvllm:lora_requests_info{running_lora_adapters="",waiting_lora_adapters="",max_lora="2"} 1\n';
+  assert.deepEqual(parseEngineMetrics(idle, 1)?.lora, { maxLora: 2, running: [], waiting: [] });
+  // No max_lora: not a usable series.
+  const bad = 'vllm:num_requests_running 0\nvllm:lora_requests_info{running_lora_adapters="a"} 1\n';
+  assert.equal(parseEngineMetrics(bad, 1)?.lora, undefined);
+});

@@ -1,4 +1,4 @@
-import type { EngineMetrics } from '../core/types.js';
+import type { EngineMetrics, LoraMetrics } from '../core/types.js';
 
 /** Metric names per engine family: vLLM (and the emulated engine), SGLang. */
 const RUNNING = ['vllm:num_requests_running', 'sglang:num_running_reqs'];
@@ -7,6 +7,37 @@ const KV = ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc', 'sglang:tok
 /** Prefix-cache counters, in prompt tokens (vLLM v1 and the emulated engine). */
 const CACHE_QUERIES = 'vllm:prefix_cache_queries_total';
 const CACHE_HITS = 'vllm:prefix_cache_hits_total';
+
+/** vLLM's LoRA gauge: labels max_lora, running_lora_adapters, waiting_lora_adapters; value: when (Unix s). */
+const LORA_INFO = 'vllm:lora_requests_info';
+
+/** A label's value in a series' label text; undefined when absent. */
+function label(labels: string, key: string): string | undefined {
+  const m = new RegExp(`(?:^|[{,\\s])${key}="((?:[^"\\\\]|\\\\.)*)"`).exec(labels);
+  return m ? m[1]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c)) : undefined;
+}
+
+/** The adapters of a comma-separated label value. */
+const adapterList = (v: string | undefined): string[] =>
+  v === undefined || v === '' ? [] : v.split(',').filter((a) => a !== '');
+
+/**
+ * The latest `vllm:lora_requests_info` series (vLLM may keep older ones: the largest timestamp
+ * wins); undefined without one or without a positive max_lora.
+ */
+function loraOf(labels: string, value: number, prev: { at: number; m: LoraMetrics } | undefined) {
+  if (prev && prev.at >= value) return prev;
+  const maxLora = Number(label(labels, 'max_lora'));
+  if (!(Number.isInteger(maxLora) && maxLora > 0)) return prev;
+  return {
+    at: value,
+    m: {
+      maxLora,
+      running: adapterList(label(labels, 'running_lora_adapters')),
+      waiting: adapterList(label(labels, 'waiting_lora_adapters')),
+    },
+  };
+}
 
 /** The model_name label of a series' label text (`{a="x",model_name="m"}`); '' when it has none. */
 function modelLabel(labels: string): string {
@@ -44,6 +75,7 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
   let kv: number | undefined;
   let queries: Map<string, number> | undefined;
   let hits: Map<string, number> | undefined;
+  let lora: { at: number; m: LoraMetrics } | undefined;
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const brace = line.indexOf('{');
@@ -63,6 +95,7 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
       else if (name === CACHE_HITS) hits = addModels(hits, model, value);
       else waiting = addModels(waiting, model, value);
     } else if (KV.includes(name)) kv = Math.max(kv ?? 0, value);
+    else if (name === LORA_INFO && labelled) lora = loraOf(line.slice(brace, space), value, lora);
   }
   if (running === undefined && waiting === undefined) return undefined;
   return {
@@ -73,6 +106,7 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
     ...(queries !== undefined && hits !== undefined
       ? { prefixCacheQueries: total(queries), prefixCacheHits: total(hits) }
       : {}),
+    ...(lora !== undefined ? { lora: lora.m } : {}),
   };
 }
 

@@ -219,6 +219,7 @@ export class Fleet {
         const m = text === undefined ? undefined : parseEngineMetrics(text, this.now());
         rt.hasMetrics = m !== undefined;
         if (m) this.scheduler.setMetrics(rt.config.name, m);
+        if (m?.lora) this.learnAdapters(rt, m.lora.running, m.lora.waiting);
       }
       // Which models are loaded changes in seconds: /api/ps is read at the health scrape interval,
       // not at a selective-pushing policy's 50 ms, unless it is the backend's only load source.
@@ -427,13 +428,36 @@ export class Fleet {
     }
   }
 
+  /**
+   * Adapters the engine's vllm:lora_requests_info names among the backend's models (configured
+   * ones are not discovered from /v1/models) become its adapters.
+   */
+  private learnAdapters(rt: BackendRuntime, ...lists: (readonly string[])[]): void {
+    const view = this.scheduler.backend(rt.config.name);
+    if (!view) return;
+    const known = view.adapters;
+    const fresh: string[] = [];
+    for (const list of lists)
+      for (const a of list)
+        if (view.models.has(a) && known?.has(a) !== true && !fresh.includes(a)) fresh.push(a);
+    if (fresh.length === 0) return;
+    const adapters = [...(known ?? []), ...fresh];
+    this.apply(this.scheduler.updateBackend(rt.config.name, { adapters }, this.now()));
+  }
+
   /** The models the backend lists, now routed to it; returns their names. */
   private applyDiscovery(rt: BackendRuntime, body: unknown): string[] {
     const tags: TagEntry[] = [];
     const names: string[] = [];
+    /** LoRA adapters: vLLM lists each with `parent`, the base model it runs on (base models: null). */
+    const adapters: string[] = [];
     if (rt.config.api === 'openai') {
       const data = isObj(body) && Array.isArray(body.data) ? body.data : [];
-      for (const m of data) if (isObj(m) && typeof m.id === 'string') names.push(m.id);
+      for (const m of data) {
+        if (!isObj(m) || typeof m.id !== 'string') continue;
+        names.push(m.id);
+        if (typeof m.parent === 'string' && m.parent !== '' && m.parent !== m.id) adapters.push(m.id);
+      }
       for (const n of names) tags.push(syntheticTag(n));
     } else {
       const models = isObj(body) && Array.isArray(body.models) ? body.models : [];
@@ -446,9 +470,12 @@ export class Fleet {
       }
     }
     rt.tags = tags;
-    const before = this.scheduler.backend(rt.config.name)?.models;
-    if (!before || before.size !== names.length || names.some((n) => !before.has(n))) {
-      this.apply(this.scheduler.updateBackend(rt.config.name, { models: names }, this.now()));
+    const view = this.scheduler.backend(rt.config.name);
+    const before = view?.models;
+    const had = view?.adapters;
+    const sameAdapters = (had?.size ?? 0) === adapters.length && adapters.every((a) => had?.has(a) === true);
+    if (!before || before.size !== names.length || names.some((n) => !before.has(n)) || !sameAdapters) {
+      this.apply(this.scheduler.updateBackend(rt.config.name, { models: names, adapters }, this.now()));
     }
     return names;
   }

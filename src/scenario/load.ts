@@ -52,6 +52,7 @@ import {
   ProfileConfigError,
 } from '../core/policies/endpoint-picker-config.js';
 import { defaultProfile } from '../engine/profile.js';
+import { loraSchema } from './profile-file.js';
 import type { EngineProfile } from '../engine/types.js';
 import { getWorkloadType, workloadTypeNames, type BoundWorkload } from '../workloads/index.js';
 import type { Scenario, ScenarioBackend } from './types.js';
@@ -97,6 +98,7 @@ const ProfilePatch = z
     pagedKv: z.boolean(),
     prefillMode: z.enum(['mixed', 'stall', 'chunked']),
     maxBatchedTokens: z.number().int().positive(),
+    lora: loraSchema,
   } satisfies Record<keyof EngineProfile, z.ZodType>)
   .partial();
 
@@ -170,6 +172,13 @@ function fail(source: string, doc: Document, lc: LineCounter, list: readonly Pro
     lines[0]!.where?.line,
     lines[0]!.where?.col,
   );
+}
+
+/** A LoRA engine serves its adapters too: a request naming one may go to any replica that has it. */
+function withAdapters(models: readonly string[], profile: EngineProfile): readonly string[] {
+  const adapters = profile.lora?.adapters;
+  if (!adapters || adapters.length === 0) return models;
+  return [...models, ...adapters.filter((a) => !models.includes(a))];
 }
 
 /** The workload section's generator, bound to its validated params (problems if not). */
@@ -260,7 +269,8 @@ export function parseScenario(text: string, source: string, opts: ScenarioLoadOp
       fleet.push({
         name: backendName,
         profile,
-        models: e.models ?? d.models ?? ['llama3'],
+        models: withAdapters(e.models ?? d.models ?? ['llama3'], profile),
+        ...(profile.lora?.adapters?.length ? { adapters: profile.lora.adapters } : {}),
         region: e.region ?? d.region,
         maxConcurrency: e.maxConcurrency ?? d.maxConcurrency ?? Infinity,
         weight: e.weight ?? d.weight ?? 1,

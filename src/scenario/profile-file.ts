@@ -10,6 +10,26 @@ import { z } from 'zod';
 import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 
+/** `{ prefix: a-, count: 3 }` → a-0 … a-2 (zero-padded to the widest index). */
+export function adapterNames(prefix: string, count: number): string[] {
+  const width = String(Math.max(0, count - 1)).length;
+  return Array.from({ length: count }, (_, i) => `${prefix}${String(i).padStart(width, '0')}`);
+}
+
+/** An engine's LoRA section (EngineProfile.lora); `adapters` as names or as `{ prefix, count }`. */
+export const loraSchema = z.strictObject({
+  maxLora: z.number().int().positive(),
+  swapS: z.number().finite().nonnegative(),
+  adapters: z
+    .union([
+      z.array(z.string().min(1)),
+      z
+        .strictObject({ prefix: z.string().min(1), count: z.number().int().positive() })
+        .transform((a) => adapterNames(a.prefix, a.count)),
+    ])
+    .optional(),
+});
+
 export const EngineProfilePatch = z
   .strictObject({
     slots: z.number().int().positive(),
@@ -24,6 +44,7 @@ export const EngineProfilePatch = z
     pagedKv: z.boolean(),
     prefillMode: z.enum(['mixed', 'stall', 'chunked']),
     maxBatchedTokens: z.number().int().positive(),
+    lora: loraSchema,
   } satisfies Record<keyof EngineProfile, z.ZodType>)
   .partial();
 

@@ -7,7 +7,10 @@ import type { ScenarioRegions, ScenarioRouters } from './federation.js';
 export interface ScenarioBackend {
   readonly name: string;
   readonly profile: EngineProfile;
+  /** Models it serves: its base models, then its LoRA adapters (`profile.lora.adapters`). */
   readonly models: readonly string[];
+  /** Its LoRA adapters (also in `models`); absent without LoRA. */
+  readonly adapters?: readonly string[] | undefined;
   readonly region?: string | undefined;
   /** Router-side cap on requests pushed at once (Infinity = none). */
   readonly maxConcurrency: number;

@@ -103,7 +103,49 @@ export const requestShape = {
   label: z.string().min(1).optional(),
   /** Request ids are `${idPrefix}${n}` (zero-padded). */
   idPrefix: z.string().default('r'),
+  /**
+   * LoRA: each request names one of `count` adapters as its model (`${prefix}${k}`, k zero-padded,
+   * as an engine's `lora.adapters: { prefix, count }` names them), adapter k drawn with Zipf
+   * popularity ∝ 1 / (k + 1)^zipf; `model` is then unused. Drawn from a stream of its own.
+   */
+  adapters: z
+    .strictObject({
+      prefix: z.string().min(1),
+      count: positiveInt,
+      zipf: z.number().finite().nonnegative().default(1),
+    })
+    .optional(),
 };
+
+/** Draws adapter names with Zipf popularity (requestShape.adapters). */
+export class ZipfNames {
+  private readonly cdf: Float64Array;
+  private readonly names: string[];
+  constructor(
+    prefix: string,
+    count: number,
+    s: number,
+    private readonly rng: () => number,
+  ) {
+    const width = String(Math.max(0, count - 1)).length;
+    this.names = Array.from({ length: count }, (_, k) => `${prefix}${String(k).padStart(width, '0')}`);
+    this.cdf = new Float64Array(count);
+    let sum = 0;
+    for (let k = 0; k < count; k++) this.cdf[k] = sum += 1 / Math.pow(k + 1, s);
+    for (let k = 0; k < count; k++) this.cdf[k]! /= sum;
+  }
+  next(): string {
+    const u = this.rng();
+    let lo = 0;
+    let hi = this.cdf.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.cdf[mid]! > u) hi = mid;
+      else lo = mid + 1;
+    }
+    return this.names[lo]!;
+  }
+}
 
 /** Arrival bounds shared by open-loop generators: stop at durationS or after count requests. */
 export const arrivalBounds = {
@@ -133,6 +175,7 @@ export class ShapedRequests {
   private readonly text: TextSource;
   private readonly systems: string[];
   private readonly width: number;
+  private readonly adapters: ZipfNames | undefined;
 
   constructor(
     private readonly p: ShapeParams,
@@ -147,6 +190,8 @@ export class ShapedRequests {
     if (sp && sp.tokens > 0)
       for (let v = 0; v < sp.variants; v++) this.systems.push(systemPrompt(seed, sp.tokens, v));
     this.width = Math.max(4, String(Math.max(0, expected - 1)).length);
+    const a = p.adapters;
+    this.adapters = a && new ZipfNames(a.prefix, a.count, a.zipf, createRng(deriveSeed(seed, 'adapters')));
   }
 
   /** The n-th request (call in order: draws advance the streams). */
@@ -167,7 +212,14 @@ export class ShapedRequests {
         ]
       : [{ role: 'user', content: body }];
     return requestFromMessages(
-      { id, model: p.model, api: p.api, outputTokens, maxTokens: p.maxTokens, label: p.label },
+      {
+        id,
+        model: this.adapters ? this.adapters.next() : p.model,
+        api: p.api,
+        outputTokens,
+        maxTokens: p.maxTokens,
+        label: p.label,
+      },
       messages,
     );
   }

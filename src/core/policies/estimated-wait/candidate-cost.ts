@@ -1,5 +1,7 @@
 import type { BackendState, Cost } from './backend-state.js';
 import type { WaitModel } from './wait-model.js';
+import type { BackendView, RequestInfo } from '../../types.js';
+import { LORA_FREE_SLOT, LORA_LOADED, type LoraSlots } from '../lora-slots.js';
 
 /**
  * What one candidate costs a request — the one place where the backend's wait, this request's
@@ -65,5 +67,29 @@ export function missPenalty(
   for (let i = 0; i < n; i++) {
     const extra = uncached[i]! - least;
     if (extra > 0) out[i]! += missWeight * wait.rates.prefillSlopeS(costs[i]!) * extra;
+  }
+}
+
+/**
+ * LoRA (issue #35): adds to each of the `n` candidates' costs in `out` what the request's adapter
+ * costs there: nothing where it is loaded; its load, `swapS`, where a slot is free (the engine
+ * stalls that iteration for it); where every slot is in use, the load plus the wait for a slot to
+ * free, priced as the request's own cost there (a slot frees when a request of another adapter
+ * ends). Candidates that do not serve the model as an adapter are left as they are.
+ */
+export function loraPenalty(
+  slots: LoraSlots,
+  req: RequestInfo,
+  candidates: readonly BackendView[],
+  n: number,
+  swapS: number,
+  out: Float64Array,
+): void {
+  for (let i = 0; i < n; i++) {
+    const b = candidates[i]!;
+    if (b.adapters?.has(req.model) !== true) continue;
+    const place = slots.place(req.model, b);
+    if (place === LORA_LOADED) continue;
+    out[i]! += place === LORA_FREE_SLOT ? swapS : swapS + out[i]!;
   }
 }

@@ -89,6 +89,17 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    * (OutputLengthModel, issue #17 item 3), asked once per request.
    */
   outputLength: z.enum(['prior', 'learned']).default('prior'),
+  /**
+   * LoRA adapters (issue #35): a request naming an adapter (BackendView.adapters) pays, where
+   * its adapter is not loaded, the adapter's load time (`loraSwapS`), and where no slot is free
+   * also the wait for one (loraPenalty, candidate-cost.ts). What is loaded: lora-slots.ts. false:
+   * adapters are costed as any model.
+   */
+  lora: z.boolean().default(true),
+  /** Seconds an adapter load takes (vLLM: reading it from disk or host memory into a slot). */
+  loraSwapS: z.number().nonnegative().default(0.5),
+  /** Adapter slots assumed where the engine does not export vllm:lora_requests_info (--max-loras). */
+  maxLora: z.number().int().positive().default(4),
 });
 
 export type EstimatedWaitParams = z.output<typeof EstimatedWaitParamsSchema>;

@@ -1,7 +1,8 @@
 import type { BackendView, Policy, PolicyContext, RequestInfo } from '../../types.js';
 import { WaitEstimator } from './estimator.js';
 import { parseEstimatedWaitParams } from './params.js';
-import { missPenalty } from './candidate-cost.js';
+import { loraPenalty, missPenalty } from './candidate-cost.js';
+import { LoraSlots } from '../lora-slots.js';
 import { roomInside } from './slots.js';
 
 /**
@@ -71,6 +72,7 @@ export interface EstimatedWaitPolicy extends Policy {
 export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   const p = parseEstimatedWaitParams(ctx.params);
   const est = new WaitEstimator(p);
+  const lora = p.lora ? new LoraSlots(p.maxLora) : undefined;
   let cursor = 0;
   let scratch = new Float64Array(8);
   /** Per candidate of the current pick: 1 where it may be pushed now (late binding). */
@@ -166,7 +168,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
             size: (req) => est.sizing.size(req, est.registry.list),
             sizes: (reqs, out) => est.sizing.sizesOf(reqs, out, est.registry.list),
             epoch: () => est.sizing.epoch,
-            holdsAll: (candidates) => holdForLater(candidates),
+            // LoRA engines: whether to hold is each request's (pick's) to say, adapter or not.
+            holdsAll: (candidates) => !(lora && anyLora(candidates)) && holdForLater(candidates),
           }
         : undefined,
     pick(req, candidates, now) {
@@ -179,7 +182,11 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         open = new Uint8Array(n * 2);
       }
       heldOnLoad = false;
-      if (!p.lateBinding) {
+      const adapter = lora !== undefined && LoraSlots.anyAdapter(req, candidates);
+      if (!p.lateBinding || adapter) {
+        // An adapter's request is not held for room: a LoRA engine's waiting count is mostly
+        // requests waiting for an adapter slot, which says nothing of room for a loaded adapter;
+        // loraPenalty prices the wait for a slot instead.
         open.fill(1, 0, n);
         est.bind(candidates);
       } else if (holdForLater(candidates)) {
@@ -191,6 +198,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const best = est.bestCost(promptTokens, predicted);
       est.fillWith(req, candidates, now, promptTokens, predicted, best, scratch, p.othersWeight);
       if (p.prefixCredit > 0) missPenalty(est.wait, est.candCost, est.uncached, n, p.missWeight, scratch);
+      if (adapter) loraPenalty(lora, req, candidates, n, p.loraSwapS, scratch);
       const chosen = choose(candidates, n, promptTokens, predicted);
       if (chosen < 0) return undefined;
       const view = candidates[chosen]!;
@@ -208,11 +216,26 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       };
     },
     estimates: (req, candidates, now, out) => est.estimates(req, candidates, now, out),
-    onDispatch: (req, backend, now) => est.onDispatch(req, backend, now),
-    onComplete: (req, backend, report, now) => est.onComplete(req, backend, report, now),
-    onBackendRemoved: (name) => est.onBackendRemoved(name),
+    onDispatch: (req, backend, now) => {
+      est.onDispatch(req, backend, now);
+      lora?.onDispatch(req, backend);
+    },
+    onComplete: (req, backend, report, now) => {
+      est.onComplete(req, backend, report, now);
+      lora?.onComplete(req, backend);
+    },
+    onBackendRemoved: (name) => {
+      est.onBackendRemoved(name);
+      lora?.onBackendRemoved(name);
+    },
     describe: (name) => est.describe(name),
   };
+}
+
+/** Whether some candidate serves LoRA adapters. */
+function anyLora(candidates: readonly BackendView[]): boolean {
+  for (let i = 0; i < candidates.length; i++) if (candidates[i]!.adapters !== undefined) return true;
+  return false;
 }
 
 /** Whether index a comes before index b in round-robin order starting at `cursor`. */
