@@ -113,11 +113,13 @@ class Inbox {
 export class FakeEnvoy {
   private readonly client: ProcessClient;
 
-  constructor(address: string) {
+  /** `ownConnection`: not shared with other clients to the same address (one per Envoy worker). */
+  constructor(address: string, opts: { ownConnection?: boolean } = {}) {
     const { ExternalProcessor } = eppProtos();
     this.client = new ExternalProcessor(address, credentials.createInsecure(), {
       'grpc.max_receive_message_length': 8 << 20,
       'grpc.max_send_message_length': 8 << 20,
+      ...(opts.ownConnection ? { 'grpc.use_local_subchannel_pool': 1 } : {}),
     }) as unknown as ProcessClient;
   }
 

@@ -38,6 +38,8 @@ export interface EppOptions {
   readonly port: number;
   readonly healthPort: number;
   readonly fallbacks: number;
+  /** Told each pick's added latency in ms (bench/epp.ts). */
+  readonly onDecision?: ((ms: number, held: boolean) => void) | undefined;
 }
 
 export class EppServer {
@@ -53,7 +55,13 @@ export class EppServer {
     private readonly host: FlightHost,
     private readonly opts: EppOptions,
   ) {
-    this.ctx = { host, endpoints: new Endpoints(host.fleet), fallbacks: opts.fallbacks, open: 0 };
+    this.ctx = {
+      host,
+      endpoints: new Endpoints(host.fleet),
+      fallbacks: opts.fallbacks,
+      open: 0,
+      onDecision: opts.onDecision,
+    };
     const p = eppProtos();
     const processor: UntypedServiceImplementation = {
       Process: (call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) => {

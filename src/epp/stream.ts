@@ -60,6 +60,11 @@ export interface EppContext {
   readonly fallbacks: number;
   /** Streams open now (tests and the bench check it returns to 0). */
   open: number;
+  /**
+   * Told each pick's added latency, ms from the request's end to the headers answer, and whether
+   * the policy held it in the router queue first (bench).
+   */
+  readonly onDecision?: ((ms: number, held: boolean) => void) | undefined;
 }
 
 /** The quota lease's view of the stream (proxy-gate's GateClient): 'close' when the stream ends. */
@@ -115,6 +120,8 @@ export class EppStream {
   private readonly life = new StreamLife();
   /** Waiting in the router queue. */
   private queued = false;
+  /** Was held in the router queue before its decision. */
+  private held = false;
   /** Holds a scheduler slot (dispatched, not yet completed). */
   private holding = false;
   private released = false;
@@ -188,7 +195,10 @@ export class EppStream {
         return this.onRequestBody(m.request_body!);
       case 'request_trailers':
         if (this.answered) return undefined;
-        if (this.backend === undefined) return this.decide(false).then(() => this.trailersDone());
+        if (this.backend === undefined) {
+          const r = this.decide(false);
+          if (r) return r.then(() => this.trailersDone());
+        }
         this.trailersDone();
         return undefined;
       case 'response_headers':
@@ -237,8 +247,11 @@ export class EppStream {
     return b.end_of_stream === true ? this.decide(true) : undefined;
   }
 
-  /** The whole request is here: parse it, pass the quota, pick; answer the gateway. */
-  private async decide(bodyEnded: boolean): Promise<void> {
+  /**
+   * The whole request is here: parse it, pass the quota, pick; answer the gateway. Synchronous in
+   * the common case (no quota, a backend free now): a promise only when it must wait.
+   */
+  private decide(bodyEnded: boolean): Promise<void> | undefined {
     this.requestEndAt = now();
     const h = this.ctx.host;
     const raw = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
@@ -281,10 +294,45 @@ export class EppStream {
       taskHint: taskHintOf(this.headers[h.settings.server.taskHintHeader ?? TASK_HINT_HEADER]),
     };
     this.info = info;
-    if (!(await this.passQuota(parsed))) return;
-    const exclude = this.excluded(t0);
-    const d = await this.schedule(info, exclude);
-    if (d === undefined || this.released) return; // the stream ended while it waited
+    if (h.admission.hasQuota(parsed.model))
+      return this.passQuota(parsed).then((go) =>
+        go ? this.pick(info, parsed, raw, body, bodyEnded) : undefined,
+      );
+    return this.pick(info, parsed, raw, body, bodyEnded);
+  }
+
+  private pick(
+    info: RequestInfo,
+    parsed: ParsedRequest,
+    raw: Buffer,
+    body: Record<string, unknown>,
+    bodyEnded: boolean,
+  ): Promise<void> | undefined {
+    const exclude = this.excluded(info.arrivedAt);
+    const d = this.schedule(info, exclude);
+    if (!(d instanceof Promise)) {
+      this.answer(d, info, parsed, raw, body, bodyEnded, exclude);
+      return undefined;
+    }
+    return d.then((decided) => {
+      // undefined: the stream ended while it waited
+      if (decided !== undefined && !this.released)
+        this.answer(decided, info, parsed, raw, body, bodyEnded, exclude);
+    });
+  }
+
+  /** The scheduler's decision, carried to the gateway (endpoint and body) or answered here. */
+  private answer(
+    d: Decision,
+    info: RequestInfo,
+    parsed: ParsedRequest,
+    raw: Buffer,
+    body: Record<string, unknown>,
+    bodyEnded: boolean,
+    exclude: ReadonlySet<string>,
+  ): void {
+    const h = this.ctx.host;
+    const t0 = info.arrivedAt;
     h.decisionLog.record({
       atMs: Date.now(),
       requestId: this.headers['x-request-id'] ?? info.id,
@@ -337,6 +385,7 @@ export class EppStream {
         },
       },
     });
+    this.ctx.onDecision?.(now() - this.requestEndAt, this.held);
     if (this.size > 0 || out.length > 0) this.sendBody('request_body', out, bodyEnded);
   }
 
@@ -422,7 +471,7 @@ export class EppStream {
         this.holding = d.type === 'dispatch';
         return d;
       }
-    this.queued = true;
+    this.queued = this.held = true;
     return h.waiters.wait(info.id).then((d) => {
       this.queued = false;
       this.holding = d.type === 'dispatch';
@@ -475,7 +524,7 @@ export class EppStream {
   }
 
   /** Answers the request itself (no endpoint): an ImmediateResponse; the stream then ends. */
-  private refuse(status: number, message: string, code: string, retryAfterS?: number): void {
+  private refuse(status: number, message: string, code: string, retryAfterS?: number): undefined {
     this.answered = true;
     this.status = status;
     this.reply({ immediate_response: this.immediate(status, message, code, retryAfterS) });
@@ -484,6 +533,7 @@ export class EppStream {
     if (h.log.isLevelEnabled('info')) h.log.info({ status, code, epp: true }, message);
     this.release(false);
     this.call.end();
+    return undefined;
   }
 
   private onResponseHeaders(r: HttpHeaders): void {
