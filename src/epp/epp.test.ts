@@ -335,6 +335,55 @@ describe('llmlb epp: queue, unready backends, and serve parity', () => {
     }
   });
 
+  it('a model over its quota waits in the picker, is shed with 429 past queue.maxWaitMs; the lease goes with the stream', async () => {
+    const e = await engine('q');
+    const p = await picker(
+      settings([backend('a', e.url)], {
+        quotas: {
+          models: { m1: { weight: 1, maxConcurrent: 1, tokensPerMinute: 1e6, requestsPerMinute: 1e4 } },
+        },
+        admission: { leaseTtlMs: 60_000, reclaimIntervalMs: 50, tickMs: 100 },
+        queue: { maxLength: 1000, maxWaitMs: 300 },
+      }),
+    );
+    try {
+      const { ExternalProcessor } = eppProtos();
+      const raw = new ExternalProcessor(
+        `127.0.0.1:${p.epp.port}`,
+        credentials.createInsecure(),
+      ) as unknown as {
+        Process(): import('@grpc/grpc-js').ClientDuplexStream<object, object>;
+        close(): void;
+      };
+      const holder = raw.Process();
+      let answered = false;
+      holder.on('data', () => (answered = true));
+      holder.on('error', () => undefined);
+      holder.write({
+        request_headers: {
+          headers: { headers: [{ key: ':path', raw_value: Buffer.from('/v1/chat/completions') }] },
+        },
+      });
+      holder.write({
+        request_body: { body: Buffer.from(JSON.stringify(chat('hold'))), end_of_stream: true },
+      });
+      await waitFor(() => answered, 'the holder picked');
+      const shed = await p.envoy.request({ body: chat('over quota') });
+      assert.equal(shed.immediate?.status, 429, JSON.stringify(shed.immediate));
+      assert.ok(shed.decisionMs! >= 250, `waited in the picker first (${shed.decisionMs} ms)`);
+      holder.cancel();
+      await settled(p);
+      // The lease went with the holder's stream: the next ones pass, one after the other.
+      for (let i = 0; i < 3; i++)
+        assert.equal((await p.envoy.request({ body: chat(`then ${i}`) })).status, 200);
+      raw.close();
+      await settled(p);
+    } finally {
+      await p.close();
+      await e.close();
+    }
+  });
+
   it('a backend going unready mid-run: traffic moves off it; none ready → 503 and readiness NOT_SERVING', async () => {
     const a = await engine('a');
     const b = await engine('b');
