@@ -156,26 +156,35 @@ export class EppStream {
 
   private push(m: ProcessingRequest): void {
     if (this.released) return;
-    if (this.busy) {
-      this.pending.push(m);
-      return;
-    }
+    if (this.busy) this.pending.push(m);
+    else this.run(m);
+  }
+
+  /**
+   * Handles one message; while one waits (the pick, or the gateway reading our answers slower
+   * than it sends: the write buffer full), the stream is paused so HTTP/2 flow control holds the
+   * gateway back instead of messages piling up here.
+   */
+  private run(m: ProcessingRequest): void {
     const r = this.handle(m);
     if (r) {
-      this.busy = true;
+      this.wait();
       void r.then(this.drain, this.failed);
+    } else if (this.call.writableNeedDrain && !this.released) {
+      this.wait();
+      this.call.once('drain', this.drain);
     }
+  }
+
+  private wait(): void {
+    this.busy = true;
+    this.call.pause();
   }
 
   private readonly drain = (): void => {
     this.busy = false;
-    while (!this.busy && this.pending.length > 0 && !this.released) {
-      const r = this.handle(this.pending.shift()!);
-      if (r) {
-        this.busy = true;
-        void r.then(this.drain, this.failed);
-      }
-    }
+    while (!this.busy && this.pending.length > 0 && !this.released) this.run(this.pending.shift()!);
+    if (!this.busy) this.call.resume();
   };
 
   private readonly failed = (err: unknown): void => {
