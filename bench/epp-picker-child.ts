@@ -4,6 +4,7 @@
  * requests itself), with the picker's own decision latency and CPU time measured here.
  * Messages from the parent: 'mark' (start measuring), 'report' (send the figures back).
  */
+import { PerformanceObserver } from 'node:perf_hooks';
 import { defaultProfile, startEngine } from '../src/engine/server.js';
 import { silentLogger } from '../src/log.js';
 import { Router, type RouterSettings } from '../src/proxy/router.js';
@@ -26,6 +27,13 @@ export interface PickerReport {
   readonly inFlight: number;
   readonly queued: number;
   readonly policy: string;
+  /** Garbage collections during the measured run: count, total and longest pause, ms. */
+  readonly gcCount: number;
+  readonly gcTotalMs: number;
+  readonly gcMaxMs: number;
+  /** Major (mark-sweep) collections among them, and the heap in use after the run, MB. */
+  readonly gcMajor: number;
+  readonly heapMb: number;
 }
 
 const BACKENDS = envInt('BENCH_EPP_BACKENDS', 8, 1);
@@ -76,10 +84,21 @@ async function main(): Promise<void> {
   });
   await epp.listen();
   let cpu = process.cpuUsage();
+  let gc = { count: 0, total: 0, max: 0, major: 0 };
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      gc.count++;
+      gc.total += e.duration;
+      gc.max = Math.max(gc.max, e.duration);
+      // NODE_PERFORMANCE_GC_MAJOR = 4
+      if ((e.detail as { kind?: number } | undefined)?.kind === 4) gc.major++;
+    }
+  }).observe({ entryTypes: ['gc'] });
   process.on('message', (m: unknown) => {
     if (m === 'mark') {
       samples = [];
       heldSamples = [];
+      gc = { count: 0, total: 0, max: 0, major: 0 };
       cpu = process.cpuUsage();
     } else if (m === 'report') {
       const used = process.cpuUsage(cpu);
@@ -103,6 +122,11 @@ async function main(): Promise<void> {
         inFlight: views.reduce((n, b) => n + b.inFlight, 0),
         queued: router.scheduler.queueLength,
         policy: router.scheduler.policyName,
+        gcCount: gc.count,
+        gcTotalMs: gc.total,
+        gcMaxMs: gc.max,
+        gcMajor: gc.major,
+        heapMb: process.memoryUsage().heapUsed / 2 ** 20,
       };
       process.send?.(report);
     }

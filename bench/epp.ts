@@ -10,10 +10,12 @@
  * process's own scheduling); picker CPU µs per request (process.cpuUsage over the measured run:
  * the whole stream, protobuf and HTTP/2 included). Targets: p50 ≤ 0.5 ms, p99 ≤ 2 ms.
  * Knobs: BENCH_EPP_STREAMS (1000), BENCH_EPP_REQUESTS (20000), BENCH_EPP_BACKENDS (8),
- * BENCH_EPP_POLICY (estimated-wait), BENCH_EPP_CONNECTIONS (4 gateway connections).
+ * BENCH_EPP_POLICY (estimated-wait), BENCH_EPP_CONNECTIONS (4 gateway connections),
+ * BENCH_EPP_NODE_FLAGS (Node flags for the picker, e.g. --single-threaded-gc), BENCH_EPP_PROF=1
+ * (a CPU profile of the picker in bench-out/epp-prof).
  */
 import { fork } from 'node:child_process';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { FakeEnvoy } from '../src/epp/envoy.testing.js';
 import type { PickerReport } from './epp-picker-child.js';
 import { envInt, isReadyMessage } from './common.js';
@@ -46,6 +48,7 @@ async function main(): Promise<void> {
     execArgv: [
       '--import',
       'tsx',
+      ...(process.env.BENCH_EPP_NODE_FLAGS ?? '').split(' ').filter(Boolean),
       ...(process.env.BENCH_EPP_PROF ? ['--cpu-prof', '--cpu-prof-dir=bench-out/epp-prof'] : []),
     ],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -114,6 +117,9 @@ async function main(): Promise<void> {
   );
   console.log(
     `  picker CPU            ${r.cpuUsPerRequest.toFixed(0)} µs per request (whole stream: protobuf, HTTP/2, pick, accounting)`,
+  );
+  console.log(
+    `  picker GC             ${r.gcCount} collections (${r.gcMajor} major), ${f(r.gcTotalMs)} ms in all, longest ${f(r.gcMaxMs)} ms; heap after ${r.heapMb.toFixed(0)} MB; machine load average ${loadavg()[0]!.toFixed(1)} on ${cpus().length} CPUs`,
   );
   console.log(
     `  failed ${failed}; after the run: streams open ${r.open}, in flight ${r.inFlight}, queued ${r.queued}`,
