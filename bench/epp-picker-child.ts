@@ -91,7 +91,7 @@ async function main(): Promise<void> {
       gc.total += e.duration;
       gc.max = Math.max(gc.max, e.duration);
       // NODE_PERFORMANCE_GC_MAJOR = 4
-      if ((e.detail as { kind?: number } | undefined)?.kind === 4) gc.major++;
+      if ((e as { detail?: { kind?: number } }).detail?.kind === 4) gc.major++;
     }
   }).observe({ entryTypes: ['gc'] });
   process.on('message', (m: unknown) => {

@@ -264,6 +264,18 @@ describe('llmlb epp (ext_proc v3, FULL_DUPLEX_STREAMED)', () => {
       assert.equal(await health(port, 'envoy.service.ext_proc.v3.ExternalProcessor'), SERVING);
       await assert.rejects(health(port, 'nope'), /NOT_FOUND|unknown service/);
     }
+    // Watch: the current status at once.
+    const { Health } = eppProtos();
+    const c = new Health(`127.0.0.1:${p.epp.healthPort}`, credentials.createInsecure()) as unknown as {
+      Watch(req: object): import('@grpc/grpc-js').ClientReadableStream<HealthCheckResponse>;
+      close(): void;
+    };
+    const w = c.Watch({ service: 'readiness' });
+    const first = await new Promise<HealthCheckResponse>((resolve) => w.once('data', resolve));
+    assert.equal(first.status, SERVING);
+    w.on('error', () => undefined);
+    w.cancel();
+    c.close();
   });
 });
 
