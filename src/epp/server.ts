@@ -13,6 +13,7 @@ import {
   type sendUnaryData,
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
+import { Gauge } from 'prom-client';
 import type { FlightHost } from '../proxy/flight.js';
 import { Endpoints } from './endpoints.js';
 import {
@@ -62,6 +63,15 @@ export class EppServer {
       open: 0,
       onDecision: opts.onDecision,
     };
+    const ctx = this.ctx;
+    new Gauge({
+      name: 'llmlb_epp_streams',
+      help: 'ext_proc streams open now (one per request the gateway is asking or streaming back)',
+      registers: [host.metrics.registry],
+      collect() {
+        this.set(ctx.open);
+      },
+    });
     const p = eppProtos();
     const processor: UntypedServiceImplementation = {
       Process: (call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) => {
