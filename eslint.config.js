@@ -28,6 +28,7 @@ const LAYERS = [
       'metrics',
       'tasks',
       'live-bench',
+      'epp',
     ],
     files: [],
   },

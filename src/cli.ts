@@ -100,6 +100,19 @@ program
   });
 
 program
+  .command('epp')
+  .description('run the Gateway API endpoint picker (Envoy ext_proc v3 over gRPC)')
+  .argument('[config]', 'YAML or JSON configuration (or --config)')
+  .option('--config <file>', 'YAML or JSON configuration')
+  .option('--host <host>', 'HTTP listen address for /metrics (overrides server.host)')
+  .option('--port <port>', 'HTTP port for /metrics (overrides server.port)', int('--port', 0, 65535))
+  .action(async (file: string | undefined, o: { config?: string; host?: string; port?: number }) => {
+    const config = theFile('epp', '--config', 'config', file, o.config);
+    const { runEpp } = await import('./commands/epp.js');
+    await runEpp({ ...o, config });
+  });
+
+program
   .command('engine')
   .description('run an emulated inference server (Ollama and/or OpenAI API)')
   .requiredOption('--port <port>', 'listen port', int('--port', 0, 65535))

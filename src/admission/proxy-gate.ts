@@ -1,4 +1,3 @@
-import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { QuotaError, TooLargeError } from '../core/quota/index.js';
 import { StoreUnavailableError } from '../state/quota-store.js';
@@ -32,6 +31,16 @@ export async function leaseCovers(admission: Admission, taskId: string, model: s
   }
 }
 
+/**
+ * The client a gated request answers: whether it is gone, and its 'close' (the lease is released
+ * then). An HTTP response (serve) or an ext_proc stream's life (src/epp) alike.
+ */
+export interface GateClient {
+  readonly destroyed: boolean;
+  once(event: 'close', listener: () => void): unknown;
+  off(event: 'close', listener: () => void): unknown;
+}
+
 export type GateOutcome =
   | { kind: 'go' }
   | { kind: 'gone' }
@@ -47,7 +56,7 @@ export async function passGate(
   admission: Admission,
   model: string,
   tokens: number,
-  res: ServerResponse,
+  res: GateClient,
   clientGone: () => boolean,
   maxWaitMs: number,
   log: Logger,
@@ -133,7 +142,7 @@ export async function passGate(
 }
 
 /** Sleep `ms`, or resolve false as soon as the client goes away. */
-function sleepUnlessClosed(ms: number, res: ServerResponse): Promise<boolean> {
+function sleepUnlessClosed(ms: number, res: GateClient): Promise<boolean> {
   return new Promise((resolve) => {
     const onClose = (): void => {
       clearTimeout(t);

@@ -215,6 +215,18 @@ export const configSchema = z.strictObject({
     .prefault({}),
   // Capture a trace of what was routed, for `llmlb whatif` (src/trace/config.ts).
   trace: traceConfigSchema.optional(),
+  // `llmlb epp`: the Gateway API endpoint picker (Envoy ext_proc v3 over gRPC, src/epp/).
+  epp: z
+    .strictObject({
+      // Default: server.host. In a pod, 0.0.0.0 (the gateway connects from elsewhere).
+      host: z.string().min(1).optional(),
+      port: z.number().int().min(0).max(65535).default(9002),
+      // grpc.health.v1 (liveness and readiness probes); it also answers on `port`.
+      healthPort: z.number().int().min(0).max(65535).default(9003),
+      // Fallback endpoints named after the pick in x-gateway-destination-endpoint.
+      fallbacks: z.number().int().min(0).max(16).default(2),
+    })
+    .optional(),
   // A router per region and its peers (issue #19, src/federation/config.ts).
   ...federationConfigKeys,
 });
@@ -294,6 +306,8 @@ export interface RouterConfig {
   readonly region?: string | undefined;
   readonly peers?: readonly PeerSpec[] | undefined;
   readonly federation?: FederationSettings | undefined;
+  /** `llmlb epp`'s gRPC listeners (absent: the defaults, 9002 and 9003). */
+  readonly epp?: EppSettings | undefined;
   /** N routers on one fleet sharing in-flight counts through state.redis (issue #19). */
   readonly sharedView?:
     | {
@@ -305,6 +319,13 @@ export interface RouterConfig {
         readonly redis?: string | undefined;
       }
     | undefined;
+}
+
+export interface EppSettings {
+  readonly host?: string | undefined;
+  readonly port: number;
+  readonly healthPort: number;
+  readonly fallbacks: number;
 }
 
 export interface FederationSettings {
@@ -388,5 +409,6 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     peers: c.peers,
     federation: c.federation,
     sharedView: c.sharedView,
+    epp: c.epp,
   };
 }
