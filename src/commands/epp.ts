@@ -2,7 +2,8 @@ import { createLogger } from '../log.js';
 import { parseBackendEntry } from '../config/load.js';
 import { Router } from '../proxy/router.js';
 import { EppServer } from '../epp/server.js';
-import { loadRouterConfig, watchConfig } from './serve.js';
+import { endpointPickerWarnings } from '../core/policies/endpoint-picker-config.js';
+import { loadRouterConfig, startDiscovery, watchConfig } from './serve.js';
 import { portError } from './port-error.js';
 
 /**
@@ -13,6 +14,8 @@ import { portError } from './port-error.js';
 export async function runEpp(o: { config: string; host?: string; port?: number }): Promise<void> {
   const settings = loadRouterConfig(o.config, o);
   const log = createLogger(settings.log.level);
+  if (settings.scheduling)
+    for (const w of endpointPickerWarnings(settings.scheduling)) log.warn(`scheduling.${w}`);
   const router = new Router(settings, log, Math.random, parseBackendEntry);
   const epp = settings.epp ?? { port: 9002, healthPort: 9003, fallbacks: 2 };
   const picker = new EppServer(router, {
@@ -41,9 +44,13 @@ export async function runEpp(o: { config: string; host?: string; port?: number }
   process.stdout.write(`llmlb epp listening on grpc://${h}:${picker.port} (ext_proc v3)\n`);
   process.stdout.write(`health: grpc://${h}:${picker.healthPort} (grpc.health.v1)\n`);
   process.stdout.write(`metrics: ${url}/metrics\n`);
+  // An InferencePool's ready pods, as in serve: the picker's usual fleet in Kubernetes.
+  const k8s = settings.discovery.kubernetes;
+  const discovery = k8s ? await startDiscovery(k8s, router, log) : undefined;
   const unwatch = watchConfig(o.config, o, router, log);
   const stop = (): void => {
     unwatch();
+    discovery?.stop();
     picker
       .close()
       .then(() => router.close())
