@@ -4,7 +4,7 @@
  * index and the engine's prefix cache see the same prompt.
  */
 import { HttpError, positiveInt, type Obj } from './http.js';
-import { responsesPromptText } from '../http/responses.js';
+import { responsesPromptText } from '../api/openai-responses.js';
 import { flattenMessages, promptText } from './tokens.js';
 import type { EndpointKind } from './wire.js';
 

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { endpoint, ENDPOINTS } from '../api/endpoints.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import { RealTimeDriver } from './driver.js';
 import { Exchange } from './exchange.js';
@@ -277,24 +278,26 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       ? Math.min(b.dimensions, 4096)
       : EMBEDDING_DIMS;
 
-  // Ollama serves the OpenAI-compatible routes too, so every engine has them.
-  post('/v1/completions', 'openai-completions');
-  post('/v1/chat/completions', 'openai-chat');
-  if (opts.responses !== false) {
-    routes.set('/v1/responses', {
-      method: 'POST',
-      format: 'openai',
-      handle: async (req, res) => {
-        const b = await readJson(req);
-        // A body without a model is refused before it counts as a request or draws a fault, so
-        // the router's capability check (an empty body) leaves seeded runs as they were.
-        modelOr404('openai', b.model);
-        return generate('openai-responses', req, res, b);
-      },
-    });
+  // Generation endpoints from the descriptors (src/api). Ollama serves the OpenAI-compatible
+  // routes too, so every engine has them; the Ollama API only with `api: ollama | both`.
+  for (const e of ENDPOINTS) {
+    if (!e.engineGeneration || (e.family === 'ollama' && !ollama)) continue;
+    if (e.name !== 'openai-responses') post(e.path, e.name);
+    else if (opts.responses !== false)
+      routes.set(e.path, {
+        method: 'POST',
+        format: 'openai',
+        handle: async (req, res) => {
+          const b = await readJson(req);
+          // A body without a model is refused before it counts as a request or draws a fault, so
+          // the router's capability check (an empty body) leaves seeded runs as they were.
+          modelOr404('openai', b.model);
+          return generate('openai-responses', req, res, b);
+        },
+      });
   }
   routes.set(
-    '/v1/embeddings',
+    endpoint('openai-embeddings').path,
     embeddings('openai', (model, b) => {
       const texts = inputs(b.input);
       const tokens = texts.reduce((n, t) => n + countTokens(t), 0);
@@ -323,8 +326,6 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       }),
   });
   if (ollama) {
-    post('/api/generate', 'ollama-generate');
-    post('/api/chat', 'ollama-chat');
     const entry = (m: string): Obj => ({
       name: m,
       model: m,
@@ -341,7 +342,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       },
     });
     routes.set(
-      '/api/embed',
+      endpoint('ollama-embed').path,
       embeddings('ollama', (model, b) => {
         const texts = inputs(b.input);
         return {
@@ -354,12 +355,12 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       }),
     );
     routes.set(
-      '/api/embeddings',
+      endpoint('ollama-embeddings').path,
       embeddings('ollama', (_model, b) => ({
         embedding: embed(typeof b.prompt === 'string' ? b.prompt : '', EMBEDDING_DIMS),
       })),
     );
-    routes.set('/api/show', {
+    routes.set(endpoint('ollama-show').path, {
       method: 'POST',
       format: 'ollama',
       handle: async (req, res) => {

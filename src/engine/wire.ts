@@ -4,10 +4,11 @@
  * chunks of one response share.
  */
 
-import { ResponseEvents, responseObject, type ResponseShape } from '../http/responses.js';
+import type { GenerationEndpoint } from '../api/endpoints.js';
+import { ResponseEvents, responseObject, type ResponseShape } from '../api/openai-responses.js';
 
-export type EndpointKind =
-  'ollama-generate' | 'ollama-chat' | 'openai-completions' | 'openai-chat' | 'openai-responses';
+/** The endpoints the engine answers with a generation (src/api descriptors). */
+export type EndpointKind = GenerationEndpoint;
 export type ErrorFormat = 'ollama' | 'openai';
 
 /** How a generation ended, with times in REAL seconds (model time / timeScale). */

@@ -16,6 +16,7 @@ import type { LiveStats } from '../dashboard/live-stats.js';
 import type { RouterMetrics } from '../metrics/router-metrics.js';
 import { TASK_ID_HEADER, estimateRequestTokens, leaseCovers, passGate } from '../admission/proxy-gate.js';
 import type { Admission } from '../admission/service.js';
+import { traceApiOf } from '../api/endpoints.js';
 import { BodyTooLarge, jsonDepthExceeds, readBody } from '../http/body.js';
 import { parseRetryAfter, type Cooldowns } from './cooldowns.js';
 import type { DecisionLog, DecisionWaiters } from './decision-log.js';
@@ -186,21 +187,14 @@ export class Flight {
   /** One line in the trace capture (`trace:` in the config), when one is configured. */
   private captureTrace(backend: string | undefined): void {
     const cap = this.host.capture;
-    const r = this.route;
     // Generation only: embeddings and model lookups are not work a replay can schedule.
-    if (!cap || (r.body !== undefined && r.body !== 'responses')) return;
+    const api = cap && traceApiOf(this.route.endpoint);
+    if (!cap || api === undefined) return;
     const e2eMs = now() - this.t0;
     cap.record({
       arrivalMs: Date.now() - e2eMs,
       model: this.parsed.model,
-      api:
-        r.api === 'ollama'
-          ? r.chat
-            ? 'ollama-chat'
-            : 'ollama-generate'
-          : r.chat
-            ? 'openai-chat'
-            : 'openai-completions',
+      api,
       promptText: this.parsed.promptText,
       promptTokens: this.promptTokens,
       outputTokens: this.outputTokens,

@@ -1,9 +1,9 @@
+import { ENDPOINTS, type Endpoint, type TranslateKind } from '../api/endpoints.js';
+import { responsesPromptText } from '../api/openai-responses.js';
 import { flattenMessages, promptText } from '../core/prompt.js';
 import type { ApiKind } from '../core/types.js';
-import { responsesPromptText } from '../http/responses.js';
-import type { OllamaKind, TranslateKind } from './translate.js';
 
-/** A client endpoint the router schedules and forwards. */
+/** A client endpoint the router schedules and forwards: its descriptor (src/api) as the router reads it. */
 export interface ProxyRoute {
   readonly api: ApiKind;
   /** Path on the backend (the alias /ollama/generate goes to /api/generate). */
@@ -16,46 +16,32 @@ export interface ProxyRoute {
   readonly chat: boolean;
   /** What the body holds besides generation: embeddings input, a model lookup, a Response. */
   readonly body?: 'embed' | 'embeddings' | 'show' | 'responses';
+  /** The endpoint's whole descriptor. */
+  readonly endpoint: Endpoint;
 }
 
-const generation = (
-  api: ProxyRoute['api'],
-  upstreamPath: string,
-  chat: boolean,
-  ollamaKind?: OllamaKind,
-): ProxyRoute => ({ api, upstreamPath, chat, ...(ollamaKind ? { translate: ollamaKind } : {}) });
+function proxyRoute(e: Endpoint): ProxyRoute {
+  const generation = e.body === 'prompt' || e.body === 'chat';
+  return {
+    api: e.api,
+    upstreamPath: e.path,
+    ...(e.translate !== undefined ? { translate: e.translate } : {}),
+    chat: e.body === 'chat',
+    ...(generation ? {} : { body: e.body as NonNullable<ProxyRoute['body']> }),
+    endpoint: e,
+  };
+}
 
 /**
  * Every POST route the router schedules and forwards, model-aware: the model is read from the
- * body and only backends serving it are candidates.
+ * body and only backends serving it are candidates. Built from the descriptors (src/api).
  */
-export const PROXY_ROUTES: ReadonlyMap<string, ProxyRoute> = new Map([
-  ['/api/generate', generation('ollama', '/api/generate', false, 'generate')],
-  ['/ollama/generate', generation('ollama', '/api/generate', false, 'generate')],
-  ['/api/chat', generation('ollama', '/api/chat', true, 'chat')],
-  ['/v1/completions', generation('openai', '/v1/completions', false)],
-  ['/v1/chat/completions', generation('openai', '/v1/chat/completions', true)],
-  [
-    '/api/embed',
-    { api: 'ollama', upstreamPath: '/api/embed', chat: false, body: 'embed', translate: 'embed' },
-  ],
-  [
-    '/api/embeddings',
-    {
-      api: 'ollama',
-      upstreamPath: '/api/embeddings',
-      chat: false,
-      body: 'embeddings',
-      translate: 'embeddings',
-    },
-  ],
-  ['/api/show', { api: 'ollama', upstreamPath: '/api/show', chat: false, body: 'show', translate: 'show' }],
-  ['/v1/embeddings', { api: 'openai', upstreamPath: '/v1/embeddings', chat: false, body: 'embed' }],
-  [
-    '/v1/responses',
-    { api: 'openai', upstreamPath: '/v1/responses', chat: false, body: 'responses', translate: 'responses' },
-  ],
-] as const);
+export const PROXY_ROUTES: ReadonlyMap<string, ProxyRoute> = new Map(
+  ENDPOINTS.flatMap((e): [string, ProxyRoute][] => {
+    const r = proxyRoute(e);
+    return [e.path, ...e.aliases].map((p) => [p, r]);
+  }),
+);
 
 export interface ParsedRequest {
   readonly model: string;
@@ -118,7 +104,7 @@ export function parseBody(route: ProxyRoute, raw: Buffer): { body: Obj; parsed: 
     throw new BadRequest('messages is required', 'missing_messages');
   }
   // Ollama streams unless told not to; OpenAI only when asked.
-  const stream = route.api === 'ollama' ? o.stream !== false : o.stream === true;
+  const stream = route.endpoint.streamByDefault ? o.stream !== false : o.stream === true;
   let text: string;
   if (route.chat) text = flattenMessages(Array.isArray(o.messages) ? o.messages : []);
   else if (route.api === 'ollama') {

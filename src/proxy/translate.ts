@@ -9,8 +9,8 @@
 
 import type { ApiKind } from '../core/types.js';
 import { errorBody, streamErrorChunk, type ErrorFormat } from '../http/errors.js';
-import { ChatSseToResponses, chatToResponse, responsesToChat } from '../http/responses.js';
-import { sseEventObject } from '../http/sse.js';
+import { ChatSseToResponses, chatToResponse, responsesToChat } from '../api/openai-responses.js';
+import { SseDecoder, sseEventObject } from '../api/sse.js';
 
 export type OllamaKind = 'generate' | 'chat';
 
@@ -182,7 +182,7 @@ export function openAIResponseToOllama(
  * Ollama does.
  */
 export class SseToNdjson {
-  private buf = '';
+  private readonly sse = new SseDecoder();
   private doneReason = 'stop';
   private toolCalls: { name: string; args: string }[] = [];
   /** Events that carried text or a tool call: the token count when the backend sent no usage. */
@@ -196,14 +196,8 @@ export class SseToNdjson {
   ) {}
 
   push(chunk: Buffer): string {
-    this.buf += chunk.toString('utf8');
     let out = '';
-    let sep: number;
-    while ((sep = this.buf.indexOf('\n\n')) >= 0) {
-      const event = this.buf.slice(0, sep);
-      this.buf = this.buf.slice(sep + 2);
-      out += this.event(event);
-    }
+    for (const event of this.sse.push(chunk)) out += this.event(event);
     return out;
   }
 
