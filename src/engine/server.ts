@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { messagesPromptText, toolsText } from '../api/anthropic.js';
 import { endpoint, ENDPOINTS } from '../api/endpoints.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import { RealTimeDriver } from './driver.js';
@@ -49,6 +50,11 @@ export interface EngineServerOptions {
   readonly name?: string;
   /** Whether POST /v1/responses is served (default true; false plays an older engine without it). */
   readonly responses?: boolean;
+  /**
+   * Whether Anthropic's POST /v1/messages and /v1/messages/count_tokens are served (default false:
+   * an engine without them, as vLLM; true plays Ollama ≥ 0.14, llama.cpp's server, SGLang).
+   */
+  readonly messages?: boolean;
   /** Context length reported (vLLM's `max_model_len` in /v1/models, Ollama's in /api/show); default 8192. */
   readonly contextLength?: number;
 }
@@ -144,7 +150,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
     res: ServerResponse,
     body?: Obj,
   ): Promise<void> {
-    const format: ErrorFormat = kind.startsWith('openai') ? 'openai' : 'ollama';
+    const format: ErrorFormat = endpoint(kind).family;
     requests++;
     const f = faults;
     if (f.exitAfter !== undefined && requests > f.exitAfter) {
@@ -246,7 +252,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
   const post = (path: string, kind: EndpointKind): void => {
     routes.set(path, {
       method: 'POST',
-      format: kind.startsWith('openai') ? 'openai' : 'ollama',
+      format: endpoint(kind).family,
       handle: (req, res) => generate(kind, req, res),
     });
   };
@@ -282,20 +288,40 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
   // routes too, so every engine has them; the Ollama API only with `api: ollama | both`.
   for (const e of ENDPOINTS) {
     if (!e.engineGeneration || (e.family === 'ollama' && !ollama)) continue;
-    if (e.name !== 'openai-responses') post(e.path, e.name);
-    else if (opts.responses !== false)
+    const optional =
+      e.name === 'openai-responses'
+        ? opts.responses !== false
+        : e.name === 'anthropic-messages'
+          ? opts.messages === true
+          : undefined;
+    if (optional === undefined) post(e.path, e.name);
+    else if (optional) {
+      const kind = e.name;
       routes.set(e.path, {
         method: 'POST',
-        format: 'openai',
+        format: e.family,
         handle: async (req, res) => {
           const b = await readJson(req);
           // A body without a model is refused before it counts as a request or draws a fault, so
           // the router's capability check (an empty body) leaves seeded runs as they were.
-          modelOr404('openai', b.model);
-          return generate('openai-responses', req, res, b);
+          modelOr404(e.family, b.model);
+          return generate(kind, req, res, b);
         },
       });
+    }
   }
+  if (opts.messages === true)
+    routes.set(endpoint('anthropic-count-tokens').path, {
+      method: 'POST',
+      format: 'anthropic',
+      handle: async (req, res) => {
+        const b = await readJson(req);
+        modelOr404('anthropic', b.model);
+        if (!Array.isArray(b.messages))
+          throw new HttpError(400, 'messages: Field required', 'missing_messages');
+        sendJson(res, 200, { input_tokens: countTokens(messagesPromptText(b) + toolsText(b)) });
+      },
+    });
   routes.set(
     endpoint('openai-embeddings').path,
     embeddings('openai', (model, b) => {

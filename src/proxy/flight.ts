@@ -153,7 +153,7 @@ export class Flight {
   ) {
     const given = req.headers['x-request-id'];
     this.rid = typeof given === 'string' && given.length > 0 && given.length <= 200 ? given : randomUUID();
-    this.format = route.api;
+    this.format = route.endpoint.family;
   }
 
   async run(): Promise<void> {
@@ -647,10 +647,24 @@ export class Flight {
     }
     const tr = upstreamTranslation(
       this.route.translate,
-      { api: rt.config.api, responsesApi: rt.responsesApi },
+      { api: rt.config.api, responsesApi: rt.responsesApi, messagesApi: rt.messagesApi },
       this.body,
       this.parsed.stream,
     );
+    if (tr?.local !== undefined) {
+      // The router answers itself (count_tokens on a backend without it): nothing goes upstream.
+      this.status = 200;
+      this.res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(tr.local.body),
+        'x-llmlb-backend': backend,
+        'x-request-id': this.rid,
+        ...tr.local.headers,
+      });
+      this.res.end(tr.local.body);
+      settle(true, {}, undefined);
+      return Promise.resolve(DONE);
+    }
     // An OpenAI stream forwarded as it came: ask for its usage if the client did not (stream-usage.ts).
     let body: Buffer | string | null = tr ? (tr.body ?? null) : this.raw;
     let usageScan: 'drop' | 'count' | undefined;
@@ -671,6 +685,7 @@ export class Flight {
           backend,
           requestId: this.rid,
           format: this.format,
+          usage: this.route.endpoint.usage,
           stream: this.parsed.stream,
           model: this.parsed.model,
           translation: tr,
@@ -752,7 +767,7 @@ export class Flight {
     this.captureTrace(backend === 'none' ? undefined : backend);
     // A client that left is not the backend's failure; 'none' is no backend at all.
     // Embeddings and model lookups generate nothing: no token count (not 0, not unknown).
-    const generation = this.route.body === undefined || this.route.body === 'responses';
+    const generation = traceApiOf(this.route.endpoint) !== undefined;
     if (this.status !== 499 && backend !== 'none')
       h.stats.record({
         backend,

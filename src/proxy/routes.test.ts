@@ -36,6 +36,27 @@ const SAMPLES: Record<EndpointName, { body: object; stream: boolean; prompt: str
     prompt: 'be\nhi',
     max: 4,
   },
+  'anthropic-messages': {
+    body: {
+      model: 'm',
+      system: [{ type: 'text', text: 'be' }],
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: { a: 1 } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'ok' }] },
+      ],
+      max_tokens: 8,
+      stream: true,
+    },
+    stream: true,
+    prompt: 'be\nhi\n{"a":1}\nok',
+    max: 8,
+  },
+  'anthropic-count-tokens': {
+    body: { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }] },
+    stream: false,
+    prompt: 'hi',
+  },
 };
 
 test('every descriptor is routed at its path and aliases, and parses its sample body', () => {
@@ -79,6 +100,8 @@ test('workload APIs and trace names come from the descriptors', () => {
   assert.equal(traced['openai-responses'], 'openai-completions');
   assert.equal(traced['ollama-embed'], undefined);
   assert.equal(traced['ollama-show'], undefined);
+  assert.equal(traced['anthropic-messages'], 'openai-chat');
+  assert.equal(traced['anthropic-count-tokens'], undefined);
 });
 
 test('a body without its model is a 400 in every endpoint', () => {
@@ -88,4 +111,31 @@ test('a body without its model is a 400 in every endpoint', () => {
       (err: unknown) => err instanceof BadRequest && err.code === 'missing_model',
       e.name,
     );
+});
+
+test('Anthropic bodies: messages and max_tokens are required, turns are user/assistant', () => {
+  const route = PROXY_ROUTES.get('/v1/messages')!;
+  const bad = (o: object): string => {
+    try {
+      parseBody(route, Buffer.from(JSON.stringify(o)));
+    } catch (err) {
+      if (err instanceof BadRequest) return err.code;
+    }
+    return 'accepted';
+  };
+  const msgs = [{ role: 'user', content: 'hi' }];
+  assert.equal(bad({ model: 'm', max_tokens: 1 }), 'invalid_messages');
+  assert.equal(bad({ model: 'm', messages: msgs }), 'invalid_max_tokens');
+  assert.equal(
+    bad({ model: 'm', messages: [{ role: 'system', content: 'x' }], max_tokens: 1 }),
+    'invalid_messages',
+  );
+  assert.equal(bad({ model: 'm', messages: [{ role: 'user' }], max_tokens: 1 }), 'invalid_messages');
+  assert.equal(bad({ model: 'm', messages: msgs, max_tokens: 1, system: 3 }), 'invalid_system');
+  assert.equal(bad({ model: 'm', messages: msgs, max_tokens: 1 }), 'accepted');
+  const { parsed } = parseBody(
+    route,
+    Buffer.from(JSON.stringify({ model: 'm', messages: msgs, max_tokens: 1, metadata: { user_id: 'u1' } })),
+  );
+  assert.equal(parsed.user, 'u1');
 });

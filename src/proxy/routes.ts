@@ -1,4 +1,5 @@
-import { ENDPOINTS, type Endpoint, type TranslateKind } from '../api/endpoints.js';
+import { messagesPromptText } from '../api/anthropic.js';
+import { ENDPOINTS, type BodyKind, type Endpoint, type TranslateKind } from '../api/endpoints.js';
 import { responsesPromptText } from '../api/openai-responses.js';
 import { flattenMessages, promptText } from '../core/prompt.js';
 import type { ApiKind } from '../core/types.js';
@@ -14,8 +15,11 @@ export interface ProxyRoute {
    */
   readonly translate?: TranslateKind;
   readonly chat: boolean;
-  /** What the body holds besides generation: embeddings input, a model lookup, a Response. */
-  readonly body?: 'embed' | 'embeddings' | 'show' | 'responses';
+  /**
+   * What the body holds besides an Ollama/OpenAI generation: embeddings input, a model lookup, a
+   * Response, an Anthropic Message or its token count.
+   */
+  readonly body?: Exclude<BodyKind, 'prompt' | 'chat'>;
   /** The endpoint's whole descriptor. */
   readonly endpoint: Endpoint;
 }
@@ -157,6 +161,27 @@ function parseOther(kind: NonNullable<ProxyRoute['body']>, o: Obj): ParsedReques
         );
       return { model, stream: false, promptText: text, maxTokens: undefined, user };
     }
+    case 'messages':
+    case 'count-tokens': {
+      checkMessages(o.messages);
+      const count = kind === 'count-tokens';
+      if (!count && positiveInt(o.max_tokens) === undefined)
+        throw new BadRequest('max_tokens: a positive integer is required', 'invalid_max_tokens');
+      if (o.system !== undefined && typeof o.system !== 'string' && !Array.isArray(o.system))
+        throw new BadRequest('system: a string or an array of text blocks', 'invalid_system');
+      const meta = o.metadata;
+      const uid =
+        typeof meta === 'object' && meta !== null && typeof (meta as Obj).user_id === 'string'
+          ? ((meta as Obj).user_id as string)
+          : undefined;
+      return {
+        model,
+        stream: !count && o.stream === true,
+        promptText: messagesPromptText(o),
+        maxTokens: count ? undefined : positiveInt(o.max_tokens),
+        user: uid,
+      };
+    }
     case 'responses': {
       if (typeof o.input !== 'string' && !Array.isArray(o.input))
         throw new BadRequest('input must be a string or an array of input items', 'invalid_input');
@@ -174,5 +199,24 @@ function parseOther(kind: NonNullable<ProxyRoute['body']>, o: Obj): ParsedReques
         user,
       };
     }
+  }
+}
+
+/** Anthropic `messages`: an array of user/assistant turns, each a string or an array of blocks. */
+function checkMessages(v: unknown): void {
+  if (!Array.isArray(v))
+    throw new BadRequest('messages: an array of messages is required', 'invalid_messages');
+  for (let i = 0; i < v.length; i++) {
+    const m: unknown = v[i];
+    const ok =
+      typeof m === 'object' &&
+      m !== null &&
+      ((m as Obj).role === 'user' || (m as Obj).role === 'assistant') &&
+      (typeof (m as Obj).content === 'string' || Array.isArray((m as Obj).content));
+    if (!ok)
+      throw new BadRequest(
+        `messages.${i}: a message needs role 'user' or 'assistant' and content (a string or an array of blocks)`,
+        'invalid_messages',
+      );
   }
 }
