@@ -16,9 +16,11 @@ export class SseDecoder {
     this.buf += this.utf8.write(chunk);
     const out: string[] = [];
     let from = 0;
+    // The next CRLF blank line, searched again only once passed: an LF stream scans for it once.
+    let crlf = this.buf.indexOf('\n\r\n');
     for (;;) {
       const lf = this.buf.indexOf('\n\n', from);
-      const crlf = this.buf.indexOf('\n\r\n', from);
+      if (crlf >= 0 && crlf < from) crlf = this.buf.indexOf('\n\r\n', from);
       const at = lf < 0 ? crlf : crlf < 0 ? lf : Math.min(lf, crlf);
       if (at < 0) break;
       out.push(this.buf.slice(from, at));
