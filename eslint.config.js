@@ -11,7 +11,7 @@ const LAYERS = [
   { name: 'core', folders: ['core'], files: [] },
   {
     name: 'models',
-    folders: ['engine', 'workloads', 'config', 'scenario', 'http', 'report', 'rl'],
+    folders: ['api', 'engine', 'workloads', 'config', 'scenario', 'http', 'report', 'rl'],
     files: ['log'],
   },
   {

@@ -4,7 +4,8 @@
  * index and the engine's prefix cache see the same prompt.
  */
 import { HttpError, positiveInt, type Obj } from './http.js';
-import { responsesPromptText } from '../http/responses.js';
+import { messagesPromptText } from '../api/anthropic.js';
+import { responsesPromptText } from '../api/openai-responses.js';
 import { flattenMessages, promptText } from './tokens.js';
 import type { EndpointKind } from './wire.js';
 
@@ -48,6 +49,20 @@ export function parseGeneration(kind: EndpointKind, body: Obj): GenerationReques
       stream: body.stream !== false, // Ollama streams unless told not to
       includeUsage: false,
       loadOnly: input === undefined || (!chat && input === ''),
+    };
+  }
+  if (kind === 'anthropic-messages') {
+    if (!Array.isArray(body.messages))
+      throw new HttpError(400, 'messages: Field required', 'missing_messages');
+    const cap = positiveInt(body.max_tokens);
+    if (cap === undefined) throw new HttpError(400, 'max_tokens: Field required', 'missing_max_tokens');
+    return {
+      model,
+      text: messagesPromptText(body),
+      cap,
+      stream: body.stream === true,
+      includeUsage: false,
+      loadOnly: false,
     };
   }
   if (kind === 'openai-responses') {

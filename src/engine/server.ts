@@ -7,6 +7,8 @@
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { messagesPromptText, toolsText } from '../api/anthropic.js';
+import { endpoint, ENDPOINTS } from '../api/endpoints.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import { RealTimeDriver } from './driver.js';
 import { Exchange } from './exchange.js';
@@ -48,6 +50,11 @@ export interface EngineServerOptions {
   readonly name?: string;
   /** Whether POST /v1/responses is served (default true; false plays an older engine without it). */
   readonly responses?: boolean;
+  /**
+   * Whether Anthropic's POST /v1/messages and /v1/messages/count_tokens are served (default false:
+   * an engine without them, as vLLM; true plays Ollama ≥ 0.14, llama.cpp's server, SGLang).
+   */
+  readonly messages?: boolean;
   /** Context length reported (vLLM's `max_model_len` in /v1/models, Ollama's in /api/show); default 8192. */
   readonly contextLength?: number;
 }
@@ -146,7 +153,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
     res: ServerResponse,
     body?: Obj,
   ): Promise<void> {
-    const format: ErrorFormat = kind.startsWith('openai') ? 'openai' : 'ollama';
+    const format: ErrorFormat = endpoint(kind).family;
     requests++;
     const f = faults;
     if (f.exitAfter !== undefined && requests > f.exitAfter) {
@@ -254,7 +261,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
   const post = (path: string, kind: EndpointKind): void => {
     routes.set(path, {
       method: 'POST',
-      format: kind.startsWith('openai') ? 'openai' : 'ollama',
+      format: endpoint(kind).family,
       handle: (req, res) => generate(kind, req, res),
     });
   };
@@ -286,24 +293,46 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       ? Math.min(b.dimensions, 4096)
       : EMBEDDING_DIMS;
 
-  // Ollama serves the OpenAI-compatible routes too, so every engine has them.
-  post('/v1/completions', 'openai-completions');
-  post('/v1/chat/completions', 'openai-chat');
-  if (opts.responses !== false) {
-    routes.set('/v1/responses', {
+  // Generation endpoints from the descriptors (src/api). Ollama serves the OpenAI-compatible
+  // routes too, so every engine has them; the Ollama API only with `api: ollama | both`.
+  for (const e of ENDPOINTS) {
+    if (!e.engineGeneration || (e.family === 'ollama' && !ollama)) continue;
+    const optional =
+      e.name === 'openai-responses'
+        ? opts.responses !== false
+        : e.name === 'anthropic-messages'
+          ? opts.messages === true
+          : undefined;
+    if (optional === undefined) post(e.path, e.name);
+    else if (optional) {
+      const kind = e.name;
+      routes.set(e.path, {
+        method: 'POST',
+        format: e.family,
+        handle: async (req, res) => {
+          const b = await readJson(req);
+          // A body without a model is refused before it counts as a request or draws a fault, so
+          // the router's capability check (an empty body) leaves seeded runs as they were.
+          modelOr404(e.family, b.model);
+          return generate(kind, req, res, b);
+        },
+      });
+    }
+  }
+  if (opts.messages === true)
+    routes.set(endpoint('anthropic-count-tokens').path, {
       method: 'POST',
-      format: 'openai',
+      format: 'anthropic',
       handle: async (req, res) => {
         const b = await readJson(req);
-        // A body without a model is refused before it counts as a request or draws a fault, so
-        // the router's capability check (an empty body) leaves seeded runs as they were.
-        modelOr404('openai', b.model);
-        return generate('openai-responses', req, res, b);
+        modelOr404('anthropic', b.model);
+        if (!Array.isArray(b.messages))
+          throw new HttpError(400, 'messages: Field required', 'missing_messages');
+        sendJson(res, 200, { input_tokens: countTokens(messagesPromptText(b) + toolsText(b)) });
       },
     });
-  }
   routes.set(
-    '/v1/embeddings',
+    endpoint('openai-embeddings').path,
     embeddings('openai', (model, b) => {
       const texts = inputs(b.input);
       const tokens = texts.reduce((n, t) => n + countTokens(t), 0);
@@ -332,8 +361,6 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       }),
   });
   if (ollama) {
-    post('/api/generate', 'ollama-generate');
-    post('/api/chat', 'ollama-chat');
     const entry = (m: string): Obj => ({
       name: m,
       model: m,
@@ -350,7 +377,7 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       },
     });
     routes.set(
-      '/api/embed',
+      endpoint('ollama-embed').path,
       embeddings('ollama', (model, b) => {
         const texts = inputs(b.input);
         return {
@@ -363,12 +390,12 @@ export async function startEngine(opts: EngineServerOptions): Promise<EngineServ
       }),
     );
     routes.set(
-      '/api/embeddings',
+      endpoint('ollama-embeddings').path,
       embeddings('ollama', (_model, b) => ({
         embedding: embed(typeof b.prompt === 'string' ? b.prompt : '', EMBEDDING_DIMS),
       })),
     );
-    routes.set('/api/show', {
+    routes.set(endpoint('ollama-show').path, {
       method: 'POST',
       format: 'ollama',
       handle: async (req, res) => {

@@ -4,11 +4,13 @@
  * chunks of one response share.
  */
 
-import { ResponseEvents, responseObject, type ResponseShape } from '../http/responses.js';
+import type { GenerationEndpoint } from '../api/endpoints.js';
+import { MessageEvents, messageObject, type MessageShape } from '../api/anthropic.js';
+import { ResponseEvents, responseObject, type ResponseShape } from '../api/openai-responses.js';
 
-export type EndpointKind =
-  'ollama-generate' | 'ollama-chat' | 'openai-completions' | 'openai-chat' | 'openai-responses';
-export type ErrorFormat = 'ollama' | 'openai';
+/** The endpoints the engine answers with a generation (src/api descriptors). */
+export type EndpointKind = GenerationEndpoint;
+export type ErrorFormat = 'ollama' | 'openai' | 'anthropic';
 
 /** How a generation ended, with times in REAL seconds (model time / timeScale). */
 export interface Completion {
@@ -169,6 +171,35 @@ class ResponsesWire implements Wire {
   }
 }
 
+/** Anthropic Messages: one Message object, or its named SSE events (the router's builders). */
+class MessagesWire implements Wire {
+  readonly streamContentType = 'text/event-stream';
+  private readonly shape: MessageShape;
+  private readonly events: MessageEvents;
+  constructor(id: string, model: string) {
+    this.shape = { id: `msg_${id}`, model };
+    this.events = new MessageEvents(this.shape);
+  }
+
+  chunk(text: string): string {
+    return this.events.delta(text);
+  }
+
+  end(c: Completion): string {
+    const counts = { promptTokens: c.promptTokens, completionTokens: c.outputTokens };
+    return this.events.end([], counts, c.truncated ? 'max_tokens' : 'end_turn');
+  }
+
+  body(text: string, c: Completion): object {
+    return messageObject(this.shape, {
+      text,
+      toolCalls: [],
+      counts: { promptTokens: c.promptTokens, completionTokens: c.outputTokens },
+      stopReason: c.truncated ? 'max_tokens' : 'end_turn',
+    });
+  }
+}
+
 export function createWire(kind: EndpointKind, id: string, model: string, includeUsage: boolean): Wire {
   switch (kind) {
     case 'ollama-generate':
@@ -181,6 +212,8 @@ export function createWire(kind: EndpointKind, id: string, model: string, includ
       return new OpenAIWire(`chatcmpl-${id}`, model, true, includeUsage);
     case 'openai-responses':
       return new ResponsesWire(id, model);
+    case 'anthropic-messages':
+      return new MessagesWire(id, model);
   }
 }
 

@@ -62,6 +62,9 @@ export interface BackendRuntime {
    */
   responsesApi: boolean | undefined;
   checkingResponses: boolean;
+  /** Whether it answers POST /v1/messages (Anthropic) itself; learned as responsesApi is. */
+  messagesApi: boolean | undefined;
+  checkingMessages: boolean;
   /** Host time before which probes may not re-admit it (it hung while its probe answered). */
   quarantinedUntil: number;
   /** Whether the last probe answered (undefined before the first): state changes are logged. */
@@ -137,6 +140,8 @@ export class Fleet {
       scraping: false,
       responsesApi: undefined,
       checkingResponses: false,
+      messagesApi: undefined,
+      checkingMessages: false,
       quarantinedUntil: 0,
       reachable: undefined,
       problem: undefined,
@@ -359,6 +364,8 @@ export class Fleet {
       rt.failures = 0;
       if (rt.responsesApi === undefined && !rt.checkingResponses)
         this.checkResponses(rt).catch((err: unknown) => this.#bug(rt, 'responses check', err));
+      if (rt.messagesApi === undefined && !rt.checkingMessages)
+        this.checkMessages(rt).catch((err: unknown) => this.#bug(rt, 'messages check', err));
       if (!this.scheduler.backend(config.name)?.healthy && this.now() >= rt.quarantinedUntil) {
         this.log.info({ backend: config.name }, 'backend healthy');
         this.apply(this.scheduler.setHealth(config.name, true, this.now()));
@@ -409,8 +416,29 @@ export class Fleet {
   private async checkResponses(rt: BackendRuntime): Promise<void> {
     rt.checkingResponses = true;
     try {
+      const served = await this.servesPost(rt, '/v1/responses');
+      if (served !== undefined) rt.responsesApi = served;
+    } finally {
+      rt.checkingResponses = false;
+    }
+  }
+
+  /** Does the backend serve Anthropic's /v1/messages (Ollama ≥ 0.14, llama.cpp, SGLang)? As above. */
+  private async checkMessages(rt: BackendRuntime): Promise<void> {
+    rt.checkingMessages = true;
+    try {
+      const served = await this.servesPost(rt, '/v1/messages');
+      if (served !== undefined) rt.messagesApi = served;
+    } finally {
+      rt.checkingMessages = false;
+    }
+  }
+
+  /** An empty-body POST: true when refused as a bad body, false when the route is missing, undefined unknown. */
+  private async servesPost(rt: BackendRuntime, path: string): Promise<boolean | undefined> {
+    try {
       const res = await rt.control.request({
-        path: rt.basePath + '/v1/responses',
+        path: rt.basePath + path,
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: '{}',
@@ -419,12 +447,10 @@ export class Fleet {
       });
       await res.body.dump();
       const s = res.statusCode;
-      if (s === 404 || s === 405 || s === 501) rt.responsesApi = false;
-      else if (s < 500) rt.responsesApi = true;
+      if (s === 404 || s === 405 || s === 501) return false;
+      return s < 500 ? true : undefined;
     } catch {
-      // Unreachable now: the next good probe asks again.
-    } finally {
-      rt.checkingResponses = false;
+      return undefined; // unreachable now: the next good probe asks again
     }
   }
 

@@ -1,7 +1,10 @@
 import type { ServerResponse } from 'node:http';
 
-/** Which error shape a client expects: Ollama `{"error": "…"}` or OpenAI `{"error": {…}}`. */
-export type ErrorFormat = 'ollama' | 'openai';
+/**
+ * Which error shape a client expects: Ollama `{"error": "…"}`, OpenAI `{"error": {…}}` or
+ * Anthropic `{"type": "error", "error": {"type", "message"}}`.
+ */
+export type ErrorFormat = 'ollama' | 'openai' | 'anthropic';
 
 const openaiType = (status: number): string =>
   status === 401
@@ -12,7 +15,27 @@ const openaiType = (status: number): string =>
         ? 'invalid_request_error'
         : 'server_error';
 
+/** Anthropic's error types by status (its documented list; 529 is its "overloaded"). */
+const anthropicType = (status: number): string =>
+  status === 401
+    ? 'authentication_error'
+    : status === 403
+      ? 'permission_error'
+      : status === 404
+        ? 'not_found_error'
+        : status === 413
+          ? 'request_too_large'
+          : status === 429
+            ? 'rate_limit_error'
+            : status === 503 || status === 529
+              ? 'overloaded_error'
+              : status < 500
+                ? 'invalid_request_error'
+                : 'api_error';
+
 export function errorBody(format: ErrorFormat, status: number, message: string, code: string): string {
+  if (format === 'anthropic')
+    return JSON.stringify({ type: 'error', error: { type: anthropicType(status), message } });
   return format === 'openai'
     ? JSON.stringify({ error: { message, type: openaiType(status), code } })
     : JSON.stringify({ error: message });
@@ -42,9 +65,10 @@ export function sendError(
 
 /**
  * The error to append to a stream that already sent bytes: one more NDJSON line for Ollama,
- * an SSE event for OpenAI — so clients see why the stream ended instead of a silent cut.
+ * an SSE event for OpenAI (a named `error` event for Anthropic) — so clients see why the stream ended instead of a silent cut.
  */
 export function streamErrorChunk(format: ErrorFormat, message: string): string {
+  if (format === 'anthropic') return `event: error\ndata: ${errorBody('anthropic', 502, message, '')}\n\n`;
   return format === 'openai'
     ? `data: ${errorBody('openai', 502, message, 'upstream_error')}\n\n`
     : `${errorBody('ollama', 502, message, 'upstream_error')}\n`;

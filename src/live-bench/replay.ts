@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
+import { endpoint } from '../api/endpoints.js';
 import { countTokens, flattenMessages } from '../engine/tokens.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 
@@ -33,16 +34,9 @@ export interface ReplayOptions {
   readonly onProgress?: (done: number, sent: number) => void;
 }
 
-const PATHS: Record<WorkloadRequest['api'], string> = {
-  'ollama-generate': '/api/generate',
-  'ollama-chat': '/api/chat',
-  'openai-completions': '/v1/completions',
-  'openai-chat': '/v1/chat/completions',
-};
-
 /** The HTTP body a real client of that API would send; streaming, so time to first token is visible. */
 export function requestBody(r: WorkloadRequest): string {
-  const ollama = r.api.startsWith('ollama');
+  const ollama = endpoint(r.api).family === 'ollama';
   const body: Record<string, unknown> = { model: r.model, stream: true };
   if (r.messages) body.messages = r.messages;
   else body.prompt = r.prompt ?? '';
@@ -64,7 +58,7 @@ function parseStream(
   let output = '';
   let tokens = 0;
   let error = false;
-  if (api.startsWith('ollama')) {
+  if (endpoint(api).family === 'ollama') {
     for (const line of text.split('\n')) {
       if (line === '') continue;
       try {
@@ -164,7 +158,7 @@ export async function replay(driver: ClientDriver, opts: ReplayOptions): Promise
       };
       if (req.sessionKey !== undefined) headers['x-session-token'] = req.sessionKey;
       if (req.taskHint !== undefined) headers['x-llmlb-task'] = req.taskHint;
-      const res = await request(opts.baseUrl + PATHS[req.api], {
+      const res = await request(opts.baseUrl + endpoint(req.api).path, {
         method: 'POST',
         headers,
         body: requestBody(req),

@@ -16,6 +16,7 @@ import type { LiveStats } from '../dashboard/live-stats.js';
 import type { RouterMetrics } from '../metrics/router-metrics.js';
 import { TASK_ID_HEADER, estimateRequestTokens, leaseCovers, passGate } from '../admission/proxy-gate.js';
 import type { Admission } from '../admission/service.js';
+import { traceApiOf } from '../api/endpoints.js';
 import { BodyTooLarge, jsonDepthExceeds, readBody } from '../http/body.js';
 import { parseRetryAfter, type Cooldowns } from './cooldowns.js';
 import type { DecisionLog, DecisionWaiters } from './decision-log.js';
@@ -152,7 +153,7 @@ export class Flight {
   ) {
     const given = req.headers['x-request-id'];
     this.rid = typeof given === 'string' && given.length > 0 && given.length <= 200 ? given : randomUUID();
-    this.format = route.api;
+    this.format = route.endpoint.family;
   }
 
   async run(): Promise<void> {
@@ -186,21 +187,14 @@ export class Flight {
   /** One line in the trace capture (`trace:` in the config), when one is configured. */
   private captureTrace(backend: string | undefined): void {
     const cap = this.host.capture;
-    const r = this.route;
     // Generation only: embeddings and model lookups are not work a replay can schedule.
-    if (!cap || (r.body !== undefined && r.body !== 'responses')) return;
+    const api = cap && traceApiOf(this.route.endpoint);
+    if (!cap || api === undefined) return;
     const e2eMs = now() - this.t0;
     cap.record({
       arrivalMs: Date.now() - e2eMs,
       model: this.parsed.model,
-      api:
-        r.api === 'ollama'
-          ? r.chat
-            ? 'ollama-chat'
-            : 'ollama-generate'
-          : r.chat
-            ? 'openai-chat'
-            : 'openai-completions',
+      api,
       promptText: this.parsed.promptText,
       promptTokens: this.promptTokens,
       outputTokens: this.outputTokens,
@@ -653,10 +647,24 @@ export class Flight {
     }
     const tr = upstreamTranslation(
       this.route.translate,
-      { api: rt.config.api, responsesApi: rt.responsesApi },
+      { api: rt.config.api, responsesApi: rt.responsesApi, messagesApi: rt.messagesApi },
       this.body,
       this.parsed.stream,
     );
+    if (tr?.local !== undefined) {
+      // The router answers itself (count_tokens on a backend without it): nothing goes upstream.
+      this.status = 200;
+      this.res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(tr.local.body),
+        'x-llmlb-backend': backend,
+        'x-request-id': this.rid,
+        ...tr.local.headers,
+      });
+      this.res.end(tr.local.body);
+      settle(true, {}, undefined);
+      return Promise.resolve(DONE);
+    }
     // An OpenAI stream forwarded as it came: ask for its usage if the client did not (stream-usage.ts).
     let body: Buffer | string | null = tr ? (tr.body ?? null) : this.raw;
     let usageScan: 'drop' | 'count' | undefined;
@@ -677,6 +685,7 @@ export class Flight {
           backend,
           requestId: this.rid,
           format: this.format,
+          usage: this.route.endpoint.usage,
           stream: this.parsed.stream,
           model: this.parsed.model,
           translation: tr,
@@ -758,7 +767,7 @@ export class Flight {
     this.captureTrace(backend === 'none' ? undefined : backend);
     // A client that left is not the backend's failure; 'none' is no backend at all.
     // Embeddings and model lookups generate nothing: no token count (not 0, not unknown).
-    const generation = this.route.body === undefined || this.route.body === 'responses';
+    const generation = traceApiOf(this.route.endpoint) !== undefined;
     if (this.status !== 499 && backend !== 'none')
       h.stats.record({
         backend,

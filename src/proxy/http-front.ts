@@ -60,7 +60,7 @@ export class HttpFront {
       if (req.method !== 'POST') return this.methodNotAllowed(res, path, 'POST');
       void this.proxy(req, res, route).catch((err: unknown) => {
         this.r.log.error({ err }, 'proxy failure');
-        sendError(res, route.api, 500, 'internal error', 'internal_error');
+        sendError(res, route.endpoint.family, 500, 'internal error', 'internal_error');
       });
       return;
     }
@@ -194,6 +194,8 @@ export class HttpFront {
 }
 
 function formatOf(path: string): ErrorFormat {
+  const route = PROXY_ROUTES.get(path);
+  if (route !== undefined) return route.endpoint.family;
   return path.startsWith('/v1/') ? 'openai' : 'ollama';
 }
 

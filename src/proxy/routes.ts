@@ -1,9 +1,10 @@
+import { messagesPromptText } from '../api/anthropic.js';
+import { ENDPOINTS, type BodyKind, type Endpoint, type TranslateKind } from '../api/endpoints.js';
+import { responsesPromptText } from '../api/openai-responses.js';
 import { flattenMessages, promptText } from '../core/prompt.js';
 import type { ApiKind } from '../core/types.js';
-import { responsesPromptText } from '../http/responses.js';
-import type { OllamaKind, TranslateKind } from './translate.js';
 
-/** A client endpoint the router schedules and forwards. */
+/** A client endpoint the router schedules and forwards: its descriptor (src/api) as the router reads it. */
 export interface ProxyRoute {
   readonly api: ApiKind;
   /** Path on the backend (the alias /ollama/generate goes to /api/generate). */
@@ -14,48 +15,37 @@ export interface ProxyRoute {
    */
   readonly translate?: TranslateKind;
   readonly chat: boolean;
-  /** What the body holds besides generation: embeddings input, a model lookup, a Response. */
-  readonly body?: 'embed' | 'embeddings' | 'show' | 'responses';
+  /**
+   * What the body holds besides an Ollama/OpenAI generation: embeddings input, a model lookup, a
+   * Response, an Anthropic Message or its token count.
+   */
+  readonly body?: Exclude<BodyKind, 'prompt' | 'chat'>;
+  /** The endpoint's whole descriptor. */
+  readonly endpoint: Endpoint;
 }
 
-const generation = (
-  api: ProxyRoute['api'],
-  upstreamPath: string,
-  chat: boolean,
-  ollamaKind?: OllamaKind,
-): ProxyRoute => ({ api, upstreamPath, chat, ...(ollamaKind ? { translate: ollamaKind } : {}) });
+function proxyRoute(e: Endpoint): ProxyRoute {
+  const generation = e.body === 'prompt' || e.body === 'chat';
+  return {
+    api: e.api,
+    upstreamPath: e.path,
+    ...(e.translate !== undefined ? { translate: e.translate } : {}),
+    chat: e.body === 'chat',
+    ...(generation ? {} : { body: e.body as NonNullable<ProxyRoute['body']> }),
+    endpoint: e,
+  };
+}
 
 /**
  * Every POST route the router schedules and forwards, model-aware: the model is read from the
- * body and only backends serving it are candidates.
+ * body and only backends serving it are candidates. Built from the descriptors (src/api).
  */
-export const PROXY_ROUTES: ReadonlyMap<string, ProxyRoute> = new Map([
-  ['/api/generate', generation('ollama', '/api/generate', false, 'generate')],
-  ['/ollama/generate', generation('ollama', '/api/generate', false, 'generate')],
-  ['/api/chat', generation('ollama', '/api/chat', true, 'chat')],
-  ['/v1/completions', generation('openai', '/v1/completions', false)],
-  ['/v1/chat/completions', generation('openai', '/v1/chat/completions', true)],
-  [
-    '/api/embed',
-    { api: 'ollama', upstreamPath: '/api/embed', chat: false, body: 'embed', translate: 'embed' },
-  ],
-  [
-    '/api/embeddings',
-    {
-      api: 'ollama',
-      upstreamPath: '/api/embeddings',
-      chat: false,
-      body: 'embeddings',
-      translate: 'embeddings',
-    },
-  ],
-  ['/api/show', { api: 'ollama', upstreamPath: '/api/show', chat: false, body: 'show', translate: 'show' }],
-  ['/v1/embeddings', { api: 'openai', upstreamPath: '/v1/embeddings', chat: false, body: 'embed' }],
-  [
-    '/v1/responses',
-    { api: 'openai', upstreamPath: '/v1/responses', chat: false, body: 'responses', translate: 'responses' },
-  ],
-] as const);
+export const PROXY_ROUTES: ReadonlyMap<string, ProxyRoute> = new Map(
+  ENDPOINTS.flatMap((e): [string, ProxyRoute][] => {
+    const r = proxyRoute(e);
+    return [e.path, ...e.aliases].map((p) => [p, r]);
+  }),
+);
 
 export interface ParsedRequest {
   readonly model: string;
@@ -118,7 +108,7 @@ export function parseBody(route: ProxyRoute, raw: Buffer): { body: Obj; parsed: 
     throw new BadRequest('messages is required', 'missing_messages');
   }
   // Ollama streams unless told not to; OpenAI only when asked.
-  const stream = route.api === 'ollama' ? o.stream !== false : o.stream === true;
+  const stream = route.endpoint.streamByDefault ? o.stream !== false : o.stream === true;
   let text: string;
   if (route.chat) text = flattenMessages(Array.isArray(o.messages) ? o.messages : []);
   else if (route.api === 'ollama') {
@@ -171,6 +161,27 @@ function parseOther(kind: NonNullable<ProxyRoute['body']>, o: Obj): ParsedReques
         );
       return { model, stream: false, promptText: text, maxTokens: undefined, user };
     }
+    case 'messages':
+    case 'count-tokens': {
+      checkMessages(o.messages);
+      const count = kind === 'count-tokens';
+      if (!count && positiveInt(o.max_tokens) === undefined)
+        throw new BadRequest('max_tokens: a positive integer is required', 'invalid_max_tokens');
+      if (o.system !== undefined && typeof o.system !== 'string' && !Array.isArray(o.system))
+        throw new BadRequest('system: a string or an array of text blocks', 'invalid_system');
+      const meta = o.metadata;
+      const uid =
+        typeof meta === 'object' && meta !== null && typeof (meta as Obj).user_id === 'string'
+          ? ((meta as Obj).user_id as string)
+          : undefined;
+      return {
+        model,
+        stream: !count && o.stream === true,
+        promptText: messagesPromptText(o),
+        maxTokens: count ? undefined : positiveInt(o.max_tokens),
+        user: uid,
+      };
+    }
     case 'responses': {
       if (typeof o.input !== 'string' && !Array.isArray(o.input))
         throw new BadRequest('input must be a string or an array of input items', 'invalid_input');
@@ -188,5 +199,24 @@ function parseOther(kind: NonNullable<ProxyRoute['body']>, o: Obj): ParsedReques
         user,
       };
     }
+  }
+}
+
+/** Anthropic `messages`: an array of user/assistant turns, each a string or an array of blocks. */
+function checkMessages(v: unknown): void {
+  if (!Array.isArray(v))
+    throw new BadRequest('messages: an array of messages is required', 'invalid_messages');
+  for (let i = 0; i < v.length; i++) {
+    const m: unknown = v[i];
+    const ok =
+      typeof m === 'object' &&
+      m !== null &&
+      ((m as Obj).role === 'user' || (m as Obj).role === 'assistant') &&
+      (typeof (m as Obj).content === 'string' || Array.isArray((m as Obj).content));
+    if (!ok)
+      throw new BadRequest(
+        `messages.${i}: a message needs role 'user' or 'assistant' and content (a string or an array of blocks)`,
+        'invalid_messages',
+      );
   }
 }

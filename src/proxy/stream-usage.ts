@@ -6,7 +6,7 @@
  * gives no usage (`streamUsage: false`, or an older server ignoring the option), the stream's
  * content events are counted instead: one per token on vLLM, SGLang, llama.cpp and Ollama.
  */
-import { sseEventObject } from '../http/sse.js';
+import { sseEventObject } from '../api/sse.js';
 import { isSpace, usageOf, type Usage } from './usage.js';
 
 const INCLUDE_USAGE = '"stream_options":{"include_usage":true}';

@@ -9,17 +9,21 @@
 
 import type { ApiKind } from '../core/types.js';
 import { errorBody, streamErrorChunk, type ErrorFormat } from '../http/errors.js';
-import { ChatSseToResponses, chatToResponse, responsesToChat } from '../http/responses.js';
-import { sseEventObject } from '../http/sse.js';
+import {
+  ChatSseToMessages,
+  chatToMessage,
+  messagesPromptText,
+  messagesToChat,
+  stopSequences,
+  toolsText,
+} from '../api/anthropic.js';
+import type { TranslateKind } from '../api/endpoints.js';
+import { ChatSseToResponses, chatToResponse, responsesToChat } from '../api/openai-responses.js';
+import { SseDecoder, sseEventObject } from '../api/sse.js';
 
 export type OllamaKind = 'generate' | 'chat';
 
-/**
- * Which translation a route has for a backend that speaks the other API (or lacks the route):
- * Ollama generation, Ollama embeddings (/api/embed and the older /api/embeddings), Ollama
- * /api/show, or OpenAI /v1/responses → chat completions.
- */
-export type TranslateKind = OllamaKind | 'embed' | 'embeddings' | 'show' | 'responses';
+export type { TranslateKind };
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -182,7 +186,7 @@ export function openAIResponseToOllama(
  * Ollama does.
  */
 export class SseToNdjson {
-  private buf = '';
+  private readonly sse = new SseDecoder();
   private doneReason = 'stop';
   private toolCalls: { name: string; args: string }[] = [];
   /** Events that carried text or a tool call: the token count when the backend sent no usage. */
@@ -196,14 +200,8 @@ export class SseToNdjson {
   ) {}
 
   push(chunk: Buffer): string {
-    this.buf += chunk.toString('utf8');
     let out = '';
-    let sep: number;
-    while ((sep = this.buf.indexOf('\n\n')) >= 0) {
-      const event = this.buf.slice(0, sep);
-      this.buf = this.buf.slice(sep + 2);
-      out += this.event(event);
-    }
+    for (const event of this.sse.push(chunk)) out += this.event(event);
     return out;
   }
 
@@ -287,20 +285,28 @@ export interface Translation {
   stream(): StreamConverter | undefined;
   /** An upstream error body (OpenAI format) in the client's format. */
   error(text: string, status: number): string;
+  /**
+   * The whole answer, given by the router itself: nothing is sent upstream (Anthropic
+   * count_tokens on a backend without it: the router's estimate).
+   */
+  readonly local?: { readonly body: string; readonly headers: Readonly<Record<string, string>> };
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
-/** Any error body as the client's: OpenAI bodies pass as they are, Ollama gets `{"error": "…"}`. */
+/**
+ * Any error body as the client's: OpenAI bodies pass as they are, Ollama gets `{"error": "…"}`,
+ * Anthropic `{"type": "error", "error": {…}}`.
+ */
 function convertError(client: ErrorFormat, text: string, status: number): string {
   if (client === 'openai') return text;
   try {
     const o = JSON.parse(text) as { error?: { message?: unknown } | string };
     const m =
       typeof o.error === 'string' ? o.error : typeof o.error?.message === 'string' ? o.error.message : text;
-    return errorBody('ollama', status, m, '');
+    return errorBody(client, status, m, '');
   } catch {
-    return errorBody('ollama', status, text, '');
+    return errorBody(client, status, text, '');
   }
 }
 
@@ -425,6 +431,8 @@ export interface BackendTraits {
   readonly api: ApiKind;
   /** Whether it answers /v1/responses itself (undefined: not known yet, so translate). */
   readonly responsesApi?: boolean | undefined;
+  /** Whether it answers Anthropic's /v1/messages itself (undefined: not known yet, so translate). */
+  readonly messagesApi?: boolean | undefined;
 }
 
 /**
@@ -449,6 +457,27 @@ export function upstreamTranslation(
       (text) => chatToResponse(text, model),
       () => new ResponsesStream(model),
     );
+  }
+  if (kind === 'messages') {
+    if (backend.messagesApi === true) return undefined;
+    const stops = stopSequences(body);
+    return translation(
+      'anthropic',
+      '/v1/chat/completions',
+      JSON.stringify(messagesToChat(body, stream)),
+      (text) => chatToMessage(text, model, stops),
+      () => new ChatSseToMessages(model, stops),
+    );
+  }
+  if (kind === 'count-tokens') {
+    if (backend.messagesApi === true) return undefined;
+    // The router's estimate (4 characters a token, as admission counts), said so in a header.
+    const tokens = Math.ceil((messagesPromptText(body).length + toolsText(body).length) / 4);
+    const answer = JSON.stringify({ input_tokens: tokens });
+    return {
+      ...translation('anthropic', '', undefined, () => ({ body: answer, counts: undefined })),
+      local: { body: answer, headers: { 'x-llmlb-token-count': 'estimated (4 characters a token)' } },
+    };
   }
   if (backend.api !== 'openai') return undefined;
   switch (kind) {

@@ -27,6 +27,8 @@ export interface ExchangeRequest {
   readonly requestId: string;
   /** The client's API: the format of an error chunk ending a broken stream. */
   readonly format: ErrorFormat;
+  /** Where a forwarded answer's token counts are (the endpoint's descriptor, src/api). */
+  readonly usage: 'openai' | 'ollama' | 'anthropic';
   readonly stream: boolean;
   readonly model: string;
   /** The request was translated for its backend (upstreamTranslation): the answer is converted back. */
@@ -70,6 +72,8 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   /** A 5xx or 429 answer: its body is read and dropped, then the attempt is retried. */
   private discard = false;
   private tail: TailBuffer | undefined;
+  /** An Anthropic stream's first chunk: its message_start holds the prompt's token count. */
+  private head: Buffer | undefined;
   /** A non-streamed answer's first chunk, not yet written. */
   private held: Buffer | undefined;
   private sse: StreamConverter | undefined;
@@ -173,6 +177,8 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       return !this.paused;
     }
     this.tail!.push(chunk);
+    if (this.head === undefined && this.req.usage === 'anthropic' && this.req.stream)
+      this.head = Buffer.from(chunk.subarray(0, 4096)); // undici reuses chunks
     if (!this.req.stream) {
       // A non-streamed answer: its first chunk waits, so a one-chunk answer leaves in one
       // res.end() (headers and body in one corked write); a second chunk sends it on.
@@ -228,7 +234,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
         if (rest.length > 0) this.send(rest);
         // What the stream reported, else its token-carrying events counted.
         usage = this.scan.usage ?? { completionTokens: this.scan.contentEvents };
-      } else usage = responseUsage(this.tail!, req.format, req.stream);
+      } else usage = responseUsage(this.tail!, req.usage, req.stream, this.head);
       if (!res.headersSent) this.writeHead();
       if (this.held !== undefined) res.end(this.held);
       else res.end();

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TailBuffer, ollamaUsage, openaiUsage, responseUsage, usageOf } from './usage.js';
+import { TailBuffer, ollamaUsage, openaiUsage, responseUsage, usageOf, anthropicUsage } from './usage.js';
 
 test('ollama usage from the last NDJSON line, durations in ms', () => {
   const text =
@@ -127,4 +127,20 @@ test('tail buffer hands back the last bytes without copying more chunks than nee
   assert.equal(t.text(5), 'cccdd');
   assert.equal(t.text(), 'aaaabbbbccccdd');
   assert.equal(new TailBuffer(8).lastBytes(4).length, 0);
+});
+
+test('anthropicUsage: a body, a stream (message_delta, message_start for the input), cache reads', () => {
+  const body =
+    '{"id":"msg_1","content":[{"type":"text","text":"a \\"usage\\": {"}],' +
+    '"usage":{"input_tokens":5,"output_tokens":7,"cache_read_input_tokens":2}}';
+  assert.deepEqual(anthropicUsage(body, false), { promptTokens: 5, completionTokens: 7, cachedTokens: 2 });
+  const start =
+    'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":9,"output_tokens":1}}}\n\n';
+  const end =
+    'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4}}\n\n' +
+    'event: message_stop\ndata: {"type":"message_stop"}\n\n';
+  assert.deepEqual(anthropicUsage(end, true, start), { promptTokens: 9, completionTokens: 4 });
+  const newer = end.replace('"output_tokens":4', '"input_tokens":11,"output_tokens":4');
+  assert.deepEqual(anthropicUsage(newer, true, start), { promptTokens: 11, completionTokens: 4 });
+  assert.deepEqual(anthropicUsage('event: ping\ndata: {}\n\n', true), {});
 });

@@ -114,7 +114,17 @@ const USAGE_WINDOW = 4096;
  * Usage from the end of a forwarded response: the last few KB first (a long non-streamed answer
  * is not decoded and parsed whole), all that was kept only when the counts were not there.
  */
-export function responseUsage(tail: TailBuffer, api: 'ollama' | 'openai', stream: boolean): Usage {
+export function responseUsage(
+  tail: TailBuffer,
+  api: 'ollama' | 'openai' | 'anthropic',
+  stream: boolean,
+  head?: Buffer,
+): Usage {
+  if (api === 'anthropic') {
+    const read = (text: string): Usage => anthropicUsage(text, stream, head?.toString('utf8'));
+    const u = read(tail.text(USAGE_WINDOW));
+    return u.completionTokens !== undefined || tail.bytes <= USAGE_WINDOW ? u : read(tail.text());
+  }
   if (api === 'ollama') {
     const fast = ollamaCountsInBytes(tail.lastBytes(OLLAMA_WINDOW));
     if (fast) return fast;
@@ -178,7 +188,15 @@ export function usageOf(o: Record<string, unknown> | undefined): Usage | undefin
 /** The body's last `"usage": {…}` object, parsed alone (servers put it after the choices). */
 function usageObject(s: string): Usage | undefined {
   const at = s.lastIndexOf('"usage":');
-  if (at <= 0) return undefined;
+  return at <= 0 ? undefined : usageObjectAt(s, at, usageOf);
+}
+
+/** The `"usage": {…}` object at `at`, parsed alone and read by `read`. */
+function usageObjectAt(
+  s: string,
+  at: number,
+  read: (o: Record<string, unknown>) => Usage | undefined,
+): Usage | undefined {
   const open = s.indexOf('{', at + 8);
   if (open < 0 || s.slice(at + 8, open).trim() !== '') return undefined;
   let depth = 0;
@@ -192,7 +210,7 @@ function usageObject(s: string): Usage | undefined {
         else if (d === 34) break;
       }
     } else if (c === 123) depth++;
-    else if (c === 125 && --depth === 0) return usageOf({ usage: parseObject(s.slice(open, i + 1)) });
+    else if (c === 125 && --depth === 0) return read({ usage: parseObject(s.slice(open, i + 1)) });
   }
   return undefined;
 }
@@ -211,4 +229,53 @@ export function openaiUsage(tail: string, stream: boolean): Usage {
     if (u) return u;
   }
   return {};
+}
+
+/** Anthropic usage (`input_tokens`, `output_tokens`, `cache_read_input_tokens`) as counts. */
+function anthropicCounts(o: Record<string, unknown> | undefined): Usage | undefined {
+  const u = o?.usage;
+  if (!u || typeof u !== 'object') return undefined;
+  const r = u as Record<string, unknown>;
+  const cached = num(r.cache_read_input_tokens);
+  return {
+    promptTokens: num(r.input_tokens),
+    completionTokens: num(r.output_tokens),
+    ...(cached !== undefined ? { cachedTokens: cached } : {}),
+  };
+}
+
+/**
+ * Anthropic Messages: `usage` in the body; in a stream, `message_delta`'s usage near the end
+ * (output tokens, and input tokens on newer servers) with message_start's input tokens (`head`,
+ * the stream's first bytes) where message_delta does not say.
+ */
+export function anthropicUsage(tail: string, stream: boolean, head?: string): Usage {
+  if (!stream) {
+    const at = tail.lastIndexOf('"usage":');
+    return (
+      (at > 0 ? usageObjectAt(tail, at, anthropicCounts) : undefined) ??
+      anthropicCounts(parseObject(tail)) ??
+      {}
+    );
+  }
+  let found: Usage | undefined;
+  const events = tail.split('\n\n');
+  for (let i = events.length - 1; i >= 0 && found === undefined; i--) {
+    const e = events[i]!;
+    if (!e.includes('message_delta')) continue;
+    const at = e.indexOf('data:');
+    if (at >= 0) found = anthropicCounts(parseObject(e.slice(at + 5).trim()));
+  }
+  if (found === undefined) return {};
+  if (found.promptTokens === undefined && head !== undefined) {
+    const at = head.indexOf('"usage":');
+    const start = at > 0 ? usageObjectAt(head, at, anthropicCounts) : undefined;
+    if (start !== undefined)
+      found = {
+        ...found,
+        promptTokens: start.promptTokens,
+        ...(start.cachedTokens !== undefined ? { cachedTokens: start.cachedTokens } : {}),
+      };
+  }
+  return found;
 }

@@ -13,6 +13,7 @@
  * rotation that cannot rename or reopen costs the lines of that batch, counted in `dropped`
  * (and `llmlb_trace_lines_total{outcome="dropped"}`), and the next batch tries again.
  */
+import type { WorkloadApi } from '../api/endpoints.js';
 import {
   closeSync,
   existsSync,
@@ -49,7 +50,7 @@ export interface CaptureEntry {
   /** When it reached the router, ms since the epoch. */
   readonly arrivalMs: number;
   readonly model: string;
-  readonly api: 'ollama-generate' | 'ollama-chat' | 'openai-completions' | 'openai-chat';
+  readonly api: WorkloadApi;
   /** Prompt text flattened (the router's promptText); hashed into blocks, written only with prompts. */
   readonly promptText: string;
   /** Engine-reported prompt tokens; absent: counted from the text (4 chars a token). */

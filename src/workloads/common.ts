@@ -3,13 +3,14 @@
  * messages (for every API), and the open-loop request shape (constant, Poisson, bursts).
  */
 import { z } from 'zod';
+import { isChatApi, WORKLOAD_APIS } from '../api/endpoints.js';
 import { flattenMessages } from '../core/prompt.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import { DistSchema, sampleInt } from './dist.js';
 import { systemPrompt, TextSource } from './text.js';
 import type { ChatMessage, ClientDriver, ScheduledRequest, WorkloadRequest } from './types.js';
 
-export const ApiSchema = z.enum(['ollama-generate', 'ollama-chat', 'openai-completions', 'openai-chat']);
+export const ApiSchema = z.enum(WORKLOAD_APIS);
 export type Api = z.output<typeof ApiSchema>;
 
 export const DEFAULT_MODEL = 'llama3';
@@ -24,9 +25,7 @@ export function parseParams<S extends z.ZodType>(schema: S, params: unknown): z.
   return schema.parse(params);
 }
 
-function isChat(api: Api): boolean {
-  return api === 'ollama-chat' || api === 'openai-chat';
-}
+const isChat = (api: Api): boolean => isChatApi(api);
 
 /** Fields of a request other than its text. */
 export interface RequestMeta {

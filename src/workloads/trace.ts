@@ -22,6 +22,7 @@
  * skipped. A bad line is an error naming the file, line and field, or with `skipBad` is skipped and
  * counted (TraceReplay.stats, which `llmlb whatif` reports).
  */
+import { isChatApi } from '../api/endpoints.js';
 import { z } from 'zod';
 import { flattenMessages } from '../core/prompt.js';
 import { createRng, deriveSeed } from '../core/rng.js';
@@ -478,7 +479,7 @@ export class TraceReplay implements ClientDriver {
     // costs ~30 ms to build, for nothing on block traces).
     let text: TextSource | undefined;
     const rng = createRng(deriveSeed(seed, 'trace-text'));
-    const chat = p.api === 'ollama-chat' || p.api === 'openai-chat';
+    const chat = isChatApi(p.api);
     return (q, at) => {
       const e = q.entry;
       const id = e.id ?? `l${q.line}`;
@@ -515,7 +516,7 @@ export class TraceReplay implements ClientDriver {
       };
       const tailState = uniqueState(id, seed);
       const content = standInText(prefixBlocks, promptTokens, tailState);
-      const isChat = e.api !== undefined ? e.api === 'ollama-chat' || e.api === 'openai-chat' : chat;
+      const isChat = e.api !== undefined ? isChatApi(e.api) : chat;
       const request: WorkloadRequest = {
         id,
         model,

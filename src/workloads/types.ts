@@ -2,6 +2,7 @@
  * What workload generators produce: requests a client sends, shared by `llmlb simulate` (virtual
  * time) and `llmlb bench` (over HTTP). Times are seconds from the start of the run.
  */
+import type { WorkloadApi } from '../api/endpoints.js';
 
 export interface ChatMessage {
   readonly role: 'system' | 'user' | 'assistant';
@@ -12,7 +13,7 @@ export interface WorkloadRequest {
   readonly id: string;
   readonly model: string;
   /** Which API the client uses. */
-  readonly api: 'ollama-generate' | 'ollama-chat' | 'openai-completions' | 'openai-chat';
+  readonly api: WorkloadApi;
   /** For generate/completions. */
   readonly prompt?: string;
   /** For chat. */

@@ -4,7 +4,7 @@
  * completion, the answer (whole or streamed) becomes a Response object or its SSE events.
  * The emulated engine writes its native /v1/responses answers with the same builders.
  */
-import { sseEventObject } from './sse.js';
+import { SseDecoder, sseEventObject } from './sse.js';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -376,7 +376,7 @@ export function chatToResponse(
 
 /** Chat completions SSE → Responses SSE, incrementally (tool-call deltas are sent whole at the end). */
 export class ChatSseToResponses {
-  private buf = '';
+  private readonly sse = new SseDecoder();
   private events: ResponseEvents | undefined;
   private truncated = false;
   private readonly calls: { id: string; name: string; args: string }[] = [];
@@ -394,14 +394,8 @@ export class ChatSseToResponses {
   }
 
   push(chunk: Buffer): string {
-    this.buf += chunk.toString('utf8');
     let out = '';
-    let sep: number;
-    while ((sep = this.buf.indexOf('\n\n')) >= 0) {
-      const event = this.buf.slice(0, sep);
-      this.buf = this.buf.slice(sep + 2);
-      out += this.event(event);
-    }
+    for (const event of this.sse.push(chunk)) out += this.event(event);
     return out;
   }
 
