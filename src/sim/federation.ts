@@ -13,16 +13,8 @@
 import { createPolicy } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
 import { createRng, deriveSeed } from '../core/rng.js';
-import { Scheduler } from '../core/scheduler.js';
-import type { Decision, RequestInfo } from '../core/types.js';
-import { EngineModel } from '../engine/model.js';
-import {
-  contextBlockHashes,
-  countTokens,
-  flattenMessages,
-  outputText,
-  promptBlockHashes,
-} from '../engine/tokens.js';
+import type { Scheduler } from '../core/scheduler.js';
+import type { Decision } from '../core/types.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
 import { QueuedForwards } from '../federation/queue-forward.js';
@@ -30,9 +22,19 @@ import { withSharedView } from '../federation/shared-view-policy.js';
 import type { PeerStatus } from '../federation/types.js';
 import type { Scenario } from '../scenario/types.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
+import { EngineFleet, type OpenRequest, type QueueSample } from './engine-fleet.js';
 import { EventHeap } from './event-heap.js';
 import { federationMode } from './federation-modes.js';
-import type { QueueSample, RequestRecord, RouterSample, RunResult, SimulateOptions } from './simulator.js';
+import {
+  newReport,
+  openRequest,
+  settleFinished,
+  type RequestRecord,
+  type RouterSample,
+  type RunResult,
+} from './ledger.js';
+import { routerScheduler } from './router-node.js';
+import type { SimulateOptions } from './simulator.js';
 import type { PolicySpec } from '../core/policies/index.js';
 
 /** Per router: what it saw and did. */
@@ -86,11 +88,7 @@ interface Router {
   readonly others: Map<string, number>;
 }
 
-interface Open {
-  readonly req: WorkloadRequest;
-  readonly info: RequestInfo;
-  readonly text: string;
-  readonly rec: RequestRecord;
+interface Open extends OpenRequest {
   readonly driver: number;
   /** The client's router. */
   readonly origin: number;
@@ -98,8 +96,6 @@ interface Open {
   router: number;
   /** One-way latency back to the origin (0 when served locally). */
   backS: number;
-  engine: number;
-  answer: string;
 }
 
 /** Run a `regions` or `routers` scenario under one of its federation policies. */
@@ -113,9 +109,15 @@ export function simulateFederation(
   if (!regions && !routersCfg) throw new Error(`scenario '${scenario.name}' has neither regions nor routers`);
   const mode = federationMode(spec, regions ? 'regions' : 'routers');
   const fleet = scenario.fleet;
-  const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false }));
-  const byName = new Map<string, number>();
-  fleet.forEach((b, i) => byName.set(b.name, i));
+  const heap = new EventHeap<Event>();
+  const engineFleet = new EngineFleet<Event>(
+    fleet,
+    heap,
+    ENGINE,
+    (i) => ({ kind: ENGINE, backend: i }),
+    opts.seed,
+  );
+  const engines = engineFleet.engines;
 
   // Routers: one per region, or `count` in front of the whole fleet ('single' keeps one).
   const routerDefs: { name: string; region: string | undefined; engines: number[] }[] = regions
@@ -138,18 +140,10 @@ export function simulateFederation(
     );
     const others = new Map<string, number>();
     if (mode.sharing === 'shared-view') policy = withSharedView(policy, (n) => others.get(n) ?? 0);
-    const scheduler = new Scheduler({ policy });
-    for (const i of d.engines) {
-      const b = fleet[i]!;
-      scheduler.addBackend({
-        name: b.name,
-        api: 'ollama',
-        models: b.models,
-        maxConcurrency: b.maxConcurrency,
-        weight: b.weight,
-        region: b.region,
-      });
-    }
+    const scheduler: Scheduler = routerScheduler(
+      policy,
+      d.engines.map((i) => fleet[i]!),
+    );
     const federation =
       regions && mode.forwarding
         ? new Federation({
@@ -189,21 +183,16 @@ export function simulateFederation(
     : [scenario.createDriver(opts.seed)];
 
   const endS = scenario.durationS + scenario.graceS;
-  const heap = new EventHeap<Event>();
   const records: RequestRecord[] = [];
   const open = new Map<string, Open>();
-  const wakeAt: (number | undefined)[] = engines.map(() => undefined);
-  const wakeEvents: Event[] = engines.map((_, i) => ({ kind: ENGINE, backend: i }));
-  const outstanding: number[] = engines.map(() => 0);
+  const wakeAt = engineFleet.wakeAt;
   const samples: QueueSample[] = [];
   const routerSamples: RouterSample[] = [];
   let now = 0;
   let pendingSends = 0;
   let inTransit = 0;
-  let liveWakes = 0;
   let lastActivity = 0;
   let nextRouter = 0;
-  const dirty = new Set<number>();
 
   const schedule = (driver: number, items: readonly ScheduledRequest[]): void => {
     for (const it of items) {
@@ -215,18 +204,6 @@ export function simulateFederation(
     }
   };
 
-  const flush = (): void => {
-    for (const i of dirty) {
-      const t = engines[i]!.nextEventTime();
-      if (t === wakeAt[i]) continue;
-      if (wakeAt[i] === undefined) liveWakes++;
-      if (t === undefined) liveWakes--;
-      wakeAt[i] = t;
-      if (t !== undefined) heap.push(t, ENGINE, wakeEvents[i]!);
-    }
-    dirty.clear();
-  };
-
   const finishToClient = (o: Open, t: number, ok: boolean): void => {
     open.delete(o.rec.id);
     schedule(o.driver, drivers[o.driver]!.onFinish(o.rec.id, t, ok, o.answer));
@@ -234,7 +211,8 @@ export function simulateFederation(
 
   const apply = (r: Router, ds: readonly Decision[]): void => {
     for (const d of ds) {
-      const o = open.get(d.request.id)!;
+      // The core hands back the request object it was given: the Open of onSend.
+      const o = d.request as Open;
       r.waiting?.remove(o.rec.id);
       if (d.type === 'reject') {
         o.rec.ok = false;
@@ -243,36 +221,8 @@ export function simulateFederation(
         finishToClient(o, now + o.backS, false);
         continue;
       }
-      const i = byName.get(d.backend)!;
-      const req = o.req;
-      const profile = fleet[i]!.profile;
-      const promptTokens = countTokens(o.text);
-      const cap = req.maxTokens;
-      const outputTokens = Math.max(
-        1,
-        cap !== undefined ? Math.min(req.outputTokens, cap) : req.outputTokens,
-      );
-      o.rec.dispatchS = now;
-      o.rec.backend = d.backend;
-      o.rec.promptTokens = promptTokens;
-      o.engine = i;
-      outstanding[i]!++;
-      const caching = profile.prefixCacheBlocks > 0;
-      const blockHashes = caching ? promptBlockHashes(o.text, profile.blockSize) : [];
-      if (caching) o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
-      engines[i]!.submit(
-        {
-          id: req.id,
-          promptTokens,
-          blockHashes,
-          outputTokens,
-          contextBlockHashes: caching
-            ? contextBlockHashes(o.text, blockHashes, o.answer, profile.blockSize)
-            : undefined,
-        },
-        now,
-      );
-      dirty.add(i);
+      const i = engineFleet.byName.get(d.backend)!;
+      engineFleet.submit(o, i, engineFleet.prepare(o, i, d.backend, now), now);
     }
   };
 
@@ -301,41 +251,22 @@ export function simulateFederation(
     const r = routers[k]!;
     o.router = k;
     if (own)
-      r.waiting?.add(o.info, (d) => {
+      r.waiting?.add(o, (d) => {
         r.scheduler.cancel(o.rec.id, now * 1000);
         forward(k, o, d.peer);
         return true;
       });
-    apply(r, r.scheduler.submit(o.info, now * 1000));
+    apply(r, r.scheduler.submit(o, now * 1000));
   };
 
   const onSend = (req: WorkloadRequest, k: number, driver: number): void => {
-    const text = req.messages ? flattenMessages(req.messages) : (req.prompt ?? '');
-    const rec: RequestRecord = {
-      id: req.id,
-      label: req.label,
-      arrivalS: now,
-      dispatchS: undefined,
-      firstTokenS: undefined,
-      finishS: undefined,
-      backend: undefined,
-      ok: undefined,
-      failure: undefined,
-      promptTokens: 0,
-      outputTokens: 0,
-      cachedTokens: 0,
-    };
-    records.push(rec);
-    const info: RequestInfo = {
-      id: req.id,
-      model: req.model,
-      api: req.api.startsWith('ollama') ? 'ollama' : 'openai',
-      arrivedAt: now * 1000,
-      promptText: text,
-      maxTokens: req.maxTokens,
-      sessionKey: req.sessionKey,
-    };
-    const o: Open = { req, info, text, rec, driver, origin: k, router: k, backS: 0, engine: -1, answer: '' };
+    const o: Open = Object.assign(openRequest(req, now, records.length), {
+      driver,
+      origin: k,
+      router: k,
+      backS: 0,
+    });
+    records.push(o.rec);
     open.set(req.id, o);
     if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
       heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
@@ -343,9 +274,9 @@ export function simulateFederation(
     const r = routers[k]!;
     r.stats.arrived++;
     if (r.federation && r.waiting!.size === 0) {
-      const d = r.federation.route(info, false, localAvailable(r), now * 1000);
+      const d = r.federation.route(o, false, localAvailable(r), now * 1000);
       if (d.kind === 'peer') {
-        r.federation.onForwarded(info, d.peer);
+        r.federation.onForwarded(o, d.peer);
         forward(k, o, d.peer);
         return;
       }
@@ -364,39 +295,17 @@ export function simulateFederation(
   };
 
   const onEngine = (i: number): void => {
-    wakeAt[i] = undefined;
-    liveWakes--;
-    dirty.add(i);
+    engineFleet.woken(i);
     for (const e of engines[i]!.advance(now)) {
       if (e.type !== 'finished') continue;
       const o = open.get(e.id)!;
-      const rec = o.rec;
-      const dispatchS = rec.dispatchS!;
-      const firstAtEngine = dispatchS + e.queuedS + e.prefillS;
-      rec.firstTokenS = firstAtEngine + o.backS;
-      rec.finishS = e.t + o.backS;
-      rec.ok = true;
-      rec.outputTokens = e.outputTokens;
-      rec.cachedTokens = e.cachedTokens;
-      outstanding[i]!--;
+      const report = newReport();
+      settleFinished(o.rec, e, o.backS, report);
+      engineFleet.outstanding[i]!--;
       const r = routers[o.router]!;
-      const ds = r.scheduler.complete(
-        e.id,
-        {
-          ok: true,
-          dispatchedAt: dispatchS * 1000,
-          firstByteAt: firstAtEngine * 1000,
-          finishedAt: e.t * 1000,
-          promptTokens: e.promptTokens,
-          completionTokens: e.outputTokens,
-          promptEvalMs: e.prefillS * 1000,
-          evalMs: e.decodeS * 1000,
-          cachedTokens: e.cachedTokens,
-        },
-        e.t * 1000,
-      );
+      const ds = r.scheduler.complete(e.id, report, e.t * 1000);
       if (o.router !== o.origin) routers[o.origin]!.federation?.onDone(r.name, true, now * 1000);
-      finishToClient(o, rec.finishS, true);
+      finishToClient(o, o.rec.finishS!, true);
       apply(r, ds);
     }
   };
@@ -407,11 +316,7 @@ export function simulateFederation(
     const r = routers[o.router]!;
     r.waiting?.remove(id);
     const { decisions } = r.scheduler.cancel(id, now * 1000);
-    if (o.engine >= 0) {
-      engines[o.engine]!.cancel(id, now);
-      outstanding[o.engine]!--;
-      dirty.add(o.engine);
-    }
+    if (o.engine >= 0) engineFleet.cancel(o, now);
     o.rec.ok = false;
     o.rec.failure = 'client-timeout';
     o.rec.finishS = now;
@@ -425,15 +330,7 @@ export function simulateFederation(
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
   const onProbe = (): void => {
     for (const r of routers) {
-      for (const i of r.engines) {
-        const s = engines[i]!.stats();
-        r.scheduler.setMetrics(fleet[i]!.name, {
-          running: s.running,
-          waiting: s.waiting,
-          kvUsage: s.kvUsage,
-          at: now * 1000,
-        });
-      }
+      for (const i of r.engines) r.scheduler.setMetrics(fleet[i]!.name, engineFleet.metricsOf(i, now, false));
     }
     routers.forEach((r, k) => {
       apply(r, r.scheduler.pump(now * 1000));
@@ -466,16 +363,7 @@ export function simulateFederation(
     });
   };
   const onSample = (): void => {
-    for (let i = 0; i < engines.length; i++) {
-      const s = engines[i]!.stats();
-      samples.push({
-        t: now,
-        backend: fleet[i]!.name,
-        outstanding: outstanding[i]!,
-        engineWaiting: s.waiting,
-        running: s.running,
-      });
-    }
+    engineFleet.sample(now, samples);
     let queued = 0;
     for (const r of routers) queued += r.scheduler.queueLength;
     routerSamples.push({ t: now, queued });
@@ -484,7 +372,7 @@ export function simulateFederation(
   const active = (): boolean =>
     pendingSends > 0 ||
     inTransit > 0 ||
-    liveWakes > 0 ||
+    engineFleet.liveWakes > 0 ||
     routers.some((r) => r.scheduler.inFlightTotal > 0 || r.scheduler.queueLength > 0);
 
   drivers.forEach((d, j) => schedule(j, d.start()));
@@ -549,9 +437,9 @@ export function simulateFederation(
         onSample();
         if (active()) heap.push(now + sampleEvery, SAMPLE, { kind: SAMPLE });
     }
-    if (dirty.size > 0) {
+    if (engineFleet.dirtyCount > 0) {
       const ht = heap.peekTime();
-      if (ht === undefined || ht > now) flush();
+      if (ht === undefined || ht > now) engineFleet.flush(false, 0);
     }
   }
 
@@ -560,10 +448,7 @@ export function simulateFederation(
     records,
     samples,
     routerSamples,
-    backends: fleet.map((b, i) => {
-      const s = engines[i]!.stats();
-      return { name: b.name, prefixQueries: s.prefixCacheQueries, prefixHits: s.prefixCacheHits };
-    }),
+    backends: engineFleet.backendStats(),
     simulatedS: cut && open.size > 0 ? endS : lastActivity,
     routers: routers.map((r) => r.stats),
   };
