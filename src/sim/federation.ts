@@ -355,11 +355,15 @@ export function simulateFederation(
     // What each router would read back from Redis: every other router's in-flight per backend.
     const counts = routers.map((r) => r.scheduler.backendViews().map((b) => [b.name, b.inFlight] as const));
     routers.forEach((r, k) => {
+      const before = new Map(r.others);
       r.others.clear();
       counts.forEach((list, j) => {
         if (j === k) return;
         for (const [n, c] of list) r.others.set(n, (r.others.get(n) ?? 0) + c);
       });
+      // A hold on load is asked again only when a backend changes: the others' counts are its load.
+      for (const [n, c] of r.others)
+        if ((before.get(n) ?? 0) !== c) apply(r, r.scheduler.updateBackend(n, {}, now * 1000));
     });
   };
   const onSample = (): void => {
