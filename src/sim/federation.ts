@@ -14,7 +14,7 @@ import { createPolicy } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import type { Scheduler } from '../core/scheduler.js';
-import type { Decision } from '../core/types.js';
+import type { CompletionReport, Decision, Policy, RequestInfo } from '../core/types.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
 import { QueuedForwards } from '../federation/queue-forward.js';
@@ -60,6 +60,8 @@ const PEER = 4;
 const PROBE = 5;
 const SYNC = 6;
 const SAMPLE = 7;
+/** shared-state: one router's push or answer reaching the others. */
+const SHARE = 8;
 
 interface Event {
   readonly kind: number;
@@ -72,6 +74,15 @@ interface Event {
   /** PEER: which peer the status is of, and the status. */
   readonly peer?: number;
   readonly status?: PeerStatus;
+  /** SHARE: what router `router` published. */
+  readonly share?: Shared;
+}
+
+/** A push (no report) or an answer one router publishes for the others (shared-state). */
+interface Shared {
+  readonly req: RequestInfo;
+  readonly backend: string;
+  readonly report: CompletionReport | undefined;
 }
 
 interface Router {
@@ -84,8 +95,12 @@ interface Router {
   /** Own clients' requests waiting in its scheduler queue, oldest first (forwarding candidates). */
   readonly waiting: QueuedForwards | undefined;
   readonly stats: RouterStats;
-  /** Other routers' in-flight per backend at the last share (shared-view). */
+  /** Other routers' in-flight per backend at the last share (shared-view, shared-state). */
   readonly others: Map<string, number>;
+  /** shared-state: the policy the others' pushes and answers are applied to. */
+  readonly inner: Policy;
+  /** shared-state: backends whose shared state changed since this router's scheduler was told. */
+  readonly changed: Set<string>;
 }
 
 interface Open extends OpenRequest {
@@ -139,7 +154,22 @@ export function simulateFederation(
       { rlWeights: readRlWeights },
     );
     const others = new Map<string, number>();
+    const inner = policy;
     if (mode.sharing === 'shared-view') policy = withSharedView(policy, (n) => others.get(n) ?? 0);
+    if (mode.sharing === 'shared-state') {
+      policy = withSharedView(policy, (n) => others.get(n) ?? 0);
+      // Every push and answer is published (after the policy saw it) for the others to apply.
+      const onDispatch = policy.onDispatch;
+      const onComplete = policy.onComplete;
+      policy.onDispatch = (req, b, at) => {
+        onDispatch?.(req, b, at);
+        publish(k, { req, backend: b.name, report: undefined });
+      };
+      policy.onComplete = (req, b, report, at) => {
+        onComplete?.(req, b, report, at);
+        publish(k, { req, backend: b.name, report });
+      };
+    }
     const scheduler: Scheduler = routerScheduler(
       policy,
       d.engines.map((i) => fleet[i]!),
@@ -172,6 +202,8 @@ export function simulateFederation(
         : undefined,
       stats: { name: d.name, arrived: 0, forwardedOut: 0, servedForPeers: 0 },
       others,
+      inner,
+      changed: new Set<string>(),
     };
   });
   const routerIndex = new Map(routers.map((r, i) => [r.name, i]));
@@ -193,6 +225,27 @@ export function simulateFederation(
   let inTransit = 0;
   let lastActivity = 0;
   let nextRouter = 0;
+  /** shared-state: routers with backends whose shared state changed (see tellChanges). */
+  const changedRouters = new Set<number>();
+
+  /** Router j pushed or answered: the others apply it `lagS` later (at once for 0). */
+  function publish(j: number, s: Shared): void {
+    if (mode.lagS === 0) deliver(j, s);
+    else heap.push(now + mode.lagS, SHARE, { kind: SHARE, router: j, share: s });
+  }
+  /** What router j published reaches every other router: its counts and its policy's state. */
+  function deliver(j: number, s: Shared): void {
+    routers.forEach((r, k) => {
+      if (k === j) return;
+      const view = r.scheduler.backend(s.backend);
+      if (!view) return;
+      r.others.set(s.backend, (r.others.get(s.backend) ?? 0) + (s.report ? -1 : 1));
+      if (s.report) r.inner.onComplete?.(s.req, view, s.report, now * 1000);
+      else r.inner.onDispatch?.(s.req, view, now * 1000);
+      r.changed.add(s.backend);
+      changedRouters.add(k);
+    });
+  }
 
   const schedule = (driver: number, items: readonly ScheduledRequest[]): void => {
     for (const it of items) {
@@ -433,6 +486,9 @@ export function simulateFederation(
         onProbe();
         if (active()) heap.push(now + probeEvery, PROBE, { kind: PROBE });
         break;
+      case SHARE:
+        deliver(ev.router!, ev.share!);
+        break;
       case SYNC:
         onSync();
         if (active()) heap.push(now + syncEvery, SYNC, { kind: SYNC });
@@ -440,6 +496,15 @@ export function simulateFederation(
       default:
         onSample();
         if (active()) heap.push(now + sampleEvery, SAMPLE, { kind: SAMPLE });
+    }
+    // A hold on load is asked again only when a backend changes: the shared state is its load.
+    while (changedRouters.size > 0) {
+      const [k] = changedRouters;
+      changedRouters.delete(k!);
+      const r = routers[k!]!;
+      const names = [...r.changed];
+      r.changed.clear();
+      for (const n of names) apply(r, r.scheduler.updateBackend(n, {}, now * 1000));
     }
     if (engineFleet.dirtyCount > 0) {
       const ht = heap.peekTime();

@@ -194,7 +194,6 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const chosen = choose(candidates, n, promptTokens, predicted);
       if (chosen < 0) return undefined;
       const view = candidates[chosen]!;
-      cursor = view.index + 1;
       est.decisions++;
       lastCount = n;
       est.rememberPick(req, view, promptTokens, predicted, est.candCached[chosen]!);
@@ -208,7 +207,12 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       };
     },
     estimates: (req, candidates, now, out) => est.estimates(req, candidates, now, out),
-    onDispatch: (req, backend, now) => est.onDispatch(req, backend, now),
+    onDispatch: (req, backend, now) => {
+      // Ties go round-robin after the last backend pushed to (a pick is always pushed; routers
+      // that share their pushes share the order: issue #31).
+      cursor = backend.index + 1;
+      est.onDispatch(req, backend, now);
+    },
     onComplete: (req, backend, report, now) => est.onComplete(req, backend, report, now),
     onBackendRemoved: (name) => est.onBackendRemoved(name),
     describe: (name) => est.describe(name),

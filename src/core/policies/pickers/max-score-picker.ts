@@ -21,6 +21,11 @@ export function maxScorePicker(ctx: PluginContext): Picker {
     name: ctx.name,
     neverHolds: true,
     readsMetrics: false,
+    // Round-robin ties start after the last backend pushed to (issue #31: routers that share their
+    // pushes share the order; a pick is always pushed, so one router's order is unchanged).
+    onDispatch(_req, backend) {
+      cursor = backend.index + 1;
+    },
     pick(_req, candidates, scores) {
       const n = candidates.length;
       if (n === 0) return [];
@@ -45,7 +50,6 @@ export function maxScorePicker(ctx: PluginContext): Picker {
             } else if (wrap === undefined || b.index < wrap.index) wrap = b;
           }
           chosen ??= wrap;
-          cursor = chosen!.index + 1;
         }
         return [chosen!];
       }
