@@ -15,7 +15,15 @@ import type { BackendView, Policy } from '../core/types.js';
  * mean E2E on replicas-3: their held requests went FIFO. A host that changes the others' counts
  * must tell its scheduler the backends changed (a hold on load is asked again only then).
  */
-export function withSharedView(inner: Policy, others: (backend: string) => number): Policy {
+export function withSharedView(
+  inner: Policy,
+  others: (backend: string) => number,
+  /**
+   * Optional: the other routers' pushes and answers there since the engine metrics were last read
+   * (added to the view's own counts since, which correct its metrics: estimated-wait's room).
+   */
+  othersSince?: (backend: string) => { readonly dispatched: number; readonly completed: number },
+): Policy {
   const shown: BackendView[] = [];
   /** `candidates` with the others' in-flight added (the same array when none has any). */
   const show = (candidates: readonly BackendView[]): readonly BackendView[] => {
@@ -23,6 +31,17 @@ export function withSharedView(inner: Policy, others: (backend: string) => numbe
     let changed = false;
     for (const b of candidates) {
       const o = others(b.name);
+      const since = othersSince?.(b.name);
+      if (since !== undefined && (since.dispatched !== 0 || since.completed !== 0)) {
+        changed = true;
+        shown.push({
+          ...b,
+          inFlight: b.inFlight + o,
+          dispatchedSinceMetrics: b.dispatchedSinceMetrics + since.dispatched,
+          completedSinceMetrics: b.completedSinceMetrics + since.completed,
+        });
+        continue;
+      }
       if (o > 0) changed = true;
       shown.push(o > 0 ? { ...b, inFlight: b.inFlight + o } : b);
     }

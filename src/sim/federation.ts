@@ -78,11 +78,17 @@ interface Event {
   readonly share?: Shared;
 }
 
-/** A push (no report) or an answer one router publishes for the others (shared-state). */
+const NONE_SINCE = { dispatched: 0, completed: 0 } as const;
+
+/**
+ * What one router publishes for the others (shared-state): a push (no report), an answer, or a
+ * request it starts or stops holding in its queue (`hold`).
+ */
 interface Shared {
   readonly req: RequestInfo;
   readonly backend: string;
   readonly report: CompletionReport | undefined;
+  readonly hold?: boolean;
 }
 
 interface Router {
@@ -97,6 +103,10 @@ interface Router {
   readonly stats: RouterStats;
   /** Other routers' in-flight per backend at the last share (shared-view, shared-state). */
   readonly others: Map<string, number>;
+  /** shared-state: the others' pushes and answers per backend since this router's last probe. */
+  readonly since: Map<string, { dispatched: number; completed: number }>;
+  /** shared-state: requests the other routers hold in their queues, by id. */
+  readonly remoteHeld: Map<string, RequestInfo>;
   /** shared-state: the policy the others' pushes and answers are applied to. */
   readonly inner: Policy;
   /** shared-state: backends whose shared state changed since this router's scheduler was told. */
@@ -111,6 +121,8 @@ interface Open extends OpenRequest {
   router: number;
   /** One-way latency back to the origin (0 when served locally). */
   backS: number;
+  /** shared-state: published as held in its router's queue. */
+  held: boolean;
 }
 
 /** Run a `regions` or `routers` scenario under one of its federation policies. */
@@ -156,8 +168,14 @@ export function simulateFederation(
     const others = new Map<string, number>();
     const inner = policy;
     if (mode.sharing === 'shared-view') policy = withSharedView(policy, (n) => others.get(n) ?? 0);
+    const since = new Map<string, { dispatched: number; completed: number }>();
+    const remoteHeld = new Map<string, RequestInfo>();
     if (mode.sharing === 'shared-state') {
-      policy = withSharedView(policy, (n) => others.get(n) ?? 0);
+      policy = withSharedView(
+        policy,
+        (n) => others.get(n) ?? 0,
+        (n) => since.get(n) ?? NONE_SINCE,
+      );
       // Every push and answer is published (after the policy saw it) for the others to apply.
       const onDispatch = policy.onDispatch;
       const onComplete = policy.onComplete;
@@ -169,6 +187,34 @@ export function simulateFederation(
         onComplete?.(req, b, report, at);
         publish(k, { req, backend: b.name, report });
       };
+      // One queue across routers: a request waits while another router holds one of its model
+      // that goes first (higher response ratio, as one router's queue orders them); that router
+      // takes the room when it hears of it.
+      const rr = policy.responseRatio;
+      if (rr) {
+        const pick = policy.pick.bind(policy);
+        const heldByLoad = policy.heldByLoad;
+        let deferred = false;
+        const ratio = (q: RequestInfo, at: number): number => {
+          const size = rr.size(q);
+          return (Math.max(0, at - q.arrivedAt) / 1000 + size) / size;
+        };
+        const outranked = (req: RequestInfo, at: number): boolean => {
+          let mine = NaN;
+          for (const q of remoteHeld.values()) {
+            if (q.model !== req.model) continue;
+            if (mine !== mine) mine = ratio(req, at);
+            const theirs = ratio(q, at);
+            if (theirs > mine || (theirs === mine && q.arrivedAt < req.arrivedAt)) return true;
+          }
+          return false;
+        };
+        policy.pick = (req, c, at) => {
+          deferred = remoteHeld.size > 0 && outranked(req, at);
+          return deferred ? undefined : pick(req, c, at);
+        };
+        if (heldByLoad) policy.heldByLoad = () => !deferred && heldByLoad();
+      }
     }
     const scheduler: Scheduler = routerScheduler(
       policy,
@@ -202,6 +248,8 @@ export function simulateFederation(
         : undefined,
       stats: { name: d.name, arrived: 0, forwardedOut: 0, servedForPeers: 0 },
       others,
+      since,
+      remoteHeld,
       inner,
       changed: new Set<string>(),
     };
@@ -237,9 +285,18 @@ export function simulateFederation(
   function deliver(j: number, s: Shared): void {
     routers.forEach((r, k) => {
       if (k === j) return;
+      if (s.hold !== undefined) {
+        if (s.hold) r.remoteHeld.set(s.req.id, s.req);
+        else r.remoteHeld.delete(s.req.id);
+        return;
+      }
       const view = r.scheduler.backend(s.backend);
       if (!view) return;
       r.others.set(s.backend, (r.others.get(s.backend) ?? 0) + (s.report ? -1 : 1));
+      let c = r.since.get(s.backend);
+      if (!c) r.since.set(s.backend, (c = { dispatched: 0, completed: 0 }));
+      if (s.report) c.completed++;
+      else c.dispatched++;
       if (s.report) r.inner.onComplete?.(s.req, view, s.report, now * 1000);
       else r.inner.onDispatch?.(s.req, view, now * 1000);
       r.changed.add(s.backend);
@@ -267,6 +324,7 @@ export function simulateFederation(
       // The core hands back the request object it was given: the Open of onSend.
       const o = d.request as Open;
       r.waiting?.remove(o.rec.id);
+      if (o.held) unhold(o);
       if (d.type === 'reject') {
         o.rec.ok = false;
         o.rec.failure = d.reason;
@@ -310,6 +368,14 @@ export function simulateFederation(
         return true;
       });
     apply(r, r.scheduler.submit(o, now * 1000));
+    if (mode.sharing === 'shared-state' && o.rec.dispatchS === undefined && o.rec.ok === undefined) {
+      o.held = true;
+      publish(k, { req: o, backend: '', report: undefined, hold: true });
+    }
+  };
+  const unhold = (o: Open): void => {
+    o.held = false;
+    publish(o.router, { req: o, backend: '', report: undefined, hold: false });
   };
 
   const onSend = (req: WorkloadRequest, k: number, driver: number): void => {
@@ -318,6 +384,7 @@ export function simulateFederation(
       origin: k,
       router: k,
       backS: 0,
+      held: false,
     });
     records.push(o.rec);
     open.set(req.id, o);
@@ -368,6 +435,7 @@ export function simulateFederation(
     if (!o) return;
     const r = routers[o.router]!;
     r.waiting?.remove(id);
+    if (o.held) unhold(o);
     const { decisions } = r.scheduler.cancel(id, now * 1000);
     if (o.engine >= 0) engineFleet.cancel(o, now);
     o.rec.ok = false;
@@ -384,6 +452,8 @@ export function simulateFederation(
   const onProbe = (): void => {
     for (const r of routers) {
       for (const i of r.engines) r.scheduler.setMetrics(fleet[i]!.name, engineFleet.metricsOf(i, now, false));
+      // The scrape counts what every router pushed before it.
+      r.since.clear();
     }
     routers.forEach((r, k) => {
       apply(r, r.scheduler.pump(now * 1000));

@@ -194,6 +194,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const chosen = choose(candidates, n, promptTokens, predicted);
       if (chosen < 0) return undefined;
       const view = candidates[chosen]!;
+      cursor = view.index + 1;
       est.decisions++;
       lastCount = n;
       est.rememberPick(req, view, promptTokens, predicted, est.candCached[chosen]!);

@@ -21,8 +21,9 @@ export function maxScorePicker(ctx: PluginContext): Picker {
     name: ctx.name,
     neverHolds: true,
     readsMetrics: false,
-    // Round-robin ties start after the last backend pushed to (issue #31: routers that share their
-    // pushes share the order; a pick is always pushed, so one router's order is unchanged).
+    // Round-robin ties start after the last backend picked or pushed to (issue #31: routers that
+    // share their pushes share the order; a pick is pushed where it was picked, so one router's
+    // order is unchanged).
     onDispatch(_req, backend) {
       cursor = backend.index + 1;
     },
@@ -50,6 +51,7 @@ export function maxScorePicker(ctx: PluginContext): Picker {
             } else if (wrap === undefined || b.index < wrap.index) wrap = b;
           }
           chosen ??= wrap;
+          cursor = chosen!.index + 1;
         }
         return [chosen!];
       }
