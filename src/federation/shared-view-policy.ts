@@ -8,31 +8,83 @@ import type { BackendView, Policy } from '../core/types.js';
  * Engine-reported load (SP-P pending counts, /metrics) is global already and passes through.
  * The scheduler still caps on the router's own count; shared caps are the allowance's business
  * (src/state/shared-view.ts).
+ *
+ * Every other hook of the inner policy passes through (issue #31): holds on load (heldByLoad,
+ * holdsAll) read the shown counts, and held requests keep the inner policy's order (estimated-wait's
+ * response ratio). Dropping them made three estimated-wait routers sharing a view 1.86× one router's
+ * mean E2E on replicas-3: their held requests went FIFO. A host that changes the others' counts
+ * must tell its scheduler the backends changed (a hold on load is asked again only then).
  */
-export function withSharedView(inner: Policy, others: (backend: string) => number): Policy {
+export function withSharedView(
+  inner: Policy,
+  others: (backend: string) => number,
+  /**
+   * Optional: the other routers' pushes and answers there since the engine metrics were last read
+   * (added to the view's own counts since, which correct its metrics: estimated-wait's room).
+   */
+  othersSince?: (backend: string) => { readonly dispatched: number; readonly completed: number },
+): Policy {
   const shown: BackendView[] = [];
+  /** `candidates` with the others' in-flight added (the same array when none has any). */
+  const show = (candidates: readonly BackendView[]): readonly BackendView[] => {
+    shown.length = 0;
+    let changed = false;
+    for (const b of candidates) {
+      const o = others(b.name);
+      const since = othersSince?.(b.name);
+      if (since !== undefined && (since.dispatched !== 0 || since.completed !== 0)) {
+        changed = true;
+        shown.push({
+          ...b,
+          inFlight: b.inFlight + o,
+          dispatchedSinceMetrics: b.dispatchedSinceMetrics + since.dispatched,
+          completedSinceMetrics: b.completedSinceMetrics + since.completed,
+        });
+        continue;
+      }
+      if (o > 0) changed = true;
+      shown.push(o > 0 ? { ...b, inFlight: b.inFlight + o } : b);
+    }
+    return changed ? shown : candidates;
+  };
   const wrapped: Policy = {
     name: inner.name,
     metricsIntervalMs: inner.metricsIntervalMs,
     pick(req, candidates, now) {
-      shown.length = 0;
-      let changed = false;
-      for (const b of candidates) {
-        const o = others(b.name);
-        if (o > 0) changed = true;
-        shown.push(o > 0 ? { ...b, inFlight: b.inFlight + o } : b);
-      }
-      const chosen = inner.pick(req, changed ? shown : candidates, now);
-      if (!chosen || !changed) return chosen;
+      const view = show(candidates);
+      const chosen = inner.pick(req, view, now);
+      if (!chosen || view === candidates) return chosen;
       // The scheduler wants its own view object back.
       const i = shown.indexOf(chosen);
       return i >= 0 ? candidates[i] : chosen;
     },
   };
-  if (inner.onDispatch) wrapped.onDispatch = inner.onDispatch.bind(inner);
-  if (inner.onComplete) wrapped.onComplete = inner.onComplete.bind(inner);
-  if (inner.onBackendRemoved) wrapped.onBackendRemoved = inner.onBackendRemoved.bind(inner);
-  if (inner.describe) wrapped.describe = inner.describe.bind(inner);
-  if (inner.requestClass) wrapped.requestClass = inner.requestClass.bind(inner);
+  const rr = inner.responseRatio;
+  const holdsAll = rr?.holdsAll;
+  const out: { -readonly [K in keyof Policy]: Policy[K] } = wrapped;
+  if (inner.fitGate) out.fitGate = inner.fitGate;
+  if (inner.holdsIgnoreMetrics !== undefined) out.holdsIgnoreMetrics = inner.holdsIgnoreMetrics;
+  if (inner.readsMetrics !== undefined) out.readsMetrics = inner.readsMetrics;
+  if (rr)
+    out.responseRatio = holdsAll
+      ? { ...bindAll(rr), holdsAll: (candidates) => holdsAll.call(rr, show(candidates)) }
+      : bindAll(rr);
+  if (inner.heldByLoad) out.heldByLoad = inner.heldByLoad.bind(inner);
+  if (inner.heldUntilChange) out.heldUntilChange = inner.heldUntilChange.bind(inner);
+  if (inner.onDispatch) out.onDispatch = inner.onDispatch.bind(inner);
+  if (inner.onComplete) out.onComplete = inner.onComplete.bind(inner);
+  if (inner.onBackendRemoved) out.onBackendRemoved = inner.onBackendRemoved.bind(inner);
+  if (inner.describe) out.describe = inner.describe.bind(inner);
+  if (inner.requestClass) out.requestClass = inner.requestClass.bind(inner);
+  if (inner.explainLast) out.explainLast = inner.explainLast.bind(inner);
   return wrapped;
+}
+
+/** The order's methods bound to it (they may use `this`). */
+function bindAll(rr: NonNullable<Policy['responseRatio']>): NonNullable<Policy['responseRatio']> {
+  return {
+    size: rr.size.bind(rr),
+    ...(rr.sizes ? { sizes: rr.sizes.bind(rr) } : {}),
+    epoch: rr.epoch.bind(rr),
+  };
 }

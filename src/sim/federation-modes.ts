@@ -7,12 +7,16 @@
  * - `single`: one router takes every request (the baseline for `routers` scenarios).
  * - `shared-view`: N routers share in-flight counts (src/federation/shared-view-policy.ts).
  * - `independent`: N routers, each seeing only its own pushes.
+ * - `shared-state`: N routers that publish every push and every answer (backend, prompt, report) and
+ *   apply the others' to their own policy `lagMs` later (default 10): in-flight counts, each policy's
+ *   own state (estimated-wait's flights and fits, prefix tries, workload classes) as one router's
+ *   (issue #31). `lagMs: 0` is one router's view with the routers' own queues.
  */
 import type { PolicySpec } from '../core/policies/index.js';
 import type { PeerSelection } from '../federation/types.js';
 import { policyLabel } from './simulator.js';
 
-export type SharingMode = 'single' | 'shared-view' | 'independent';
+export type SharingMode = 'single' | 'shared-view' | 'independent' | 'shared-state';
 
 export interface FederationMode {
   readonly label: string;
@@ -23,6 +27,8 @@ export interface FederationMode {
   readonly lendKvBelow: number;
   /** For router scenarios. */
   readonly sharing: SharingMode | undefined;
+  /** shared-state: seconds from one router's push or answer to the others applying it. */
+  readonly lagS: number;
 }
 
 const DEFAULTS: Readonly<Record<string, string>> = {
@@ -32,10 +38,11 @@ const DEFAULTS: Readonly<Record<string, string>> = {
   single: 'least-connections',
   'shared-view': 'least-connections',
   independent: 'least-connections',
+  'shared-state': 'least-connections',
 };
 
 export const regionModes = ['region-local', 'skylb', 'skylb-ch'] as const;
-export const routerModes = ['single', 'shared-view', 'independent'] as const;
+export const routerModes = ['single', 'shared-view', 'independent', 'shared-state'] as const;
 
 /** `prefix-trie+sp-p` or `{ name, ...params }` → a policy spec. */
 function localSpec(v: unknown, mode: string): PolicySpec {
@@ -55,11 +62,13 @@ export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): F
   const known: readonly string[] = kind === 'regions' ? regionModes : routerModes;
   if (!known.includes(spec.name))
     throw new Error(`unknown ${kind} policy '${spec.name}' (known: ${known.join(', ')})`);
-  const { policy, lendKvBelow, ...rest } = spec.params ?? {};
+  const { policy, lendKvBelow, lagMs, ...rest } = spec.params ?? {};
   if (Object.keys(rest).length > 0)
     throw new Error(
-      `${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy, lendKvBelow)`,
+      `${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy, lendKvBelow, lagMs)`,
     );
+  if (lagMs !== undefined && (typeof lagMs !== 'number' || !(lagMs >= 0) || spec.name !== 'shared-state'))
+    throw new Error(`${spec.name}: lagMs must be a number >= 0, for shared-state`);
   if (
     lendKvBelow !== undefined &&
     (typeof lendKvBelow !== 'number' ||
@@ -71,6 +80,7 @@ export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): F
   const labels = [
     ...(policy === undefined ? [] : [policyLabel(local)]),
     ...(lendKvBelow === undefined ? [] : [`lendKvBelow=${lendKvBelow}`]),
+    ...(lagMs === undefined ? [] : [`lagMs=${lagMs}`]),
   ];
   return {
     label: labels.length === 0 ? spec.name : `${spec.name}(${labels.join(', ')})`,
@@ -78,5 +88,6 @@ export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): F
     forwarding: spec.name === 'skylb' ? 'trie' : spec.name === 'skylb-ch' ? 'ring' : undefined,
     lendKvBelow: typeof lendKvBelow === 'number' ? lendKvBelow : 1,
     sharing: kind === 'routers' ? (spec.name as SharingMode) : undefined,
+    lagS: typeof lagMs === 'number' ? lagMs / 1000 : 0.01,
   };
 }

@@ -116,4 +116,75 @@ describe('federation simulator', () => {
       if (name !== 'single') assert.ok(r.routers.every((x) => x.arrived > 10));
     }
   });
+
+  // Issue #31: routers that apply each other's pushes and answers at once decide as one router.
+  const routers = (policy: string, count: number): ReturnType<typeof parseScenario> =>
+    parseScenario(
+      regions()
+        .replace(
+          /regions:\n {2}clients:.*\n {2}oneWayMs: 50\n {2}peerProbeMs: 50\n/,
+          `routers: { count: ${count}, syncMs: 50 }\n`,
+        )
+        .replace('{ name: a, region: a }', '{ name: a }\n  - { name: c }')
+        .replace('{ name: b, region: b }', '{ name: b }')
+        .replace('clients: 11', 'clients: 30')
+        .replace('policies: [region-local, skylb, skylb-ch]', `policies: [single, shared-state]`),
+      `<routers ${policy}>`,
+    );
+  for (const policy of ['least-connections']) {
+    it(`shared-state with no lag: ${policy} on 3 routers places every request as one router does`, () => {
+      const s3 = routers(policy, 3);
+      const one = simulateFederation(s3, { name: 'single', params: { policy } }, { seed: 1 });
+      const three = simulateFederation(
+        s3,
+        { name: 'shared-state', params: { policy, lagMs: 0 } },
+        { seed: 1 },
+      );
+      assert.equal(three.routers.length, 3);
+      assert.ok(three.routers.every((x) => x.arrived > 10));
+      assert.deepEqual(
+        three.records.map((q) => [q.id, q.backend, q.finishS]),
+        one.records.map((q) => [q.id, q.backend, q.finishS]),
+      );
+      // Independent routers place differently (the test would not notice a no-op).
+      const ind = simulateFederation(s3, { name: 'independent', params: { policy } }, { seed: 1 });
+      assert.notDeepEqual(
+        ind.records.map((q) => q.backend),
+        one.records.map((q) => q.backend),
+      );
+    });
+  }
+
+  it('shared-state: prefix-trie routers share their tries, so turns find their prefix as on one router', () => {
+    const s3 = routers('prefix-trie', 3);
+    const hit = (r: ReturnType<typeof simulateFederation>): number =>
+      r.backends.reduce((a, b) => a + b.prefixHits, 0) / r.backends.reduce((a, b) => a + b.prefixQueries, 0);
+    const one = hit(
+      simulateFederation(s3, { name: 'single', params: { policy: 'prefix-trie' } }, { seed: 1 }),
+    );
+    const shared = hit(
+      simulateFederation(
+        s3,
+        { name: 'shared-state', params: { policy: 'prefix-trie', lagMs: 10 } },
+        { seed: 1 },
+      ),
+    );
+    const ind = hit(
+      simulateFederation(s3, { name: 'independent', params: { policy: 'prefix-trie' } }, { seed: 1 }),
+    );
+    assert.ok(shared > ind + 0.02, `shared ${shared} vs independent ${ind}`);
+    assert.ok(shared > one - 0.02, `shared ${shared} vs one router ${one}`);
+  });
+
+  it('shared-state: lagMs is validated', () => {
+    const s3 = routers('least-connections', 3);
+    assert.throws(
+      () => simulateFederation(s3, { name: 'shared-state', params: { lagMs: -1 } }, { seed: 1 }),
+      /lagMs/,
+    );
+    assert.throws(
+      () => simulateFederation(s3, { name: 'shared-view', params: { lagMs: 10 } }, { seed: 1 }),
+      /lagMs/,
+    );
+  });
 });

@@ -13,16 +13,8 @@
 import { createPolicy } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
 import { createRng, deriveSeed } from '../core/rng.js';
-import { Scheduler } from '../core/scheduler.js';
-import type { Decision, RequestInfo } from '../core/types.js';
-import { EngineModel } from '../engine/model.js';
-import {
-  contextBlockHashes,
-  countTokens,
-  flattenMessages,
-  outputText,
-  promptBlockHashes,
-} from '../engine/tokens.js';
+import type { Scheduler } from '../core/scheduler.js';
+import type { CompletionReport, Decision, Policy, RequestInfo } from '../core/types.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
 import { QueuedForwards } from '../federation/queue-forward.js';
@@ -30,9 +22,19 @@ import { withSharedView } from '../federation/shared-view-policy.js';
 import type { PeerStatus } from '../federation/types.js';
 import type { Scenario } from '../scenario/types.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
+import { EngineFleet, type OpenRequest, type QueueSample } from './engine-fleet.js';
 import { EventHeap } from './event-heap.js';
 import { federationMode } from './federation-modes.js';
-import type { QueueSample, RequestRecord, RouterSample, RunResult, SimulateOptions } from './simulator.js';
+import {
+  newReport,
+  openRequest,
+  settleFinished,
+  type RequestRecord,
+  type RouterSample,
+  type RunResult,
+} from './ledger.js';
+import { routerScheduler } from './router-node.js';
+import type { SimulateOptions } from './simulator.js';
 import type { PolicySpec } from '../core/policies/index.js';
 
 /** Per router: what it saw and did. */
@@ -58,6 +60,8 @@ const PEER = 4;
 const PROBE = 5;
 const SYNC = 6;
 const SAMPLE = 7;
+/** shared-state: one router's push or answer reaching the others. */
+const SHARE = 8;
 
 interface Event {
   readonly kind: number;
@@ -70,6 +74,21 @@ interface Event {
   /** PEER: which peer the status is of, and the status. */
   readonly peer?: number;
   readonly status?: PeerStatus;
+  /** SHARE: what router `router` published. */
+  readonly share?: Shared;
+}
+
+const NONE_SINCE = { dispatched: 0, completed: 0 } as const;
+
+/**
+ * What one router publishes for the others (shared-state): a push (no report), an answer, or a
+ * request it starts or stops holding in its queue (`hold`).
+ */
+interface Shared {
+  readonly req: RequestInfo;
+  readonly backend: string;
+  readonly report: CompletionReport | undefined;
+  readonly hold?: boolean;
 }
 
 interface Router {
@@ -82,15 +101,19 @@ interface Router {
   /** Own clients' requests waiting in its scheduler queue, oldest first (forwarding candidates). */
   readonly waiting: QueuedForwards | undefined;
   readonly stats: RouterStats;
-  /** Other routers' in-flight per backend at the last share (shared-view). */
+  /** Other routers' in-flight per backend at the last share (shared-view, shared-state). */
   readonly others: Map<string, number>;
+  /** shared-state: the others' pushes and answers per backend since this router's last probe. */
+  readonly since: Map<string, { dispatched: number; completed: number }>;
+  /** shared-state: requests the other routers hold in their queues, by id. */
+  readonly remoteHeld: Map<string, RequestInfo>;
+  /** shared-state: the policy the others' pushes and answers are applied to. */
+  readonly inner: Policy;
+  /** shared-state: backends whose shared state changed since this router's scheduler was told. */
+  readonly changed: Set<string>;
 }
 
-interface Open {
-  readonly req: WorkloadRequest;
-  readonly info: RequestInfo;
-  readonly text: string;
-  readonly rec: RequestRecord;
+interface Open extends OpenRequest {
   readonly driver: number;
   /** The client's router. */
   readonly origin: number;
@@ -98,8 +121,8 @@ interface Open {
   router: number;
   /** One-way latency back to the origin (0 when served locally). */
   backS: number;
-  engine: number;
-  answer: string;
+  /** shared-state: published as held in its router's queue. */
+  held: boolean;
 }
 
 /** Run a `regions` or `routers` scenario under one of its federation policies. */
@@ -113,9 +136,15 @@ export function simulateFederation(
   if (!regions && !routersCfg) throw new Error(`scenario '${scenario.name}' has neither regions nor routers`);
   const mode = federationMode(spec, regions ? 'regions' : 'routers');
   const fleet = scenario.fleet;
-  const engines = fleet.map((b) => new EngineModel(b.profile, { tokenEvents: false }));
-  const byName = new Map<string, number>();
-  fleet.forEach((b, i) => byName.set(b.name, i));
+  const heap = new EventHeap<Event>();
+  const engineFleet = new EngineFleet<Event>(
+    fleet,
+    heap,
+    ENGINE,
+    (i) => ({ kind: ENGINE, backend: i }),
+    opts.seed,
+  );
+  const engines = engineFleet.engines;
 
   // Routers: one per region, or `count` in front of the whole fleet ('single' keeps one).
   const routerDefs: { name: string; region: string | undefined; engines: number[] }[] = regions
@@ -137,19 +166,60 @@ export function simulateFederation(
       { rlWeights: readRlWeights },
     );
     const others = new Map<string, number>();
+    const inner = policy;
     if (mode.sharing === 'shared-view') policy = withSharedView(policy, (n) => others.get(n) ?? 0);
-    const scheduler = new Scheduler({ policy });
-    for (const i of d.engines) {
-      const b = fleet[i]!;
-      scheduler.addBackend({
-        name: b.name,
-        api: 'ollama',
-        models: b.models,
-        maxConcurrency: b.maxConcurrency,
-        weight: b.weight,
-        region: b.region,
-      });
+    const since = new Map<string, { dispatched: number; completed: number }>();
+    const remoteHeld = new Map<string, RequestInfo>();
+    if (mode.sharing === 'shared-state') {
+      policy = withSharedView(
+        policy,
+        (n) => others.get(n) ?? 0,
+        (n) => since.get(n) ?? NONE_SINCE,
+      );
+      // Every push and answer is published (after the policy saw it) for the others to apply.
+      const onDispatch = policy.onDispatch;
+      const onComplete = policy.onComplete;
+      policy.onDispatch = (req, b, at) => {
+        onDispatch?.(req, b, at);
+        publish(k, { req, backend: b.name, report: undefined });
+      };
+      policy.onComplete = (req, b, report, at) => {
+        onComplete?.(req, b, report, at);
+        publish(k, { req, backend: b.name, report });
+      };
+      // One queue across routers: a request waits while another router holds one of its model
+      // that goes first (higher response ratio, as one router's queue orders them); that router
+      // takes the room when it hears of it.
+      const rr = policy.responseRatio;
+      if (rr) {
+        const pick = policy.pick.bind(policy);
+        const heldByLoad = policy.heldByLoad;
+        let deferred = false;
+        const ratio = (q: RequestInfo, at: number): number => {
+          const size = rr.size(q);
+          return (Math.max(0, at - q.arrivedAt) / 1000 + size) / size;
+        };
+        const outranked = (req: RequestInfo, at: number): boolean => {
+          let mine = NaN;
+          for (const q of remoteHeld.values()) {
+            if (q.model !== req.model) continue;
+            if (mine !== mine) mine = ratio(req, at);
+            const theirs = ratio(q, at);
+            if (theirs > mine || (theirs === mine && q.arrivedAt < req.arrivedAt)) return true;
+          }
+          return false;
+        };
+        policy.pick = (req, c, at) => {
+          deferred = remoteHeld.size > 0 && outranked(req, at);
+          return deferred ? undefined : pick(req, c, at);
+        };
+        if (heldByLoad) policy.heldByLoad = () => !deferred && heldByLoad();
+      }
     }
+    const scheduler: Scheduler = routerScheduler(
+      policy,
+      d.engines.map((i) => fleet[i]!),
+    );
     const federation =
       regions && mode.forwarding
         ? new Federation({
@@ -178,6 +248,10 @@ export function simulateFederation(
         : undefined,
       stats: { name: d.name, arrived: 0, forwardedOut: 0, servedForPeers: 0 },
       others,
+      since,
+      remoteHeld,
+      inner,
+      changed: new Set<string>(),
     };
   });
   const routerIndex = new Map(routers.map((r, i) => [r.name, i]));
@@ -189,21 +263,46 @@ export function simulateFederation(
     : [scenario.createDriver(opts.seed)];
 
   const endS = scenario.durationS + scenario.graceS;
-  const heap = new EventHeap<Event>();
   const records: RequestRecord[] = [];
   const open = new Map<string, Open>();
-  const wakeAt: (number | undefined)[] = engines.map(() => undefined);
-  const wakeEvents: Event[] = engines.map((_, i) => ({ kind: ENGINE, backend: i }));
-  const outstanding: number[] = engines.map(() => 0);
+  const wakeAt = engineFleet.wakeAt;
   const samples: QueueSample[] = [];
   const routerSamples: RouterSample[] = [];
   let now = 0;
   let pendingSends = 0;
   let inTransit = 0;
-  let liveWakes = 0;
   let lastActivity = 0;
   let nextRouter = 0;
-  const dirty = new Set<number>();
+  /** shared-state: routers with backends whose shared state changed (see tellChanges). */
+  const changedRouters = new Set<number>();
+
+  /** Router j pushed or answered: the others apply it `lagS` later (at once for 0). */
+  function publish(j: number, s: Shared): void {
+    if (mode.lagS === 0) deliver(j, s);
+    else heap.push(now + mode.lagS, SHARE, { kind: SHARE, router: j, share: s });
+  }
+  /** What router j published reaches every other router: its counts and its policy's state. */
+  function deliver(j: number, s: Shared): void {
+    routers.forEach((r, k) => {
+      if (k === j) return;
+      if (s.hold !== undefined) {
+        if (s.hold) r.remoteHeld.set(s.req.id, s.req);
+        else r.remoteHeld.delete(s.req.id);
+        return;
+      }
+      const view = r.scheduler.backend(s.backend);
+      if (!view) return;
+      r.others.set(s.backend, (r.others.get(s.backend) ?? 0) + (s.report ? -1 : 1));
+      let c = r.since.get(s.backend);
+      if (!c) r.since.set(s.backend, (c = { dispatched: 0, completed: 0 }));
+      if (s.report) c.completed++;
+      else c.dispatched++;
+      if (s.report) r.inner.onComplete?.(s.req, view, s.report, now * 1000);
+      else r.inner.onDispatch?.(s.req, view, now * 1000);
+      r.changed.add(s.backend);
+      changedRouters.add(k);
+    });
+  }
 
   const schedule = (driver: number, items: readonly ScheduledRequest[]): void => {
     for (const it of items) {
@@ -215,18 +314,6 @@ export function simulateFederation(
     }
   };
 
-  const flush = (): void => {
-    for (const i of dirty) {
-      const t = engines[i]!.nextEventTime();
-      if (t === wakeAt[i]) continue;
-      if (wakeAt[i] === undefined) liveWakes++;
-      if (t === undefined) liveWakes--;
-      wakeAt[i] = t;
-      if (t !== undefined) heap.push(t, ENGINE, wakeEvents[i]!);
-    }
-    dirty.clear();
-  };
-
   const finishToClient = (o: Open, t: number, ok: boolean): void => {
     open.delete(o.rec.id);
     schedule(o.driver, drivers[o.driver]!.onFinish(o.rec.id, t, ok, o.answer));
@@ -234,8 +321,10 @@ export function simulateFederation(
 
   const apply = (r: Router, ds: readonly Decision[]): void => {
     for (const d of ds) {
-      const o = open.get(d.request.id)!;
+      // The core hands back the request object it was given: the Open of onSend.
+      const o = d.request as Open;
       r.waiting?.remove(o.rec.id);
+      if (o.held) unhold(o);
       if (d.type === 'reject') {
         o.rec.ok = false;
         o.rec.failure = d.reason;
@@ -243,36 +332,8 @@ export function simulateFederation(
         finishToClient(o, now + o.backS, false);
         continue;
       }
-      const i = byName.get(d.backend)!;
-      const req = o.req;
-      const profile = fleet[i]!.profile;
-      const promptTokens = countTokens(o.text);
-      const cap = req.maxTokens;
-      const outputTokens = Math.max(
-        1,
-        cap !== undefined ? Math.min(req.outputTokens, cap) : req.outputTokens,
-      );
-      o.rec.dispatchS = now;
-      o.rec.backend = d.backend;
-      o.rec.promptTokens = promptTokens;
-      o.engine = i;
-      outstanding[i]!++;
-      const caching = profile.prefixCacheBlocks > 0;
-      const blockHashes = caching ? promptBlockHashes(o.text, profile.blockSize) : [];
-      if (caching) o.answer = outputText(createRng(deriveSeed(opts.seed, `answer:${req.id}`)), outputTokens);
-      engines[i]!.submit(
-        {
-          id: req.id,
-          promptTokens,
-          blockHashes,
-          outputTokens,
-          contextBlockHashes: caching
-            ? contextBlockHashes(o.text, blockHashes, o.answer, profile.blockSize)
-            : undefined,
-        },
-        now,
-      );
-      dirty.add(i);
+      const i = engineFleet.byName.get(d.backend)!;
+      engineFleet.submit(o, i, engineFleet.prepare(o, i, d.backend, now), now);
     }
   };
 
@@ -301,41 +362,31 @@ export function simulateFederation(
     const r = routers[k]!;
     o.router = k;
     if (own)
-      r.waiting?.add(o.info, (d) => {
+      r.waiting?.add(o, (d) => {
         r.scheduler.cancel(o.rec.id, now * 1000);
         forward(k, o, d.peer);
         return true;
       });
-    apply(r, r.scheduler.submit(o.info, now * 1000));
+    apply(r, r.scheduler.submit(o, now * 1000));
+    if (mode.sharing === 'shared-state' && o.rec.dispatchS === undefined && o.rec.ok === undefined) {
+      o.held = true;
+      publish(k, { req: o, backend: '', report: undefined, hold: true });
+    }
+  };
+  const unhold = (o: Open): void => {
+    o.held = false;
+    publish(o.router, { req: o, backend: '', report: undefined, hold: false });
   };
 
   const onSend = (req: WorkloadRequest, k: number, driver: number): void => {
-    const text = req.messages ? flattenMessages(req.messages) : (req.prompt ?? '');
-    const rec: RequestRecord = {
-      id: req.id,
-      label: req.label,
-      arrivalS: now,
-      dispatchS: undefined,
-      firstTokenS: undefined,
-      finishS: undefined,
-      backend: undefined,
-      ok: undefined,
-      failure: undefined,
-      promptTokens: 0,
-      outputTokens: 0,
-      cachedTokens: 0,
-    };
-    records.push(rec);
-    const info: RequestInfo = {
-      id: req.id,
-      model: req.model,
-      api: req.api.startsWith('ollama') ? 'ollama' : 'openai',
-      arrivedAt: now * 1000,
-      promptText: text,
-      maxTokens: req.maxTokens,
-      sessionKey: req.sessionKey,
-    };
-    const o: Open = { req, info, text, rec, driver, origin: k, router: k, backS: 0, engine: -1, answer: '' };
+    const o: Open = Object.assign(openRequest(req, now, records.length), {
+      driver,
+      origin: k,
+      router: k,
+      backS: 0,
+      held: false,
+    });
+    records.push(o.rec);
     open.set(req.id, o);
     if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
       heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
@@ -343,9 +394,9 @@ export function simulateFederation(
     const r = routers[k]!;
     r.stats.arrived++;
     if (r.federation && r.waiting!.size === 0) {
-      const d = r.federation.route(info, false, localAvailable(r), now * 1000);
+      const d = r.federation.route(o, false, localAvailable(r), now * 1000);
       if (d.kind === 'peer') {
-        r.federation.onForwarded(info, d.peer);
+        r.federation.onForwarded(o, d.peer);
         forward(k, o, d.peer);
         return;
       }
@@ -364,39 +415,17 @@ export function simulateFederation(
   };
 
   const onEngine = (i: number): void => {
-    wakeAt[i] = undefined;
-    liveWakes--;
-    dirty.add(i);
+    engineFleet.woken(i);
     for (const e of engines[i]!.advance(now)) {
       if (e.type !== 'finished') continue;
       const o = open.get(e.id)!;
-      const rec = o.rec;
-      const dispatchS = rec.dispatchS!;
-      const firstAtEngine = dispatchS + e.queuedS + e.prefillS;
-      rec.firstTokenS = firstAtEngine + o.backS;
-      rec.finishS = e.t + o.backS;
-      rec.ok = true;
-      rec.outputTokens = e.outputTokens;
-      rec.cachedTokens = e.cachedTokens;
-      outstanding[i]!--;
+      const report = newReport();
+      settleFinished(o.rec, e, o.backS, report);
+      engineFleet.outstanding[i]!--;
       const r = routers[o.router]!;
-      const ds = r.scheduler.complete(
-        e.id,
-        {
-          ok: true,
-          dispatchedAt: dispatchS * 1000,
-          firstByteAt: firstAtEngine * 1000,
-          finishedAt: e.t * 1000,
-          promptTokens: e.promptTokens,
-          completionTokens: e.outputTokens,
-          promptEvalMs: e.prefillS * 1000,
-          evalMs: e.decodeS * 1000,
-          cachedTokens: e.cachedTokens,
-        },
-        e.t * 1000,
-      );
+      const ds = r.scheduler.complete(e.id, report, e.t * 1000);
       if (o.router !== o.origin) routers[o.origin]!.federation?.onDone(r.name, true, now * 1000);
-      finishToClient(o, rec.finishS, true);
+      finishToClient(o, o.rec.finishS!, true);
       apply(r, ds);
     }
   };
@@ -406,12 +435,9 @@ export function simulateFederation(
     if (!o) return;
     const r = routers[o.router]!;
     r.waiting?.remove(id);
+    if (o.held) unhold(o);
     const { decisions } = r.scheduler.cancel(id, now * 1000);
-    if (o.engine >= 0) {
-      engines[o.engine]!.cancel(id, now);
-      outstanding[o.engine]!--;
-      dirty.add(o.engine);
-    }
+    if (o.engine >= 0) engineFleet.cancel(o, now);
     o.rec.ok = false;
     o.rec.failure = 'client-timeout';
     o.rec.finishS = now;
@@ -425,15 +451,9 @@ export function simulateFederation(
   const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
   const onProbe = (): void => {
     for (const r of routers) {
-      for (const i of r.engines) {
-        const s = engines[i]!.stats();
-        r.scheduler.setMetrics(fleet[i]!.name, {
-          running: s.running,
-          waiting: s.waiting,
-          kvUsage: s.kvUsage,
-          at: now * 1000,
-        });
-      }
+      for (const i of r.engines) r.scheduler.setMetrics(fleet[i]!.name, engineFleet.metricsOf(i, now, false));
+      // The scrape counts what every router pushed before it.
+      r.since.clear();
     }
     routers.forEach((r, k) => {
       apply(r, r.scheduler.pump(now * 1000));
@@ -458,24 +478,19 @@ export function simulateFederation(
     // What each router would read back from Redis: every other router's in-flight per backend.
     const counts = routers.map((r) => r.scheduler.backendViews().map((b) => [b.name, b.inFlight] as const));
     routers.forEach((r, k) => {
+      const before = new Map(r.others);
       r.others.clear();
       counts.forEach((list, j) => {
         if (j === k) return;
         for (const [n, c] of list) r.others.set(n, (r.others.get(n) ?? 0) + c);
       });
+      // A hold on load is asked again only when a backend changes: the others' counts are its load.
+      for (const [n, c] of r.others)
+        if ((before.get(n) ?? 0) !== c) apply(r, r.scheduler.updateBackend(n, {}, now * 1000));
     });
   };
   const onSample = (): void => {
-    for (let i = 0; i < engines.length; i++) {
-      const s = engines[i]!.stats();
-      samples.push({
-        t: now,
-        backend: fleet[i]!.name,
-        outstanding: outstanding[i]!,
-        engineWaiting: s.waiting,
-        running: s.running,
-      });
-    }
+    engineFleet.sample(now, samples);
     let queued = 0;
     for (const r of routers) queued += r.scheduler.queueLength;
     routerSamples.push({ t: now, queued });
@@ -484,7 +499,7 @@ export function simulateFederation(
   const active = (): boolean =>
     pendingSends > 0 ||
     inTransit > 0 ||
-    liveWakes > 0 ||
+    engineFleet.liveWakes > 0 ||
     routers.some((r) => r.scheduler.inFlightTotal > 0 || r.scheduler.queueLength > 0);
 
   drivers.forEach((d, j) => schedule(j, d.start()));
@@ -541,6 +556,9 @@ export function simulateFederation(
         onProbe();
         if (active()) heap.push(now + probeEvery, PROBE, { kind: PROBE });
         break;
+      case SHARE:
+        deliver(ev.router!, ev.share!);
+        break;
       case SYNC:
         onSync();
         if (active()) heap.push(now + syncEvery, SYNC, { kind: SYNC });
@@ -549,9 +567,18 @@ export function simulateFederation(
         onSample();
         if (active()) heap.push(now + sampleEvery, SAMPLE, { kind: SAMPLE });
     }
-    if (dirty.size > 0) {
+    // A hold on load is asked again only when a backend changes: the shared state is its load.
+    while (changedRouters.size > 0) {
+      const [k] = changedRouters;
+      changedRouters.delete(k!);
+      const r = routers[k!]!;
+      const names = [...r.changed];
+      r.changed.clear();
+      for (const n of names) apply(r, r.scheduler.updateBackend(n, {}, now * 1000));
+    }
+    if (engineFleet.dirtyCount > 0) {
       const ht = heap.peekTime();
-      if (ht === undefined || ht > now) flush();
+      if (ht === undefined || ht > now) engineFleet.flush(false, 0);
     }
   }
 
@@ -560,10 +587,7 @@ export function simulateFederation(
     records,
     samples,
     routerSamples,
-    backends: fleet.map((b, i) => {
-      const s = engines[i]!.stats();
-      return { name: b.name, prefixQueries: s.prefixCacheQueries, prefixHits: s.prefixCacheHits };
-    }),
+    backends: engineFleet.backendStats(),
     simulatedS: cut && open.size > 0 ? endS : lastActivity,
     routers: routers.map((r) => r.stats),
   };

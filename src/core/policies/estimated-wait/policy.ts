@@ -217,6 +217,9 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
     },
     estimates: (req, candidates, now, out) => est.estimates(req, candidates, now, out),
     onDispatch: (req, backend, now) => {
+      // Ties go round-robin after the last backend pushed to (a pick is always pushed; routers
+      // that share their pushes share the order: issue #31).
+      cursor = backend.index + 1;
       est.onDispatch(req, backend, now);
       lora?.onDispatch(req, backend);
     },

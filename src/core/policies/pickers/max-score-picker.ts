@@ -21,6 +21,12 @@ export function maxScorePicker(ctx: PluginContext): Picker {
     name: ctx.name,
     neverHolds: true,
     readsMetrics: false,
+    // Round-robin ties start after the last backend picked or pushed to (issue #31: routers that
+    // share their pushes share the order; a pick is pushed where it was picked, so one router's
+    // order is unchanged).
+    onDispatch(_req, backend) {
+      cursor = backend.index + 1;
+    },
     pick(_req, candidates, scores) {
       const n = candidates.length;
       if (n === 0) return [];
