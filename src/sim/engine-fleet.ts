@@ -164,6 +164,7 @@ export class EngineFleet<E> {
           ? contextBlockHashes(o.promptText, a.blockHashes, o.answer, profile.blockSize)
           : undefined,
         ref: o.index,
+        model: o.req.model,
       },
       now,
     );

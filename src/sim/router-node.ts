@@ -14,6 +14,7 @@ export function routerScheduler(policy: Policy, backends: readonly ScenarioBacke
       name: b.name,
       api: 'ollama',
       models: b.models,
+      adapters: b.adapters,
       maxConcurrency: b.maxConcurrency,
       weight: b.weight,
       region: b.region,
