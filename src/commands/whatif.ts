@@ -17,6 +17,14 @@ import { resultsJson, type PolicyResult, type Results } from '../report/results.
 import { preloadCharts } from '../report/charts.js';
 import { formatTable } from '../report/table.js';
 import { writeWhatifCharts } from '../report/whatif-charts.js';
+import {
+  meetsSlo,
+  parseSlo as parseSloTerms,
+  recommend,
+  SloError,
+  type Recommendation,
+  type SloTerm,
+} from '../report/slo.js';
 import { loadProfileFile } from '../scenario/profile-file.js';
 import { defaultThreads, startTracePool } from '../sim/pool.js';
 import type { TraceJob, TraceJobResult } from '../sim/trace-job.js';
@@ -32,7 +40,12 @@ import { checkRateScales, runSweep, sweepReport } from './load-sweep.js';
 import { policyCheck } from './policy-check.js';
 import { UsageError } from './usage-error.js';
 
-/** Policies compared when --policies is not given: the built-ins that need no parameters. */
+/**
+ * Policies compared when --policies is not given (after the config's own). Every policy registered
+ * in src/core/policies/index.ts is either here or in WHATIF_LEFT_OUT (whatif-policies.test.ts
+ * checks it); any registered name runs when named with --policies (`pinned` as the config's own
+ * policy, which names its backend).
+ */
 export const WHATIF_POLICIES = [
   'round-robin',
   'least-connections',
@@ -48,39 +61,21 @@ export const WHATIF_POLICIES = [
   'workload-aware',
 ];
 
-/** One SLO term: `ttft-p90=2s`, `e2e-p99=30s`, `latency-mean=500ms`. */
-export interface SloTerm {
-  readonly metric: 'ttftS' | 'latencyS';
-  readonly stat: 'mean' | 'p50' | 'p90' | 'p95' | 'p99' | 'max';
-  readonly limitS: number;
-  readonly text: string;
-}
+/** Built-ins not in the default comparison, and why: each runs when named with --policies. */
+export const WHATIF_LEFT_OUT: ReadonlyMap<string, string> = new Map([
+  ['pinned', "needs its backend: runs as the config's own policy (with its params)"],
+  ['weighted-round-robin', 'round robin unless the config gives its backends weights'],
+  ['rl', 'needs weights trained for the fleet (llmlb train)'],
+]);
 
 /** Parse `--slo` (terms joined by commas, all must hold). Throws UsageError. */
 export function parseSlo(text: string): SloTerm[] {
-  return text
-    .split(',')
-    .map((t) => t.trim())
-    .filter(Boolean)
-    .map((t) => {
-      const m = /^(ttft|e2e|latency)-(mean|p50|p90|p95|p99|max)=(\d+(?:\.\d+)?)(ms|s)?$/i.exec(t);
-      if (!m)
-        throw new UsageError(
-          `--slo: '${t}' is not METRIC-STAT=VALUE (metric ttft | e2e, stat mean | p50 | p90 | p95 | p99 | max, value in s or ms), e.g. ttft-p90=2s`,
-        );
-      const value = Number(m[3]) / (m[4]?.toLowerCase() === 'ms' ? 1000 : 1);
-      return {
-        metric: m[1]!.toLowerCase() === 'ttft' ? 'ttftS' : 'latencyS',
-        stat: m[2]!.toLowerCase() as SloTerm['stat'],
-        limitS: value,
-        text: t,
-      };
-    });
-}
-
-/** A run meets the SLO: every term holds and (almost) every request completed. */
-export function meetsSlo(r: PolicyResult, slo: readonly SloTerm[]): boolean {
-  return r.completionRate >= 0.99 && slo.every((t) => r[t.metric][t.stat] <= t.limitS);
+  try {
+    return parseSloTerms(text);
+  } catch (e) {
+    if (e instanceof SloError) throw new UsageError(e.message);
+    throw e;
+  }
 }
 
 export interface WhatifOptions {
@@ -106,14 +101,6 @@ export interface WhatifOptions {
   threads?: number | undefined;
   charts?: boolean | undefined;
   quiet?: boolean | undefined;
-}
-
-export interface Recommendation {
-  readonly policy: string;
-  readonly replicas: number;
-  readonly slo: string | null;
-  /** Why: the value of the first SLO term, or p90 TTFT without an SLO. */
-  readonly reason: string;
 }
 
 export interface WhatifResults extends Results {
@@ -463,38 +450,6 @@ async function whatifSweep(a: {
   );
   if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
   return results;
-}
-
-/** Fewest replicas at which some policy meets the SLO, and the best policy there (by its first term). */
-export function recommend(
-  runs: readonly TraceJobResult[],
-  replicas: readonly number[],
-  slo: readonly SloTerm[],
-): Recommendation | null {
-  const key = (r: TraceJobResult): number =>
-    slo.length > 0 ? r.result[slo[0]!.metric][slo[0]!.stat] : r.result.ttftS.p90;
-  const describe = (r: TraceJobResult): string =>
-    slo.length > 0
-      ? `${slo[0]!.metric === 'ttftS' ? 'ttft' : 'e2e'} ${slo[0]!.stat} ${sec(key(r))} s`
-      : `best p90 TTFT at ${r.replicas} replicas: ${sec(key(r))} s`;
-  if (slo.length === 0) {
-    const at = replicas.at(-1)!;
-    const best = runs.filter((r) => r.replicas === at).sort((a, b) => key(a) - key(b))[0];
-    return best ? { policy: best.policy, replicas: at, slo: null, reason: describe(best) } : null;
-  }
-  for (const n of replicas) {
-    const ok = runs
-      .filter((r) => r.replicas === n && meetsSlo(r.result, slo))
-      .sort((a, b) => key(a) - key(b));
-    if (ok.length > 0)
-      return {
-        policy: ok[0]!.policy,
-        replicas: n,
-        slo: slo.map((t) => t.text).join(', '),
-        reason: describe(ok[0]!),
-      };
-  }
-  return null;
 }
 
 /** What one table row needs of a run. */
