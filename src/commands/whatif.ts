@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ConfigError, loadConfigFile } from '../config/load.js';
+import type { RouterConfig } from '../config/schema.js';
 import { createPolicy, policyNames, type PolicySpec } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
 import { defaultProfile } from '../engine/profile.js';
@@ -148,10 +149,13 @@ function traceSummary(
 const sec = (x: number): string => x.toFixed(3);
 const pct = (x: number): string => (x * 100).toFixed(1);
 
-export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResults> {
-  const t0 = performance.now();
-  const seed = opts.seed ?? 1;
-  const slo = opts.slo !== undefined ? parseSlo(opts.slo) : [];
+/** The flags read: the config, the engine profile, replica counts and policies (each checked). */
+function whatifInputs(opts: WhatifOptions): {
+  config: RouterConfig;
+  profile: EngineProfile;
+  replicas: number[];
+  specs: PolicySpec[];
+} {
   let config;
   try {
     config = loadConfigFile(opts.configPath, policyCheck);
@@ -167,8 +171,7 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
       throw new UsageError((e as Error).message);
     }
   }
-  const base = config.backends;
-  const replicas = [...new Set(opts.replicas ?? [base.length])].sort((a, b) => a - b);
+  const replicas = [...new Set(opts.replicas ?? [config.backends.length])].sort((a, b) => a - b);
   if (replicas.some((r) => !Number.isInteger(r) || r < 1))
     throw new UsageError('--replicas must list positive integers, e.g. 4,8,16');
 
@@ -185,6 +188,15 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
       );
     }
   }
+  return { config, profile, replicas, specs };
+}
+
+export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResults> {
+  const t0 = performance.now();
+  const seed = opts.seed ?? 1;
+  const slo = opts.slo !== undefined ? parseSlo(opts.slo) : [];
+  const { config, profile, replicas, specs } = whatifInputs(opts);
+  const base = config.backends;
 
   const asked = opts.rateScales !== undefined ? checkRateScales(opts.rateScales) : [1];
   const sweep = asked.length > 1;
@@ -273,27 +285,47 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
   } finally {
     await pool.close();
   }
-  const stats = replay.stats;
   const out = opts.outDir ?? 'out/whatif';
-  if (sweep)
-    return whatifSweep({
-      opts,
-      out,
-      steps,
-      replay,
-      slo,
-      replicas,
-      specs,
-      threads,
-      simWallS,
-      t0,
-      base: base.map((b) => b.name),
-    });
-  const runs = steps[0]!.results;
+  const done: Simulated = {
+    opts,
+    out,
+    steps,
+    replay,
+    slo,
+    replicas,
+    specs,
+    threads,
+    simWallS,
+    t0,
+    base: base.map((b) => b.name),
+  };
+  return sweep ? whatifSweep(done) : whatifOne(done);
+}
+
+/** The simulated runs and what reporting them needs. */
+interface Simulated {
+  readonly opts: WhatifOptions;
+  readonly out: string;
+  readonly steps: readonly { readonly rateScale: number; readonly results: readonly TraceJobResult[] }[];
+  readonly replay: TraceReplay;
+  readonly slo: readonly SloTerm[];
+  readonly replicas: readonly number[];
+  readonly specs: readonly PolicySpec[];
+  readonly threads: number;
+  readonly simWallS: number;
+  readonly t0: number;
+  readonly base: readonly string[];
+}
+
+/** whatif at one load: the table, the recommendation, results.json and the charts. */
+async function whatifOne(a: Simulated): Promise<WhatifResults> {
+  const { opts, out, replay, slo, replicas, specs, threads, simWallS, t0 } = a;
+  const stats = replay.stats;
+  const runs = a.steps[0]!.results;
 
   const results: WhatifResults = {
     scenario: `whatif ${basename(opts.tracePath)}`,
-    seed,
+    seed: opts.seed ?? 1,
     mode: 'simulate',
     policies: runs.map((r) => ({
       ...r.result,
@@ -308,11 +340,7 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'results.json'), resultsJson(results));
   const lines = [
-    ...traceLines(
-      opts,
-      replay,
-      base.map((b) => b.name),
-    ),
+    ...traceLines(opts, replay, a.base),
     '',
     whatifTable(runs, slo),
     '',
@@ -374,19 +402,7 @@ function recommendationLine(
  * whatif's load sweep: a table and recommendation per multiple, then the capacity table (against
  * --slo when given, else the default bar), where each policy breaks, and the capacity-curve chart.
  */
-async function whatifSweep(a: {
-  readonly opts: WhatifOptions;
-  readonly out: string;
-  readonly steps: readonly { readonly rateScale: number; readonly results: readonly TraceJobResult[] }[];
-  readonly replay: TraceReplay;
-  readonly slo: readonly SloTerm[];
-  readonly replicas: readonly number[];
-  readonly specs: readonly PolicySpec[];
-  readonly threads: number;
-  readonly simWallS: number;
-  readonly t0: number;
-  readonly base: readonly string[];
-}): Promise<WhatifResults> {
+async function whatifSweep(a: Simulated): Promise<WhatifResults> {
   const { opts, out, steps, replay, slo, replicas } = a;
   const stats = replay.stats;
   const series = (r: TraceJobResult): string =>

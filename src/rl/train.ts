@@ -8,6 +8,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, basename } from 'node:path';
 import type * as vl from 'vega-lite';
+import type { z } from 'zod';
 import { MixingParams, mixingTerms } from '../core/policies/scorers/mixing-impact-scorer.js';
 import { MlpNet } from '../core/estimators/mlp.js';
 import { createPolicy } from '../core/policies/index.js';
@@ -18,7 +19,11 @@ import {
   type RlRedecide,
   type RlWeights,
 } from '../core/policies/rl.js';
-import { WorkloadParams } from '../core/policies/workload-tracker.js';
+import {
+  WorkloadParams,
+  type WorkloadConfig,
+  type WorkloadTracker,
+} from '../core/policies/workload-tracker.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import type { BackendView, CompletionReport, Policy, RequestInfo } from '../core/types.js';
 import { renderSvg } from '../report/charts.js';
@@ -141,6 +146,77 @@ function score(run: EpisodeRun, total: number): number {
   return (done.reduce((a, b) => a + b, 0) + left * run.simulatedS) / Math.max(1, total);
 }
 
+/** What the weights file says besides the net: the fleet and workload the net was shaped for. */
+function weightsMeta(scenario: Scenario, wp: WorkloadConfig, redecide: RlRedecide): RlWeights {
+  return {
+    kind: 'llmlb-rl',
+    arch: 'shared-head',
+    backends: scenario.fleet.length,
+    bucketEdges: wp.bucketEdges,
+    kvCapacityTokens: Math.min(...scenario.fleet.map((b) => b.profile.kvCapacityTokens)),
+    redecide,
+    net: undefined,
+  };
+}
+
+/** Σ (1 − f_j)/T̂_j: each open request's share still to produce over its ideal time (the head's whole). */
+function owedLatency(
+  t: WorkloadTracker,
+  fleet: Iterable<string>,
+  now: number,
+  head: RequestInfo | undefined,
+  wp: WorkloadConfig,
+): number {
+  let s = 0;
+  for (const c of fleet) {
+    const pf = t.prefillS(c);
+    const dc = t.decodeS(c);
+    for (const f of t.work(c).flights.values()) {
+      const ideal = f.promptTokens * pf + Math.max(1, f.expectedOut) * dc;
+      s += (1 - t.producedBy(f, c, now) / Math.max(1, f.expectedOut)) / ideal;
+    }
+  }
+  if (head) {
+    const p = t.predict(head);
+    s += 1 / (p.promptTokens * wp.priorPrefillS + Math.max(1, p.expectedOut) * wp.priorDecodeS);
+  }
+  return s;
+}
+
+/**
+ * Eq. 4 over the options, scaled by the candidates' spread (as the mixing scorer scales), so
+ * h ∈ [−1, 0]: the raw Eq. 1–2 differences are hundredths, too small beside the other terms.
+ */
+function guideTerm(
+  t: WorkloadTracker,
+  req: RequestInfo | undefined,
+  candidates: readonly BackendView[],
+  now: number,
+  a: number,
+  waitOk: boolean,
+  mix: z.output<typeof MixingParams>,
+): number {
+  if (!req) return 0;
+  const p = t.predict(req);
+  const need = p.promptTokens + p.expectedOut;
+  if (a >= candidates.length) return 0; // "wait": offered only when nothing fits
+  if (!t.fits(candidates[a]!.name, need, now)) {
+    const other = waitOk || candidates.some((c) => t.fits(c.name, need, now));
+    return other ? -1 : 0;
+  }
+  let best = -Infinity;
+  let worst = Infinity;
+  let chosen = 0;
+  candidates.forEach((c, i) => {
+    if (!t.fits(c.name, need, now)) return;
+    const v = mixingTerms(p.promptTokens, p.expectedOut, t.contextTokens(c.name, now), mix).r;
+    if (v > best) best = v;
+    if (v < worst) worst = v;
+    if (i === a) chosen = v;
+  });
+  return best > worst ? (chosen - best) / (best - worst) : 0;
+}
+
 /**
  * Train the performance-aware router's workload-guided Double DQN on the simulator. Each time the scheduler asks the
  * policy about a waiting request is one MDP step; the reward for a step (Eq. 3) is
@@ -165,20 +241,11 @@ export async function train(o: TrainOptions, simulateWith: Simulate): Promise<Tr
   const n = o.requests;
   const scenario: Scenario =
     n === undefined ? base : { ...base, createDriver: (s) => limited(base.createDriver(s), n) };
-  const m = scenario.fleet.length;
   const wp = WorkloadParams.parse({});
   const mix = MixingParams.parse({});
   const nb = wp.bucketEdges.length + 1;
   const F = sharedRowSize(nb);
-  const meta: RlWeights = {
-    kind: 'llmlb-rl',
-    arch: 'shared-head',
-    backends: m,
-    bucketEdges: wp.bucketEdges,
-    kvCapacityTokens: Math.min(...scenario.fleet.map((b) => b.profile.kvCapacityTokens)),
-    redecide: o.redecide ?? 'when-fits',
-    net: undefined,
-  };
+  const meta = weightsMeta(scenario, wp, o.redecide ?? 'when-fits');
   const rand = createRng(deriveSeed(seed, 'rl-train'));
   const dqn = new SharedHeadDqn(
     { sizes: [F, ...HIDDEN, 1], lr: 1e-3, batch: 64, bufferSize: 30000, targetEvery: 250 },
@@ -212,24 +279,6 @@ export async function train(o: TrainOptions, simulateWith: Simulate): Promise<Tr
     let decisions = 0;
     let recorded = 0;
     let lastWaitAt = -1;
-    const owed = (now: number, head: RequestInfo | undefined): number => {
-      // Σ (1 − f_j)/T̂_j: each open request's share still to produce over its ideal time.
-      const t = policy.tracker;
-      let s = 0;
-      for (const c of fleet) {
-        const pf = t.prefillS(c);
-        const dc = t.decodeS(c);
-        for (const f of t.work(c).flights.values()) {
-          const ideal = f.promptTokens * pf + Math.max(1, f.expectedOut) * dc;
-          s += (1 - t.producedBy(f, c, now) / Math.max(1, f.expectedOut)) / ideal;
-        }
-      }
-      if (head) {
-        const p = t.predict(head);
-        s += 1 / (p.promptTokens * wp.priorPrefillS + Math.max(1, p.expectedOut) * wp.priorDecodeS);
-      }
-      return s;
-    };
     const fleet = new Set<string>();
     const close = (s2: Float64Array | undefined): void => {
       if (!prev) return;
@@ -253,36 +302,17 @@ export async function train(o: TrainOptions, simulateWith: Simulate): Promise<Tr
         if (wait) lastWaitAt = nowMs;
         const s = rows.slice(0, count * F);
         close(s);
-        prev = { s, a, h: guide(a, waitOk), owed: owed(nowMs, reqNow) };
+        prev = {
+          s,
+          a,
+          h: guideTerm(policy.tracker, reqNow, candidatesNow, nowMs, a, waitOk, mix),
+          owed: owedLatency(policy.tracker, fleet, nowMs, reqNow, wp),
+        };
         recorded++;
         dqn.learn();
         return a;
       },
     });
-    // Eq. 4 over the options, scaled by the candidates' spread (as the mixing scorer scales), so
-    // h ∈ [−1, 0]: the raw Eq. 1–2 differences are hundredths, too small beside the other terms.
-    const guide = (a: number, waitOk: boolean): number => {
-      if (!reqNow) return 0;
-      const t = policy.tracker;
-      const p = t.predict(reqNow);
-      const need = p.promptTokens + p.expectedOut;
-      if (a >= candidatesNow.length) return 0; // "wait": offered only when nothing fits
-      if (!t.fits(candidatesNow[a]!.name, need, nowMs)) {
-        const other = waitOk || candidatesNow.some((c) => t.fits(c.name, need, nowMs));
-        return other ? -1 : 0;
-      }
-      let best = -Infinity;
-      let worst = Infinity;
-      let chosen = 0;
-      candidatesNow.forEach((c, i) => {
-        if (!t.fits(c.name, need, nowMs)) return;
-        const v = mixingTerms(p.promptTokens, p.expectedOut, t.contextTokens(c.name, nowMs), mix).r;
-        if (v > best) best = v;
-        if (v < worst) worst = v;
-        if (i === a) chosen = v;
-      });
-      return best > worst ? (chosen - best) / (best - worst) : 0;
-    };
     const wrapped: Policy = {
       ...policy,
       pick(req: RequestInfo, candidates: readonly BackendView[], now: number) {
@@ -323,32 +353,38 @@ export async function train(o: TrainOptions, simulateWith: Simulate): Promise<Tr
   }
   bar?.stop();
 
-  mkdirSync(dirname(o.out) || '.', { recursive: true });
-  const doc = {
-    ...meta,
-    net: kept?.json ?? dqn.toJSON(),
-    training: {
-      scenario: scenario.name,
-      episodes: o.episodes,
-      seed,
-      trainSeeds: `${seed + 1}..${seed + o.episodes}`,
-      evalSeed,
-      requestsPerEpisode: n ?? null,
-      keptEpisode: kept?.episode ?? o.episodes,
-      roundRobinEvalMeanE2eS: rrEval,
-      curve: stats,
-    },
-  };
-  writeFileSync(o.out, JSON.stringify(doc) + '\n');
-  const svg = join(dirname(o.out), `${basename(o.out).replace(/\.json$/, '')}-curve.svg`);
-  writeFileSync(svg, await renderSvg(curveSpec(scenario.name, stats, rrEval)));
-  return {
-    stats,
-    file: o.out,
-    svg,
-    keptEpisode: kept?.episode ?? o.episodes,
+  const keptEpisode = kept?.episode ?? o.episodes;
+  const training = {
+    scenario: scenario.name,
+    episodes: o.episodes,
+    seed,
+    trainSeeds: `${seed + 1}..${seed + o.episodes}`,
+    evalSeed,
+    requestsPerEpisode: n ?? null,
+    keptEpisode,
     roundRobinEvalMeanE2eS: rrEval,
+    curve: stats,
   };
+  const svg = await writeWeights(o.out, { ...meta, net: kept?.json ?? dqn.toJSON(), training }, stats);
+  return { stats, file: o.out, svg, keptEpisode, roundRobinEvalMeanE2eS: rrEval };
+}
+
+/** The weights file (what src/rl/weights-file.ts reads, with how it was trained) and its learning-curve SVG beside it. */
+async function writeWeights(
+  out: string,
+  doc: RlWeights & {
+    readonly training: { readonly scenario: string; readonly roundRobinEvalMeanE2eS: number };
+  },
+  stats: readonly EpisodeStats[],
+): Promise<string> {
+  mkdirSync(dirname(out) || '.', { recursive: true });
+  writeFileSync(out, JSON.stringify(doc) + '\n');
+  const svg = join(dirname(out), `${basename(out).replace(/\.json$/, '')}-curve.svg`);
+  writeFileSync(
+    svg,
+    await renderSvg(curveSpec(doc.training.scenario, stats, doc.training.roundRobinEvalMeanE2eS)),
+  );
+  return svg;
 }
 
 function curveSpec(name: string, stats: readonly EpisodeStats[], rrEval: number): vl.TopLevelSpec {
