@@ -16,7 +16,7 @@ import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 import { resultsJson, type PolicyResult, type Results } from '../report/results.js';
 import { preloadCharts } from '../report/charts.js';
-import { formatTable } from '../report/table.js';
+import { recommendationLine, whatifTable } from '../report/whatif-table.js';
 import { writeWhatifCharts } from '../report/whatif-charts.js';
 import {
   meetsSlo,
@@ -145,9 +145,8 @@ function traceSummary(
   };
 }
 
-/** Seconds to the millisecond; a share in percent to a tenth. */
+/** Seconds to the millisecond. */
 const sec = (x: number): string => x.toFixed(3);
-const pct = (x: number): string => (x * 100).toFixed(1);
 
 /** The flags read: the config, the engine profile, replica counts and policies (each checked). */
 function whatifInputs(opts: WhatifOptions): {
@@ -386,18 +385,6 @@ function traceLines(opts: WhatifOptions, replay: TraceReplay, fleet: readonly st
   ];
 }
 
-function recommendationLine(
-  rec: Recommendation | null,
-  slo: readonly SloTerm[],
-  replicas: readonly number[],
-): string {
-  if (rec)
-    return slo.length > 0
-      ? `recommendation: ${rec.policy} on ${rec.replicas} replicas — the fewest replicas meeting ${rec.slo} (${rec.reason})`
-      : `recommendation: ${rec.policy} on ${rec.replicas} replicas (${rec.reason}; give --slo to size the fleet)`;
-  return `recommendation: none — no policy meets ${slo.map((t) => t.text).join(', ')} with up to ${replicas.at(-1)} replicas`;
-}
-
 /**
  * whatif's load sweep: a table and recommendation per multiple, then the capacity table (against
  * --slo when given, else the default bar), where each policy breaks, and the capacity-curve chart.
@@ -466,40 +453,4 @@ async function whatifSweep(a: Simulated): Promise<WhatifResults> {
   );
   if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
   return results;
-}
-
-/** What one table row needs of a run. */
-export type WhatifRow = Pick<TraceJobResult, 'policy' | 'replicas' | 'result'>;
-
-/** Seconds, rates and shares each at one precision, their units in the header. */
-export function whatifTable(runs: readonly WhatifRow[], slo: readonly SloTerm[]): string {
-  const head = [
-    'replicas',
-    'policy',
-    'done %',
-    'req/s',
-    'ttft p50 s',
-    'ttft p90 s',
-    'e2e mean s',
-    'e2e p90 s',
-    'prefix hit %',
-  ];
-  if (slo.length > 0) head.push('meets SLO');
-  const rows = runs.map((r) => {
-    const x = r.result;
-    const row = [
-      String(r.replicas),
-      r.policy,
-      pct(x.completionRate),
-      x.throughputRps.toFixed(2),
-      sec(x.ttftS.p50),
-      sec(x.ttftS.p90),
-      sec(x.latencyS.mean),
-      sec(x.latencyS.p90),
-      x.prefixHitRate === null ? '-' : pct(x.prefixHitRate),
-    ];
-    if (slo.length > 0) row.push(meetsSlo(x, slo) ? 'yes' : 'no');
-    return row;
-  });
-  return formatTable(head, rows, { left: [1] });
 }
