@@ -280,7 +280,7 @@ program
   .option('--replicas <list>', "comma-separated replica counts (default: the config's backend count)")
   .option(
     '--policies <list>',
-    'comma-separated policy names (default: every built-in that needs no parameters)',
+    'comma-separated policy names (default: the built-ins of WHATIF_POLICIES; any registered name)',
   )
   .option('--slo <terms>', 'target to size for, e.g. ttft-p90=2s or ttft-p90=2s,e2e-p99=60s')
   .option('--profile <file>', 'engine profile (llmlb profile output; default: the built-in one)')

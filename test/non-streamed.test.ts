@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { defaultProfile, OUTPUT_TOKENS_HEADER } from '../src/engine/server.js';
-import { probeBackend } from '../src/commands/profile.js';
+import { probeBackend } from '../src/fleet/probe.js';
 import { backend, engine, hungFleet, post, router, settings, stallHealth } from './helpers.js';
 
 /** `--speed 0.1` (a CPU box: ~0.18 s per output token), run 40× faster than real time. */

@@ -28,6 +28,9 @@ export type BodyKind =
 export type TranslateKind =
   'generate' | 'chat' | 'embed' | 'embeddings' | 'show' | 'responses' | 'messages' | 'count-tokens';
 
+/** Where an answer's token counts are and how they are named (`Endpoint.usage`). */
+export type UsageFormat = 'openai' | 'ollama' | 'anthropic' | 'openai-responses';
+
 /** One client endpoint. */
 export interface Endpoint {
   /** Its name in traces, workloads and the emulated engine (`openai-chat`, `ollama-embed`, …). */
@@ -50,9 +53,11 @@ export interface Endpoint {
   readonly streamByDefault: boolean;
   /**
    * Where a forwarded answer's token counts are (proxy/usage.ts): OpenAI `usage`, Ollama's
-   * closing counts. For a translated answer the translation reports them.
+   * closing counts, Anthropic's `usage`, the Responses API's `usage` (`input_tokens`,
+   * `output_tokens`; streamed, in the closing event's `response`). For a translated answer the
+   * translation reports them.
    */
-  readonly usage: 'openai' | 'ollama' | 'anthropic';
+  readonly usage: UsageFormat;
   /** Its translation for backends that cannot take it as it is; unset: forwarded to any backend. */
   readonly translate?: TranslateKind;
   /**
@@ -179,6 +184,7 @@ export const ENDPOINTS = [
     ...openai,
     name: 'openai-responses',
     path: '/v1/responses',
+    usage: 'openai-responses',
     body: 'responses',
     native: 'responses',
     // Recorded as a completion: its prompt is the flattened input.

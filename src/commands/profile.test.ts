@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { defaultProfile, startEngine } from '../engine/server.js';
 import { loadProfileFile } from '../scenario/profile-file.js';
 import { createServer } from 'node:net';
-import { checkBackend, linearFit, probeBackend, profilesFromTrace, runProfileCommand } from './profile.js';
+import { linearFit, profilesFromTrace } from '../engine/profile-fit.js';
+import { probeBackend } from '../fleet/probe.js';
+import { checkBackend, runProfileCommand } from './profile.js';
 import { CommandError, UsageError } from './usage-error.js';
 
 const within = (got: number, want: number, tol: number, what: string): void =>

@@ -3,7 +3,8 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { parseSlo, runWhatifCommand, whatifTable } from './whatif.js';
+import { whatifTable } from '../report/whatif-table.js';
+import { parseSlo, runWhatifCommand } from './whatif.js';
 import { UsageError } from './usage-error.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'llmlb-whatif-'));

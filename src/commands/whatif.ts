@@ -9,14 +9,23 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ConfigError, loadConfigFile } from '../config/load.js';
+import type { RouterConfig } from '../config/schema.js';
 import { createPolicy, policyNames, type PolicySpec } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
 import { defaultProfile } from '../engine/profile.js';
 import type { EngineProfile } from '../engine/types.js';
 import { resultsJson, type PolicyResult, type Results } from '../report/results.js';
 import { preloadCharts } from '../report/charts.js';
-import { formatTable } from '../report/table.js';
+import { recommendationLine, whatifTable } from '../report/whatif-table.js';
 import { writeWhatifCharts } from '../report/whatif-charts.js';
+import {
+  meetsSlo,
+  parseSlo as parseSloTerms,
+  recommend,
+  SloError,
+  type Recommendation,
+  type SloTerm,
+} from '../report/slo.js';
 import { loadProfileFile } from '../scenario/profile-file.js';
 import { defaultThreads, startTracePool } from '../sim/pool.js';
 import type { TraceJob, TraceJobResult } from '../sim/trace-job.js';
@@ -32,7 +41,12 @@ import { checkRateScales, runSweep, sweepReport } from './load-sweep.js';
 import { policyCheck } from './policy-check.js';
 import { UsageError } from './usage-error.js';
 
-/** Policies compared when --policies is not given: the built-ins that need no parameters. */
+/**
+ * Policies compared when --policies is not given (after the config's own). Every policy registered
+ * in src/core/policies/index.ts is either here or in WHATIF_LEFT_OUT (whatif-policies.test.ts
+ * checks it); any registered name runs when named with --policies (`pinned` as the config's own
+ * policy, which names its backend).
+ */
 export const WHATIF_POLICIES = [
   'round-robin',
   'least-connections',
@@ -48,39 +62,21 @@ export const WHATIF_POLICIES = [
   'workload-aware',
 ];
 
-/** One SLO term: `ttft-p90=2s`, `e2e-p99=30s`, `latency-mean=500ms`. */
-export interface SloTerm {
-  readonly metric: 'ttftS' | 'latencyS';
-  readonly stat: 'mean' | 'p50' | 'p90' | 'p95' | 'p99' | 'max';
-  readonly limitS: number;
-  readonly text: string;
-}
+/** Built-ins not in the default comparison, and why: each runs when named with --policies. */
+export const WHATIF_LEFT_OUT: ReadonlyMap<string, string> = new Map([
+  ['pinned', "needs its backend: runs as the config's own policy (with its params)"],
+  ['weighted-round-robin', 'round robin unless the config gives its backends weights'],
+  ['rl', 'needs weights trained for the fleet (llmlb train)'],
+]);
 
 /** Parse `--slo` (terms joined by commas, all must hold). Throws UsageError. */
 export function parseSlo(text: string): SloTerm[] {
-  return text
-    .split(',')
-    .map((t) => t.trim())
-    .filter(Boolean)
-    .map((t) => {
-      const m = /^(ttft|e2e|latency)-(mean|p50|p90|p95|p99|max)=(\d+(?:\.\d+)?)(ms|s)?$/i.exec(t);
-      if (!m)
-        throw new UsageError(
-          `--slo: '${t}' is not METRIC-STAT=VALUE (metric ttft | e2e, stat mean | p50 | p90 | p95 | p99 | max, value in s or ms), e.g. ttft-p90=2s`,
-        );
-      const value = Number(m[3]) / (m[4]?.toLowerCase() === 'ms' ? 1000 : 1);
-      return {
-        metric: m[1]!.toLowerCase() === 'ttft' ? 'ttftS' : 'latencyS',
-        stat: m[2]!.toLowerCase() as SloTerm['stat'],
-        limitS: value,
-        text: t,
-      };
-    });
-}
-
-/** A run meets the SLO: every term holds and (almost) every request completed. */
-export function meetsSlo(r: PolicyResult, slo: readonly SloTerm[]): boolean {
-  return r.completionRate >= 0.99 && slo.every((t) => r[t.metric][t.stat] <= t.limitS);
+  try {
+    return parseSloTerms(text);
+  } catch (e) {
+    if (e instanceof SloError) throw new UsageError(e.message);
+    throw e;
+  }
 }
 
 export interface WhatifOptions {
@@ -106,14 +102,6 @@ export interface WhatifOptions {
   threads?: number | undefined;
   charts?: boolean | undefined;
   quiet?: boolean | undefined;
-}
-
-export interface Recommendation {
-  readonly policy: string;
-  readonly replicas: number;
-  readonly slo: string | null;
-  /** Why: the value of the first SLO term, or p90 TTFT without an SLO. */
-  readonly reason: string;
 }
 
 export interface WhatifResults extends Results {
@@ -157,14 +145,16 @@ function traceSummary(
   };
 }
 
-/** Seconds to the millisecond; a share in percent to a tenth. */
+/** Seconds to the millisecond. */
 const sec = (x: number): string => x.toFixed(3);
-const pct = (x: number): string => (x * 100).toFixed(1);
 
-export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResults> {
-  const t0 = performance.now();
-  const seed = opts.seed ?? 1;
-  const slo = opts.slo !== undefined ? parseSlo(opts.slo) : [];
+/** The flags read: the config, the engine profile, replica counts and policies (each checked). */
+function whatifInputs(opts: WhatifOptions): {
+  config: RouterConfig;
+  profile: EngineProfile;
+  replicas: number[];
+  specs: PolicySpec[];
+} {
   let config;
   try {
     config = loadConfigFile(opts.configPath, policyCheck);
@@ -180,8 +170,7 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
       throw new UsageError((e as Error).message);
     }
   }
-  const base = config.backends;
-  const replicas = [...new Set(opts.replicas ?? [base.length])].sort((a, b) => a - b);
+  const replicas = [...new Set(opts.replicas ?? [config.backends.length])].sort((a, b) => a - b);
   if (replicas.some((r) => !Number.isInteger(r) || r < 1))
     throw new UsageError('--replicas must list positive integers, e.g. 4,8,16');
 
@@ -198,6 +187,15 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
       );
     }
   }
+  return { config, profile, replicas, specs };
+}
+
+export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResults> {
+  const t0 = performance.now();
+  const seed = opts.seed ?? 1;
+  const slo = opts.slo !== undefined ? parseSlo(opts.slo) : [];
+  const { config, profile, replicas, specs } = whatifInputs(opts);
+  const base = config.backends;
 
   const asked = opts.rateScales !== undefined ? checkRateScales(opts.rateScales) : [1];
   const sweep = asked.length > 1;
@@ -286,27 +284,47 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
   } finally {
     await pool.close();
   }
-  const stats = replay.stats;
   const out = opts.outDir ?? 'out/whatif';
-  if (sweep)
-    return whatifSweep({
-      opts,
-      out,
-      steps,
-      replay,
-      slo,
-      replicas,
-      specs,
-      threads,
-      simWallS,
-      t0,
-      base: base.map((b) => b.name),
-    });
-  const runs = steps[0]!.results;
+  const done: Simulated = {
+    opts,
+    out,
+    steps,
+    replay,
+    slo,
+    replicas,
+    specs,
+    threads,
+    simWallS,
+    t0,
+    base: base.map((b) => b.name),
+  };
+  return sweep ? whatifSweep(done) : whatifOne(done);
+}
+
+/** The simulated runs and what reporting them needs. */
+interface Simulated {
+  readonly opts: WhatifOptions;
+  readonly out: string;
+  readonly steps: readonly { readonly rateScale: number; readonly results: readonly TraceJobResult[] }[];
+  readonly replay: TraceReplay;
+  readonly slo: readonly SloTerm[];
+  readonly replicas: readonly number[];
+  readonly specs: readonly PolicySpec[];
+  readonly threads: number;
+  readonly simWallS: number;
+  readonly t0: number;
+  readonly base: readonly string[];
+}
+
+/** whatif at one load: the table, the recommendation, results.json and the charts. */
+async function whatifOne(a: Simulated): Promise<WhatifResults> {
+  const { opts, out, replay, slo, replicas, specs, threads, simWallS, t0 } = a;
+  const stats = replay.stats;
+  const runs = a.steps[0]!.results;
 
   const results: WhatifResults = {
     scenario: `whatif ${basename(opts.tracePath)}`,
-    seed,
+    seed: opts.seed ?? 1,
     mode: 'simulate',
     policies: runs.map((r) => ({
       ...r.result,
@@ -321,11 +339,7 @@ export async function runWhatifCommand(opts: WhatifOptions): Promise<WhatifResul
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'results.json'), resultsJson(results));
   const lines = [
-    ...traceLines(
-      opts,
-      replay,
-      base.map((b) => b.name),
-    ),
+    ...traceLines(opts, replay, a.base),
     '',
     whatifTable(runs, slo),
     '',
@@ -371,35 +385,11 @@ function traceLines(opts: WhatifOptions, replay: TraceReplay, fleet: readonly st
   ];
 }
 
-function recommendationLine(
-  rec: Recommendation | null,
-  slo: readonly SloTerm[],
-  replicas: readonly number[],
-): string {
-  if (rec)
-    return slo.length > 0
-      ? `recommendation: ${rec.policy} on ${rec.replicas} replicas — the fewest replicas meeting ${rec.slo} (${rec.reason})`
-      : `recommendation: ${rec.policy} on ${rec.replicas} replicas (${rec.reason}; give --slo to size the fleet)`;
-  return `recommendation: none — no policy meets ${slo.map((t) => t.text).join(', ')} with up to ${replicas.at(-1)} replicas`;
-}
-
 /**
  * whatif's load sweep: a table and recommendation per multiple, then the capacity table (against
  * --slo when given, else the default bar), where each policy breaks, and the capacity-curve chart.
  */
-async function whatifSweep(a: {
-  readonly opts: WhatifOptions;
-  readonly out: string;
-  readonly steps: readonly { readonly rateScale: number; readonly results: readonly TraceJobResult[] }[];
-  readonly replay: TraceReplay;
-  readonly slo: readonly SloTerm[];
-  readonly replicas: readonly number[];
-  readonly specs: readonly PolicySpec[];
-  readonly threads: number;
-  readonly simWallS: number;
-  readonly t0: number;
-  readonly base: readonly string[];
-}): Promise<WhatifResults> {
+async function whatifSweep(a: Simulated): Promise<WhatifResults> {
   const { opts, out, steps, replay, slo, replicas } = a;
   const stats = replay.stats;
   const series = (r: TraceJobResult): string =>
@@ -463,72 +453,4 @@ async function whatifSweep(a: {
   );
   if (!opts.quiet) process.stdout.write(lines.join('\n') + '\n');
   return results;
-}
-
-/** Fewest replicas at which some policy meets the SLO, and the best policy there (by its first term). */
-export function recommend(
-  runs: readonly TraceJobResult[],
-  replicas: readonly number[],
-  slo: readonly SloTerm[],
-): Recommendation | null {
-  const key = (r: TraceJobResult): number =>
-    slo.length > 0 ? r.result[slo[0]!.metric][slo[0]!.stat] : r.result.ttftS.p90;
-  const describe = (r: TraceJobResult): string =>
-    slo.length > 0
-      ? `${slo[0]!.metric === 'ttftS' ? 'ttft' : 'e2e'} ${slo[0]!.stat} ${sec(key(r))} s`
-      : `best p90 TTFT at ${r.replicas} replicas: ${sec(key(r))} s`;
-  if (slo.length === 0) {
-    const at = replicas.at(-1)!;
-    const best = runs.filter((r) => r.replicas === at).sort((a, b) => key(a) - key(b))[0];
-    return best ? { policy: best.policy, replicas: at, slo: null, reason: describe(best) } : null;
-  }
-  for (const n of replicas) {
-    const ok = runs
-      .filter((r) => r.replicas === n && meetsSlo(r.result, slo))
-      .sort((a, b) => key(a) - key(b));
-    if (ok.length > 0)
-      return {
-        policy: ok[0]!.policy,
-        replicas: n,
-        slo: slo.map((t) => t.text).join(', '),
-        reason: describe(ok[0]!),
-      };
-  }
-  return null;
-}
-
-/** What one table row needs of a run. */
-export type WhatifRow = Pick<TraceJobResult, 'policy' | 'replicas' | 'result'>;
-
-/** Seconds, rates and shares each at one precision, their units in the header. */
-export function whatifTable(runs: readonly WhatifRow[], slo: readonly SloTerm[]): string {
-  const head = [
-    'replicas',
-    'policy',
-    'done %',
-    'req/s',
-    'ttft p50 s',
-    'ttft p90 s',
-    'e2e mean s',
-    'e2e p90 s',
-    'prefix hit %',
-  ];
-  if (slo.length > 0) head.push('meets SLO');
-  const rows = runs.map((r) => {
-    const x = r.result;
-    const row = [
-      String(r.replicas),
-      r.policy,
-      pct(x.completionRate),
-      x.throughputRps.toFixed(2),
-      sec(x.ttftS.p50),
-      sec(x.ttftS.p90),
-      sec(x.latencyS.mean),
-      sec(x.latencyS.p90),
-      x.prefixHitRate === null ? '-' : pct(x.prefixHitRate),
-    ];
-    if (slo.length > 0) row.push(meetsSlo(x, slo) ? 'yes' : 'no');
-    return row;
-  });
-  return formatTable(head, rows, { left: [1] });
 }

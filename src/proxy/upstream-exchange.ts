@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { streamErrorChunk, type ErrorFormat } from '../http/errors.js';
+import type { UsageFormat } from '../api/endpoints.js';
 import type { StreamConverter, Translation } from './translate.js';
 import { SseUsageScanner } from './stream-usage.js';
 import { TailBuffer, responseUsage, type Usage } from './usage.js';
@@ -28,7 +29,7 @@ export interface ExchangeRequest {
   /** The client's API: the format of an error chunk ending a broken stream. */
   readonly format: ErrorFormat;
   /** Where a forwarded answer's token counts are (the endpoint's descriptor, src/api). */
-  readonly usage: 'openai' | 'ollama' | 'anthropic';
+  readonly usage: UsageFormat;
   readonly stream: boolean;
   readonly model: string;
   /** The request was translated for its backend (upstreamTranslation): the answer is converted back. */

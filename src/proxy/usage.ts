@@ -2,6 +2,7 @@
  * Token counts and engine timings from a response, read once at its end from the last bytes we
  * forwarded — so the per-chunk path only keeps a bounded tail, and never parses mid-stream.
  */
+import type { UsageFormat } from '../api/endpoints.js';
 
 export interface Usage {
   promptTokens?: number | undefined;
@@ -114,12 +115,7 @@ const USAGE_WINDOW = 4096;
  * Usage from the end of a forwarded response: the last few KB first (a long non-streamed answer
  * is not decoded and parsed whole), all that was kept only when the counts were not there.
  */
-export function responseUsage(
-  tail: TailBuffer,
-  api: 'ollama' | 'openai' | 'anthropic',
-  stream: boolean,
-  head?: Buffer,
-): Usage {
+export function responseUsage(tail: TailBuffer, api: UsageFormat, stream: boolean, head?: Buffer): Usage {
   if (api === 'anthropic') {
     const read = (text: string): Usage => anthropicUsage(text, stream, head?.toString('utf8'));
     const u = read(tail.text(USAGE_WINDOW));
@@ -129,7 +125,12 @@ export function responseUsage(
     const fast = ollamaCountsInBytes(tail.lastBytes(OLLAMA_WINDOW));
     if (fast) return fast;
   }
-  const read = (text: string): Usage => (api === 'ollama' ? ollamaUsage(text) : openaiUsage(text, stream));
+  const read = (text: string): Usage =>
+    api === 'ollama'
+      ? ollamaUsage(text)
+      : api === 'openai-responses'
+        ? responsesUsage(text)
+        : openaiUsage(text, stream);
   const u = read(tail.text(USAGE_WINDOW));
   return u.completionTokens !== undefined || tail.bytes <= USAGE_WINDOW ? u : read(tail.text());
 }
@@ -278,4 +279,32 @@ export function anthropicUsage(tail: string, stream: boolean, head?: string): Us
       };
   }
   return found;
+}
+
+/** Responses API usage (`input_tokens`, `output_tokens`, `input_tokens_details.cached_tokens`) as counts. */
+function responsesCounts(o: Record<string, unknown> | undefined): Usage | undefined {
+  const u = o?.usage;
+  if (!u || typeof u !== 'object') return undefined;
+  const r = u as Record<string, unknown>;
+  const details = r.input_tokens_details;
+  const cached =
+    details && typeof details === 'object'
+      ? num((details as Record<string, unknown>).cached_tokens)
+      : undefined;
+  return {
+    promptTokens: num(r.input_tokens),
+    completionTokens: num(r.output_tokens),
+    ...(cached !== undefined ? { cachedTokens: cached } : {}),
+  };
+}
+
+/**
+ * OpenAI Responses API: the Response object's `usage` — the body's, or in a stream the closing
+ * event's (`response.completed` / `response.incomplete`: `{"type":…,"response":{…,"usage":{…}}}`).
+ * The last `"usage": {…}` of the tail is that one: the opening events carry `"usage":null`, and
+ * answer text cannot hold an unescaped `"usage":`.
+ */
+export function responsesUsage(tail: string): Usage {
+  const at = tail.lastIndexOf('"usage":');
+  return (at > 0 ? usageObjectAt(tail, at, responsesCounts) : undefined) ?? {};
 }

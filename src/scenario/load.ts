@@ -52,7 +52,7 @@ import {
   ProfileConfigError,
 } from '../core/policies/endpoint-picker-config.js';
 import { defaultProfile } from '../engine/profile.js';
-import { loraSchema } from './profile-file.js';
+import { EngineProfilePatch } from './profile-file.js';
 import type { EngineProfile } from '../engine/types.js';
 import { getWorkloadType, workloadTypeNames, type BoundWorkload } from '../workloads/index.js';
 import type { Scenario, ScenarioBackend } from './types.js';
@@ -84,26 +84,8 @@ export function formatPath(path: Path): string {
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const name = z.string().regex(NAME, 'must be letters, digits, . _ - (starting with a letter or digit)');
 
-const ProfilePatch = z
-  .strictObject({
-    slots: z.number().int().positive(),
-    kvCapacityTokens: z.number().int().positive(),
-    speed: z.number().finite().positive(),
-    baseStepS: z.number().finite().nonnegative(),
-    perSeqS: z.number().finite().nonnegative(),
-    perTokenS: z.number().finite().nonnegative(),
-    prefillPerTokenS: z.number().finite().nonnegative(),
-    blockSize: z.number().int().positive(),
-    prefixCacheBlocks: z.number().int().nonnegative(),
-    pagedKv: z.boolean(),
-    prefillMode: z.enum(['mixed', 'stall', 'chunked']),
-    maxBatchedTokens: z.number().int().positive(),
-    lora: loraSchema,
-  } satisfies Record<keyof EngineProfile, z.ZodType>)
-  .partial();
-
 const backendFields = {
-  profile: ProfilePatch.optional(),
+  profile: EngineProfilePatch.optional(),
   models: z.array(z.string().min(1)).min(1).optional(),
   region: z.string().min(1).optional(),
   maxConcurrency: z.number().int().positive().optional(),

@@ -3,6 +3,9 @@
  * EngineProfile fields (src/engine/types.ts) measured or chosen, over defaultProfile(). YAML or
  * JSON, either the fields themselves or under a `profile:` key (with the measurement's notes beside
  * it).
+ *
+ * `EngineProfilePatch` is the one engine-profile schema: a scenario's `profile:` sections
+ * (scenario/load.ts) and a profile file are both parsed with it.
  */
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
