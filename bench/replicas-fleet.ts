@@ -1,12 +1,13 @@
 /**
  * Pieces for benches and tests that run several `llmlb serve` processes on one fleet (issue #31):
- * router child processes (`node dist/cli.js serve`, or `tsx src/cli.ts` when dist/ is not built),
+ * router child processes (`node dist/cli.js serve`, or `tsx src/cli.ts` when dist/ is missing or
+ * older than src/),
  * a counting HTTP hop in front of each engine (the most requests an engine had at once, whoever
  * sent them), a TCP hop that can be cut (a router cut off from Redis but not from the engines),
  * and a reader of the shared view's Redis hashes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, createServer as createTcpServer, type Server, type Socket } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
@@ -193,15 +194,38 @@ export function routerYaml(o: RouterYaml): string {
   return lines.join('\n') + '\n';
 }
 
+/** The newest modification time under `dir` (ms). */
+function newest(dir: string): number {
+  let t = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    t = Math.max(t, e.isDirectory() ? newest(p) : statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+let cliArgs: string[] | undefined;
+
+/** dist/cli.js when it is built and newer than every source file; else src/cli.ts through tsx. */
+function cli(): string[] {
+  if (cliArgs) return cliArgs;
+  const dist = join(ROOT, 'dist/cli.js');
+  if (existsSync(dist) && statSync(dist).mtimeMs >= newest(join(ROOT, 'src'))) cliArgs = [dist];
+  else {
+    process.stderr.write(
+      'routers run src/cli.ts through tsx (dist/ missing or older than src/: npm run build)\n',
+    );
+    cliArgs = ['--import', 'tsx', join(ROOT, 'src/cli.ts')];
+  }
+  return cliArgs;
+}
+
 /** Start `llmlb serve` on `yaml` in a child process; resolves with its URL once it listens. */
 export async function spawnRouter(yaml: string): Promise<RouterProc> {
   const dir = mkdtempSync(join(tmpdir(), 'llmlb-replica-'));
   const file = join(dir, 'llmlb.yaml');
   writeFileSync(file, yaml);
-  const dist = join(ROOT, 'dist/cli.js');
-  const args = existsSync(dist)
-    ? [dist, 'serve', '--config', file]
-    : ['--import', 'tsx', join(ROOT, 'src/cli.ts'), 'serve', '--config', file];
+  const args = [...cli(), 'serve', '--config', file];
   const proc = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   proc.stderr!.on('data', (c: Buffer) => {

@@ -262,8 +262,12 @@ describe('shared view faults (private redis-server)', () => {
     for (const r of [...others, cutOff]) r.start();
     await until('all up', () => [...others, cutOff].every((r) => r.view.up), 3000);
     await sleep(300);
+    fleet.resetPeaks();
     hop.cut();
     await until('the cut router is down', () => !cutOff.view.up, 2000);
+    // Until its fields expire the others count what it holds, and it keeps to its allowances.
+    await sleep(TTL - 4 * INTERVAL);
+    assert.deepEqual(fleet.overCap(), [], 'caps held while the others still count its share');
     const before = fleet.done;
     await sleep(300);
     assert.ok(
