@@ -11,7 +11,8 @@
  * The router runs with the configuration a file with these backends gets (every default from
  * the config schema), in this process so its counters can be read directly. Engines run in this
  * process too, except the one killed -9, which is a child process. Every phase is bounded.
- * Knobs: FAULTS_ONLY=name,name (run some scenarios), FAULTS_REQUESTS (per scenario, 300).
+ * Knobs: FAULTS_ONLY=name,name (run some scenarios), FAULTS_REQUESTS (per scenario, 300),
+ * FAULTS_TTL_MS (sharedView.ttlMs of the several-routers scenarios).
  * Exit code 1 when a scenario lost a request, left a slot or lease, or ran past its deadline.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -43,6 +44,8 @@ const REQUESTS = Math.max(20, Number(process.env.FAULTS_REQUESTS ?? 300));
 const ONLY = (process.env.FAULTS_ONLY ?? '').split(',').filter((s) => s !== '');
 const TOKEN = 'bench-faults';
 const CONCURRENCY = 24;
+/** sharedView.ttlMs of the several-routers scenarios (default: the config's, 2000). */
+const TTL_MS = process.env.FAULTS_TTL_MS ? Number(process.env.FAULTS_TTL_MS) : undefined;
 
 interface Outcome {
   status: number;
@@ -553,7 +556,7 @@ async function onReplicas(
           backends,
           policy: 'least-connections',
           model: 'm1',
-          shared: { redis, prefix },
+          shared: { redis, prefix, ...(TTL_MS ? { ttlMs: TTL_MS } : {}) },
           extra: 'timeouts: { firstByteMs: 30000 }',
         }).replaceAll('api: openai', 'api: ollama'),
       ),
