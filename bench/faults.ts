@@ -2,14 +2,17 @@
  * `npm run bench:faults`: the failures a fleet really has, against llmlb over emulated engines on
  * loopback, one scenario at a time: a backend killed -9 mid-run, one that hangs while its probe
  * answers, 5xx and 429 bursts, streams dying mid-way, a Redis outage and a Redis flush under
- * quotas, and slow-body clients. Per scenario it prints requests, answered, clean errors, 5xx,
+ * quotas, slow-body clients, and (issue #31) several `llmlb serve` processes sharing their view
+ * through a private Redis: one router killed -9 mid-run, and the Redis flushed, killed and
+ * restarted, and cut off from one router only. Per scenario it prints requests, answered, clean errors, 5xx,
  * lost (no answer, or a stream cut without an error chunk), requests past the deadline, the
  * longest latency, and whether in-flight slots, the router queue and quota leases went back to 0.
  *
  * The router runs with the configuration a file with these backends gets (every default from
  * the config schema), in this process so its counters can be read directly. Engines run in this
  * process too, except the one killed -9, which is a child process. Every phase is bounded.
- * Knobs: FAULTS_ONLY=name,name (run some scenarios), FAULTS_REQUESTS (per scenario, 300).
+ * Knobs: FAULTS_ONLY=name,name (run some scenarios), FAULTS_REQUESTS (per scenario, 300),
+ * FAULTS_TTL_MS (sharedView.ttlMs of the several-routers scenarios).
  * Exit code 1 when a scenario lost a request, left a slot or lease, or ran past its deadline.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -25,12 +28,24 @@ import { silentLogger } from '../src/log.js';
 import { Router } from '../src/proxy/router.js';
 import { formatTable } from '../src/report/table.js';
 import { RedisServer } from '../src/state/redis-server.testing.js';
+import {
+  countingHop,
+  routerYaml,
+  sharedFields,
+  sharedViewUp,
+  spawnRouter,
+  tcpHop,
+  type CountedEngine,
+  type RouterProc,
+} from './replicas-fleet.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const REQUESTS = Math.max(20, Number(process.env.FAULTS_REQUESTS ?? 300));
 const ONLY = (process.env.FAULTS_ONLY ?? '').split(',').filter((s) => s !== '');
 const TOKEN = 'bench-faults';
 const CONCURRENCY = 24;
+/** sharedView.ttlMs of the several-routers scenarios (default: the config's, 2000). */
+const TTL_MS = process.env.FAULTS_TTL_MS ? Number(process.env.FAULTS_TTL_MS) : undefined;
 
 interface Outcome {
   status: number;
@@ -329,6 +344,128 @@ const scenarios: Record<string, Scenario> = {
     });
   },
 
+  async 'router kill -9'() {
+    const redis = await RedisServer.start();
+    const prefix = 'faults-replicas';
+    let killedAt = 0;
+    let returnedMs = NaN;
+    let doomedInFlight = 0;
+    let doomedQueued = 0;
+    try {
+      const run = await onReplicas([redis.url, redis.url, redis.url], prefix, async (r, alive) => {
+        await sleep(1000);
+        const doomed = r.routers[2]!;
+        doomedInFlight = await routerInFlight(doomed.url);
+        doomedQueued = await routerQueue(doomed.url);
+        killedAt = performance.now();
+        alive[2] = false;
+        await doomed.kill9();
+        // Its held slots are back when no backend's hash has its field any more.
+        const conn = new Redis(redis.url);
+        try {
+          returnedMs = await until(async () => {
+            const f = await sharedFields(conn, prefix, ['a', 'b', 'c']);
+            return [...f.values()].every((m) => ![...m.keys()].some((id) => id.startsWith(doomed.idPrefix)));
+          }, 10_000);
+          returnedMs = performance.now() - killedAt;
+        } finally {
+          conn.disconnect();
+        }
+      });
+      try {
+        const failed = run.outs.filter((o) => !o.ok);
+        // A failure is expected only for a request the killed router held when it died.
+        const expected = failed.filter((o) => o.router === 2 && o.startedAt < killedAt && o.status === 0);
+        const after = run.outs.filter((o) => o.startedAt > killedAt);
+        const peaks = run.hops.map((h) => h.peak);
+        const survivorsUp = await Promise.all(run.routers.slice(0, 2).map((x) => sharedViewUp(x.url)));
+        const survivorsIdle = await Promise.all(run.routers.slice(0, 2).map((x) => routerInFlight(x.url)));
+        const engineIdle = run.hops.every((h) => h.inFlight === 0);
+        const rowed = row('router kill -9', run.outs, 30_000, false, '');
+        rowed.lost = failed.length - expected.length;
+        rowed.cleanErrors = rowed.cleanErrors + expected.length;
+        rowed.drained =
+          engineIdle &&
+          survivorsIdle.every((n) => n === 0) &&
+          peaks.every((p) => p <= RCAP) &&
+          returnedMs <= 2500;
+        rowed.note =
+          `3 routers, 1 Redis; router 2 killed at 1 s (${doomedInFlight} at engines, ${doomedQueued} queued): ${expected.length} connection errors, ` +
+          `all its own in-flight; its slots back in ${(returnedMs / 1000).toFixed(2)} s; ` +
+          `${after.filter((o) => o.ok).length}/${after.length} later requests ok on the 2 others (shared_view_up ${survivorsUp.join(',')}); ` +
+          `engine peaks ${peaks.join('/')} (cap ${RCAP})`;
+        return rowed;
+      } finally {
+        await run.close();
+      }
+    } finally {
+      await redis.kill();
+    }
+  },
+
+  async 'shared view: redis faults'() {
+    const redis = await RedisServer.start();
+    const hop = await tcpHop(redis.port);
+    const prefix = 'faults-replicas';
+    const notes: string[] = [];
+    let recoveredPeaks: number[] = [];
+    let cutPeaks: number[] = [];
+    let cutWindowS = 0;
+    try {
+      const hopUrl = `redis://127.0.0.1:${hop.port}/0`;
+      const run = await onReplicas([redis.url, redis.url, hopUrl], prefix, async (r) => {
+        const ups = async (): Promise<string> =>
+          (await Promise.all(r.routers.map((x) => sharedViewUp(x.url)))).join(',');
+        await sleep(500);
+        for (const h of r.hops) h.resetPeak();
+        const c = new Redis(redis.url);
+        await c.flushdb();
+        c.disconnect();
+        await sleep(700);
+        notes.push(`FLUSHDB: peaks ${r.hops.map((h) => h.peak).join('/')}, up ${await ups()}`);
+        await redis.kill();
+        await sleep(500);
+        notes.push(`Redis killed: up ${await ups()}`);
+        await sleep(1500);
+        await redis.restart();
+        await until(async () => (await ups()) === '1,1,1', 10_000);
+        notes.push('restarted: up 1,1,1');
+        // What the outage let in (degraded: configured caps) drains, then the caps hold again.
+        await sleep(2000);
+        for (const h of r.hops) h.resetPeak();
+        await sleep(1000);
+        recoveredPeaks = r.hops.map((h) => h.peak);
+        for (const h of r.hops) h.resetPeak();
+        const cutAt = performance.now();
+        hop.cut();
+        await sleep(500);
+        notes.push(`router 2 cut off: up ${await ups()}`);
+        // For ttlMs (2 s) it keeps the allowance the others still count; then its configured caps.
+        await sleep(1000);
+        cutPeaks = r.hops.map((h) => h.peak);
+        cutWindowS = (performance.now() - cutAt) / 1000;
+        for (const h of r.hops) h.resetPeak();
+        await sleep(1500);
+        notes.push(`cut off > ttl (degraded, configured caps): peaks ${r.hops.map((h) => h.peak).join('/')}`);
+        hop.mend();
+        await until(async () => (await ups()) === '1,1,1', 10_000);
+      });
+      try {
+        const drainedAll = run.hops.every((h) => h.inFlight === 0);
+        const over = [...recoveredPeaks, ...cutPeaks].some((p) => p > RCAP);
+        notes.push(
+          `peaks 2-3 s after recovery ${recoveredPeaks.join('/')}, first ${cutWindowS.toFixed(2)} s of the cut ${cutPeaks.join('/')} (cap ${RCAP})${over ? ' OVER CAP' : ''}`,
+        );
+        return row('shared view: redis faults', run.outs, 30_000, drainedAll && !over, notes.join('; '));
+      } finally {
+        await run.close();
+      }
+    } finally {
+      await hop.close();
+      await redis.kill();
+    }
+  },
+
   async 'slow bodies'() {
     return onFleet(2, 'timeouts: { bodyMs: 2000 }', async (_engines, router, url) => {
       const { port } = new URL(url);
@@ -365,6 +502,111 @@ const scenarios: Record<string, Scenario> = {
 };
 
 const CAP = 6;
+
+/** Backend caps in the several-routers scenarios (engines have 8 slots: the cap binds). */
+const RCAP = 4;
+
+/** `llmlb_backend_in_flight` summed over a router's backends (-1: no answer). */
+async function routerInFlight(url: string): Promise<number> {
+  try {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    return [...text.matchAll(/^llmlb_backend_in_flight\{[^}]*\} (\d+)/gm)].reduce(
+      (a, m) => a + Number(m[1]),
+      0,
+    );
+  } catch {
+    return -1;
+  }
+}
+
+/** `llmlb_router_queue_length` (-1: no answer). */
+async function routerQueue(url: string): Promise<number> {
+  try {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const m = /^llmlb_router_queue_length (\d+)/m.exec(text);
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return -1;
+  }
+}
+
+interface ReplicaRun {
+  outs: (Outcome & { router: number; startedAt: number })[];
+  hops: CountedEngine[];
+  routers: RouterProc[];
+}
+
+/**
+ * 3 engines (each behind a counting hop, cap RCAP) and 3 `llmlb serve` processes sharing their
+ * view through `redisUrls[i]`; REQUESTS requests at CONCURRENCY spread round-robin over the
+ * routers still alive (`alive`), and on until `during` (the fault, run alongside) is over.
+ */
+async function onReplicas(
+  redisUrls: string[],
+  prefix: string,
+  during: (run: ReplicaRun, alive: boolean[]) => Promise<void>,
+): Promise<ReplicaRun & { close(): Promise<void> }> {
+  const engines = await Promise.all([1, 2, 3].map((i) => engine(i)));
+  const hops = await Promise.all(engines.map((e) => countingHop(e.url)));
+  const backends = hops.map((h, i) => ({ name: String.fromCharCode(97 + i), url: h.url, cap: RCAP }));
+  const routers = await Promise.all(
+    redisUrls.map((redis) =>
+      spawnRouter(
+        routerYaml({
+          backends,
+          policy: 'least-connections',
+          model: 'm1',
+          shared: { redis, prefix, ...(TTL_MS ? { ttlMs: TTL_MS } : {}) },
+          extra: 'timeouts: { firstByteMs: 30000 }',
+        }).replaceAll('api: openai', 'api: ollama'),
+      ),
+    ),
+  );
+  const close = async (): Promise<void> => {
+    await Promise.all(routers.map((r) => r.close()));
+    await Promise.all(hops.map((h) => h.close()));
+    await Promise.all(engines.map((e) => e.close()));
+  };
+  const run: ReplicaRun = { outs: [], hops, routers };
+  try {
+    for (const r of routers) await until(() => sharedViewUp(r.url).then((u) => u === 1), 10_000);
+    const alive = routers.map(() => true);
+    let next = 0;
+    let faultDone = false;
+    const worker = async (): Promise<void> => {
+      // At least REQUESTS, and load until the fault's script is over.
+      while (next < REQUESTS || !faultDone) {
+        const i = next++;
+        let k = i % routers.length;
+        while (!alive[k]) k = (k + 1) % routers.length;
+        const startedAt = performance.now();
+        const o = await one(routers[k]!.url, i, 30_000);
+        run.outs.push({ ...o, router: k, startedAt });
+      }
+    };
+    const fault = async (): Promise<void> => {
+      try {
+        await during(run, alive);
+      } finally {
+        faultDone = true;
+      }
+    };
+    await Promise.all([...Array.from({ length: CONCURRENCY }, worker), fault()]);
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { ...run, close };
+}
+
+async function until(cond: () => Promise<boolean>, ms: number): Promise<number> {
+  const t0 = Date.now();
+  while (!(await cond())) {
+    if (Date.now() - t0 > ms) throw new Error(`condition not met within ${ms} ms`);
+    await sleep(10);
+  }
+  return Date.now() - t0;
+}
 
 /** Quota-gated traffic (cap CAP) on a private Redis that the fault kills or flushes. */
 async function redisScenario(

@@ -10,8 +10,14 @@
  * pickers read engine-reported counts, global already. Caps are split as allowances: a router may
  * push a capped backend only up to its allowance, and allowances together never exceed the cap.
  *
- * A router that loses Redis keeps routing on its own view (its configured caps, its own counts:
- * the routers together may then exceed a cap) and says so: `up` is false (llmlb_shared_view_up 0).
+ * A router that loses Redis says so at once (`up` false, llmlb_shared_view_up 0) and keeps routing
+ * on its own counts. For `ttlMs` after its last good round it keeps the allowances it enforced
+ * then (0 before any: a router starting while its connection opens does not take a whole cap):
+ * the others still count what it holds until its fields expire. After that it falls back to its
+ * configured caps (the routers together may then exceed a cap). When a round finds this router's
+ * own fields gone although it had published them (FLUSHDB, a Redis restart), the others' are gone
+ * too until their next round: for `ttlMs` its allowances may shrink but not grow, so the view
+ * rebuilds without a backend going past its cap.
  */
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
@@ -56,6 +62,12 @@ export class SharedView {
   private timer: NodeJS.Timeout | undefined;
   private inRound = false;
   private isUp = false;
+  /** When the last round reached Redis (start() counts as one: nothing is held before it). */
+  private lastUpAt = 0;
+  /** Whether a round has published this router's fields (so their absence means they were lost). */
+  private published = false;
+  /** Until then allowances may shrink, not grow: the view is being rebuilt after a loss. */
+  private rebuildUntil = 0;
   /** Rounds that failed (Redis down or slow); for /metrics. */
   failures = 0;
 
@@ -89,6 +101,7 @@ export class SharedView {
     const zero = new Map<string, number>();
     for (const b of this.host.backends()) if (Number.isFinite(b.cap)) zero.set(b.name, 0);
     this.host.applyCaps(zero);
+    this.lastUpAt = this.now();
     // sync() turns a Redis failure into the fallback view; what still escapes is a bug: say so.
     const round = (): void => {
       this.sync().catch((err: unknown) =>
@@ -125,26 +138,47 @@ export class SharedView {
     try {
       const cmd = (
         this.redis as unknown as {
-          llmlbSharedView(n: number, ...a: (string | number)[]): Promise<[number, number][]>;
+          llmlbSharedView(n: number, ...a: (string | number)[]): Promise<[number, number, number][]>;
         }
       ).llmlbSharedView;
       const res = await cmd.call(this.redis, keys.length, ...keys, ...args);
+      const now = this.now();
+      const lost = this.published && list.some((b, i) => Number.isFinite(b.cap) && res[i]![2] === 0);
+      if (lost) this.rebuildUntil = now + this.opts.ttlMs;
+      const rebuilding = now < this.rebuildUntil;
       const caps = new Map<string, number>();
       this.others.clear();
       list.forEach((b, i) => {
         const [othersIn, allowance] = res[i]!;
         this.others.set(b.name, othersIn);
-        caps.set(b.name, allowance < 0 ? b.cap : allowance);
-        if (allowance >= 0) this.enforced.set(b.name, allowance);
+        if (allowance < 0) {
+          caps.set(b.name, b.cap);
+          return;
+        }
+        const held = this.enforced.get(b.name) ?? 0;
+        const cap = rebuilding ? Math.min(allowance, held) : allowance;
+        caps.set(b.name, cap);
+        this.enforced.set(b.name, cap);
       });
       this.isUp = true;
+      this.published = true;
+      this.lastUpAt = now;
       this.host.applyCaps(caps);
     } catch {
       this.failures++;
       this.isUp = false;
       this.others.clear();
-      for (const b of list) if (Number.isFinite(b.cap)) this.enforced.set(b.name, b.cap);
-      this.host.applyCaps(new Map(list.map((b) => [b.name, b.cap])));
+      // Within ttlMs of the last good round the others still count what this router holds: keep
+      // its allowances. Later they have taken them back: its own configured caps, degraded.
+      if (this.now() - this.lastUpAt >= this.opts.ttlMs) {
+        for (const b of list) if (Number.isFinite(b.cap)) this.enforced.set(b.name, b.cap);
+        this.host.applyCaps(new Map(list.map((b) => [b.name, b.cap])));
+      } else {
+        const caps = new Map<string, number>();
+        for (const b of list)
+          caps.set(b.name, Number.isFinite(b.cap) ? (this.enforced.get(b.name) ?? 0) : b.cap);
+        this.host.applyCaps(caps);
+      }
     } finally {
       this.inRound = false;
     }

@@ -2,7 +2,8 @@
 -- KEYS[i]: one hash per backend, field = router id, value = "inFlight held expiresAt".
 -- ARGV: routerId, nowMs, ttlMs, then per key: inFlight, cap (-1 = uncapped), want, and the
 -- allowance the router enforces until this round's answer reaches it.
--- Returns per key: { others' in-flight, this router's allowance (-1 = uncapped) }.
+-- Returns per key: { others' in-flight, this router's allowance (-1 = uncapped), 1 if this
+-- router's own field was there (0: first round, or the data was lost: FLUSHDB, a restart) }.
 --
 -- Allowance invariant: a router dispatches only while its in-flight is below the allowance it
 -- enforces, and "held" = max(in-flight, new allowance, allowance still enforced) at its last round
@@ -18,9 +19,11 @@ for i, key in ipairs(KEYS) do
   local want = tonumber(ARGV[base + 3])
   local enforced = tonumber(ARGV[base + 4])
   local fields = redis.call('HGETALL', key)
-  local othersIn, othersHeld = 0, 0
+  local othersIn, othersHeld, mine = 0, 0, 0
   for j = 1, #fields, 2 do
-    if fields[j] ~= id then
+    if fields[j] == id then
+      mine = 1
+    else
       local a, b, c = string.match(fields[j + 1], '^(%-?%d+) (%-?%d+) (%d+)$')
       if a == nil or tonumber(c) < now then
         redis.call('HDEL', key, fields[j])
@@ -36,6 +39,6 @@ for i, key in ipairs(KEYS) do
   end
   redis.call('HSET', key, id, inflight .. ' ' .. math.max(allowance, enforced) .. ' ' .. (now + ttl))
   redis.call('PEXPIRE', key, ttl * 4)
-  out[i] = { othersIn, allowance }
+  out[i] = { othersIn, allowance, mine }
 end
 return out
