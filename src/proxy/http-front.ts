@@ -25,6 +25,8 @@ export interface HttpFrontHost extends FlightHost {
   readonly startedAt: number;
   /** GET /federation/status's answer (routers with a region). */
   peerStatus(): PeerStatus;
+  /** GET /metrics's text: this router's registry, or every worker's summed (`serve --workers N`). */
+  metricsText(): Promise<string>;
 }
 
 /** What the admin listener serves besides /admin. */
@@ -156,7 +158,7 @@ export class HttpFront {
   private async sendMetrics(res: ServerResponse): Promise<void> {
     let text: string;
     try {
-      text = await this.r.metrics.registry.metrics();
+      text = await this.r.metricsText();
     } catch (err) {
       this.r.log.error({ err }, 'metrics collection failed');
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });

@@ -1,0 +1,242 @@
+/**
+ * `llmlb serve --workers 2`: real processes (the built CLI when dist/ exists, else tsx), real
+ * HTTP, emulated engines. Each engine sits behind a counting proxy, so the test sees exactly how
+ * many requests a backend holds at once, whichever worker sent them.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { OUTPUT_TOKENS_HEADER } from '../src/engine/server.js';
+import { engine, fastProfile, waitFor } from './helpers.js';
+
+const CLI = existsSync('dist/cli.js') ? ['dist/cli.js'] : ['--import', 'tsx', 'src/cli.ts'];
+
+/** A proxy in front of an engine counting the generation requests it holds at once. */
+async function counting(target: string): Promise<{
+  url: string;
+  now: () => number;
+  peak: () => number;
+  resetPeak(): void;
+  close(): Promise<void>;
+}> {
+  let now = 0;
+  let peak = 0;
+  const up = new URL(target);
+  const srv: Server = createServer((req, res) => {
+    const counted = req.method === 'POST' && req.url === '/api/generate';
+    let open = counted;
+    if (counted) peak = Math.max(peak, ++now);
+    const done = (): void => {
+      if (open) now--;
+      open = false;
+    };
+    const out = request(
+      { host: up.hostname, port: up.port, path: req.url, method: req.method, headers: req.headers },
+      (r) => {
+        res.writeHead(r.statusCode ?? 502, r.headers);
+        r.pipe(res);
+        r.on('end', done);
+      },
+    );
+    out.on('error', () => {
+      done();
+      res.destroy();
+    });
+    res.on('close', () => {
+      done();
+      out.destroy();
+    });
+    req.pipe(out);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`,
+    now: () => now,
+    peak: () => peak,
+    resetPeak: () => {
+      peak = now;
+    },
+    close: () => {
+      srv.closeAllConnections();
+      return new Promise((r) => srv.close(() => r()));
+    },
+  };
+}
+
+function children(pid: number): number[] {
+  const r = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' });
+  return r.stdout
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map(Number);
+}
+
+async function start(
+  config: string,
+  workers: string,
+): Promise<{ child: ChildProcess; url: string; out: () => string }> {
+  const child = spawn(process.execPath, [...CLI, 'serve', '--config', config, '--workers', workers], {
+    env: { ...process.env, LLMLB_LOG_LEVEL: 'error' },
+  });
+  let text = '';
+  child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      text += d.toString();
+      const m = /llmlb listening on (http:\/\/\S+)\n/.exec(text);
+      if (m && /^workers: /m.test(text)) resolve(m[1]!);
+    });
+    child.on('exit', (code) => reject(new Error(`exited ${code}: ${text}`)));
+  });
+  return { child, url, out: () => text };
+}
+
+async function stop(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null) return child.exitCode;
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  child.kill('SIGTERM');
+  return exited;
+}
+
+/** One generation of about `tokens` steps; resolves with the status, or 0 when the connection broke. */
+async function generate(url: string, tokens: number): Promise<number> {
+  try {
+    const res = await fetch(`${url}/api/generate`, {
+      method: 'POST',
+      headers: { [OUTPUT_TOKENS_HEADER]: String(tokens) },
+      body: '{"model":"m1","prompt":"hello","stream":false}',
+    });
+    await res.arrayBuffer();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+describe('serve --workers 2 (node:cluster, one view through the primary)', () => {
+  const engines: { close(): Promise<void> }[] = [];
+  const proxies: Awaited<ReturnType<typeof counting>>[] = [];
+  let config = '';
+
+  before(async () => {
+    for (let i = 0; i < 2; i++) {
+      // 4 slots, ~5 ms a step: a request of 20 tokens holds its slot ~100 ms.
+      const e = await engine({ profile: fastProfile({ baseStepS: 0.005, slots: 4 }) });
+      engines.push(e);
+      proxies.push(await counting(e.url));
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'llmlb-workers-'));
+    config = join(dir, 'workers.yaml');
+    writeFileSync(
+      config,
+      [
+        'server: { host: 127.0.0.1, port: 0 }',
+        'policy: { name: least-connections }',
+        'health: { probeIntervalMs: 100, scrapeIntervalMs: 100 }',
+        'backends:',
+        ...proxies.map(
+          (p, i) => `  - { name: e${i}, url: "${p.url}", api: ollama, models: [m1], maxConcurrency: 2 }`,
+        ),
+        '',
+      ].join('\n'),
+    );
+  });
+
+  after(async () => {
+    for (const p of proxies) await p.close();
+    for (const e of engines) await e.close();
+  });
+
+  it('many concurrent requests through the shared port: all answered, no backend past its cap', async () => {
+    const { child, url, out } = await start(config, process.env.WK ?? '2');
+    try {
+      assert.equal(children(child.pid!).length, 2, 'two workers');
+      for (const p of proxies) p.resetPeak();
+      const statuses = await Promise.all(Array.from({ length: 60 }, () => generate(url, 20)));
+      assert.deepEqual(
+        statuses.filter((s) => s !== 200),
+        [],
+        `every request answered 200; router said:\n${out()}`,
+      );
+      for (const p of proxies) assert.ok(p.peak() <= 2, `engine held ${p.peak()} at once (cap 2)`);
+      // Both backends used to their cap: the workers together got the whole of each cap.
+      assert.ok(
+        proxies.every((p) => p.peak() === 2),
+        `peaks ${proxies.map((p) => p.peak()).join(',')}`,
+      );
+      // /metrics sums the workers: one scrape (whichever worker takes it) counts all 60.
+      const text = await (await fetch(`${url}/metrics`)).text();
+      const served = [...text.matchAll(/^llmlb_requests_total\{[^}]*status="200"[^}]*\} (\d+)/gm)].reduce(
+        (n, m) => n + Number(m[1]),
+        0,
+      );
+      assert.ok(served >= 60, `metrics counted ${served} answered requests:\n${text.slice(0, 400)}`);
+      assert.match(text, /^llmlb_workers_ready 2$/m);
+    } finally {
+      assert.equal(await stop(child), 0, 'SIGTERM: a clean exit');
+    }
+    assert.deepEqual(children(child.pid!), [], 'no worker left behind');
+  });
+
+  it('kill -9 of one worker: only its requests fail, it is restarted, its allowance returns, caps hold', async () => {
+    const { child, url } = await start(config, '2');
+    try {
+      const before = children(child.pid!);
+      assert.equal(before.length, 2);
+      for (const p of proxies) p.resetPeak();
+      // ~400 ms each: the kill lands while both workers hold requests.
+      const run = Promise.all(Array.from({ length: 40 }, () => generate(url, 80)));
+      await new Promise((r) => setTimeout(r, 300));
+      process.kill(before[0]!, 'SIGKILL');
+      const statuses = await run;
+      const failed = statuses.filter((s) => s !== 200);
+      // Connections that reached the dead worker break (status 0); nothing else fails.
+      assert.ok(
+        failed.every((s) => s === 0),
+        `failures other than broken connections: ${failed.join(',')}`,
+      );
+      assert.ok(failed.length > 0 && failed.length < 40, `${failed.length} of 40 failed`);
+      for (const p of proxies) assert.ok(p.peak() <= 2, `engine held ${p.peak()} at once (cap 2)`);
+      // Restarted (backoff 100 ms first), serving again.
+      await waitFor(
+        () => children(child.pid!).filter((p) => !before.includes(p)).length === 1,
+        5000,
+        'a new worker',
+      );
+      await waitFor(() => children(child.pid!).length === 2, 5000, 'two workers again');
+      // The dead worker's allowance returned: the cap is usable in full again, within 2 s.
+      for (const p of proxies) p.resetPeak();
+      const t0 = Date.now();
+      const again = await Promise.all(Array.from({ length: 16 }, () => generate(url, 20)));
+      assert.deepEqual(
+        again.filter((s) => s !== 200),
+        [],
+      );
+      assert.ok(Date.now() - t0 < 2000, `16 requests took ${Date.now() - t0} ms`);
+      for (const p of proxies) assert.equal(p.peak(), 2, 'the whole cap in use again, never more');
+      const text = await (await fetch(`${url}/metrics`)).text();
+      assert.match(text, /^llmlb_worker_restarts_total 1$/m);
+    } finally {
+      assert.equal(await stop(child), 0);
+    }
+  });
+
+  it('--workers 2 with in-memory quotas is refused (limits would multiply): exit 2 naming state.redis', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmlb-workers-'));
+    const p = join(dir, 'quota.yaml');
+    writeFileSync(
+      p,
+      `backends:\n  - { name: a, url: "http://127.0.0.1:9", models: [m1] }\nquotas:\n  models:\n    m1: { maxConcurrent: 4, tokensPerMinute: 100000, requestsPerMinute: 60 }\n`,
+    );
+    const r = spawnSync(process.execPath, [...CLI, 'serve', '--config', p, '--workers', '2'], {
+      encoding: 'utf8',
+    });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /quotas.*needs state\.redis/);
+  });
+});
