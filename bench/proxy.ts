@@ -26,7 +26,10 @@
  * (llmlb logs at that level, to /dev/null: the per-request line costs; default silent), BENCH_STRICT=1
  * (exit 1 when a target FAILs or requests failed), BENCH_BASE=REV (adds target llmlb-base: the llmlb
  * of git revision REV, exported with `git archive` and compiled the same way, measured in the same
- * rounds — how a refactor shows "same req/s within noise" against the code before it).
+ * rounds — how a refactor shows "same req/s within noise" against the code before it),
+ * BENCH_WORKERS=N (adds target llmlb-workers: `llmlb serve --workers N` through the compiled CLI,
+ * same policy and upstreams, measured in the same rounds as `llmlb` — the one-process router —
+ * with its CPU summed over the primary and its workers; `auto` = one per core).
  */
 import autocannon from 'autocannon';
 import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -66,10 +69,19 @@ const STRICT = process.env.BENCH_STRICT === '1';
 const MIN_RATIO_VS_HAPROXY = 0.5;
 const MAX_ADDED_P50_MS = 0.3;
 
-type TargetName = 'direct' | 'llmlb' | 'llmlb-base' | 'llmlb-info' | 'llmlb-capture' | 'haproxy' | 'node-min';
+type TargetName =
+  | 'direct'
+  | 'llmlb'
+  | 'llmlb-workers'
+  | 'llmlb-base'
+  | 'llmlb-info'
+  | 'llmlb-capture'
+  | 'haproxy'
+  | 'node-min';
 const ALL_TARGETS: readonly TargetName[] = [
   'direct',
   'llmlb',
+  'llmlb-workers',
   'llmlb-base',
   'llmlb-info',
   'llmlb-capture',
@@ -81,6 +93,7 @@ const DEFAULT_TARGETS: readonly TargetName[] = ['direct', 'llmlb', 'haproxy', 'n
 const LABEL: Record<TargetName, string> = {
   direct: 'direct (1 upstream)',
   llmlb: 'llmlb least-connections',
+  'llmlb-workers': `llmlb --workers ${process.env.BENCH_WORKERS ?? '2'}`,
   'llmlb-base': `llmlb @ ${(process.env.BENCH_BASE ?? 'base').slice(0, 12)}`,
   'llmlb-info': 'llmlb, info log per req',
   'llmlb-capture': 'llmlb, trace capture on',
@@ -89,12 +102,19 @@ const LABEL: Record<TargetName, string> = {
 };
 
 const BASE_REV = process.env.BENCH_BASE;
+/** BENCH_WORKERS: the worker count of target llmlb-workers (`auto`: one per core). */
+const BENCH_WORKERS =
+  process.env.BENCH_WORKERS === 'auto' ? cpus().length : Math.floor(envNumber('BENCH_WORKERS', 2, 1));
 /** Where the base revision's src/ and bench children are compiled (under ROOT: node_modules resolve). */
 const BASE_BUILD = join(ROOT, 'bench-out', '.build-base');
 
 function selectedTargets(): TargetName[] {
   const raw = process.env.BENCH_TARGETS;
-  if (!raw) return BASE_REV ? ['direct', 'llmlb', 'llmlb-base', 'haproxy', 'node-min'] : [...DEFAULT_TARGETS];
+  const workers: TargetName[] = process.env.BENCH_WORKERS ? ['llmlb-workers'] : [];
+  if (!raw)
+    return BASE_REV
+      ? ['direct', 'llmlb', ...workers, 'llmlb-base', 'haproxy', 'node-min']
+      : ALL_TARGETS.filter((t) => DEFAULT_TARGETS.includes(t) || workers.includes(t));
   const names = raw.split(',').map((s) => s.trim());
   for (const n of names)
     if (!ALL_TARGETS.includes(n as TargetName)) throw new Error(`BENCH_TARGETS: unknown target '${n}'`);
@@ -276,17 +296,70 @@ const CLK_TCK = ((): number => {
   return Number.isFinite(n) && n > 0 ? n : 100;
 })();
 
-/** User + system CPU seconds a process has used so far (Linux /proc); undefined elsewhere. */
+/**
+ * User + system CPU seconds a process and its live children (a cluster primary's workers) have
+ * used so far (Linux /proc); undefined elsewhere.
+ */
 function cpuSeconds(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+    let s = (Number(f[11]) + Number(f[12])) / CLK_TCK;
+    let kids: string[] = [];
+    try {
+      kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ');
+    } catch {
+      // no children file: count the process alone
+    }
+    for (const k of kids) if (k !== '') s += cpuSeconds(Number(k)) ?? 0;
+    return s;
   } catch {
     return undefined;
   }
+}
+
+/** `llmlb serve --workers N` (runServe, compiled like the other children), on the bench's upstreams; its URL from the banner. */
+async function startWorkers(upstreams: readonly string[], tmp: string): Promise<Started> {
+  const config = join(tmp, 'workers.yaml');
+  await writeFile(
+    config,
+    [
+      'server: { host: 127.0.0.1, port: 0, maxBodyBytes: 10485760 }',
+      'policy: { name: least-connections }',
+      'retry: { attempts: 4, backoffMs: 25 }',
+      'timeouts: { connectMs: 5000, firstByteMs: 600000, idleMs: 120000 }',
+      'health: { failuresToEject: 3, probeIntervalMs: 5000, probeTimeoutMs: 2000, scrapeIntervalMs: 1000 }',
+      'queue: { maxLength: 100000, maxWaitMs: 600000 }',
+      'log: { level: silent }',
+      'backends:',
+      ...upstreams.map(
+        (u, i) => `  - { name: ${String.fromCharCode(97 + i)}, url: "${u}", api: ollama, models: [m] }`,
+      ),
+      '',
+    ].join('\n'),
+  );
+  const child = track(
+    spawn(process.execPath, [join(BUILD, 'bench', 'workers-child.js'), config, String(BENCH_WORKERS)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }),
+  );
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    let text = '';
+    const timer = setTimeout(() => reject(new Error('llmlb --workers not ready after 30 s')), 30_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      text += d.toString();
+      const m = /llmlb listening on (http:\/\/\S+)\n/.exec(text);
+      if (m && /^workers: /m.test(text)) {
+        clearTimeout(timer);
+        resolveUrl(m[1]!);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`llmlb --workers exited (${code}): ${text}`)));
+  });
+  return { url, pid: child.pid };
 }
 
 /** One request through a target, checked: a 200 with the upstream's answer, byte for byte. */
@@ -502,6 +575,7 @@ async function main(): Promise<void> {
           t,
           await startProxyChild('router-child.js', ups, LLMLB_NODE_FLAGS, undefined, BASE_BUILD),
         );
+      else if (t === 'llmlb-workers') running.set(t, await startWorkers(ups, tmp));
       else if (t === 'llmlb-info')
         running.set(
           t,
@@ -571,6 +645,8 @@ async function main(): Promise<void> {
     };
     const ratios = {
       llmlbVsDirect: ratio('llmlb', 'direct'),
+      workersVsLlmlb: ratio('llmlb-workers', 'llmlb'),
+      workersVsHaproxy: ratio('llmlb-workers', 'haproxy'),
       llmlbVsHaproxy: ratio('llmlb', 'haproxy'),
       llmlbVsNodeMin: ratio('llmlb', 'node-min'),
       llmlbVsBase: ratio('llmlb', 'llmlb-base'),
@@ -609,6 +685,8 @@ async function main(): Promise<void> {
 
     const ratioRows: [string, Ratio | null][] = [
       ['llmlb / direct', ratios.llmlbVsDirect],
+      [`${LABEL['llmlb-workers']} / llmlb`, ratios.workersVsLlmlb],
+      [`${LABEL['llmlb-workers']} / HAProxy`, ratios.workersVsHaproxy],
       ['llmlb / HAProxy', ratios.llmlbVsHaproxy],
       ['llmlb / node-min', ratios.llmlbVsNodeMin],
       ['llmlb / llmlb-base', ratios.llmlbVsBase],
@@ -632,7 +710,15 @@ async function main(): Promise<void> {
     );
 
     const addedRows: [TargetName, { p50: number; p99: number }][] = [];
-    for (const t of ['llmlb', 'llmlb-base', 'llmlb-info', 'llmlb-capture', 'haproxy', 'node-min'] as const) {
+    for (const t of [
+      'llmlb',
+      'llmlb-workers',
+      'llmlb-base',
+      'llmlb-info',
+      'llmlb-capture',
+      'haproxy',
+      'node-min',
+    ] as const) {
       const a = addedVsDirect(t);
       if (a) addedRows.push([t, a]);
     }
