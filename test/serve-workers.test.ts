@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, get, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -138,6 +138,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
         'server: { host: 127.0.0.1, port: 0 }',
         'policy: { name: least-connections }',
         'health: { probeIntervalMs: 100, scrapeIntervalMs: 100 }',
+        'admin: { token: t0ken }',
         'backends:',
         ...proxies.map(
           (p, i) => `  - { name: e${i}, url: "${p.url}", api: ollama, models: [m1], maxConcurrency: 2 }`,
@@ -221,6 +222,62 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
       for (const p of proxies) assert.equal(p.peak(), 2, 'the whole cap in use again, never more');
       const text = await (await fetch(`${url}/metrics`)).text();
       assert.match(text, /^llmlb_worker_restarts_total 1$/m);
+    } finally {
+      assert.equal(await stop(child), 0);
+    }
+  });
+
+  it('an admin change reaches every worker, and a worker started later', async () => {
+    const { child, url } = await start(config, '2');
+    /** e1's draining flag as seen by n workers in turn (a new connection each: round-robin). */
+    const drained = async (n: number): Promise<boolean[]> => {
+      const out: boolean[] = [];
+      for (let i = 0; i < n; i++) {
+        const body = await new Promise<string>((resolve, reject) => {
+          get(
+            `${url}/admin/backends`,
+            { agent: false, headers: { authorization: 'Bearer t0ken' } },
+            (res) => {
+              let text = '';
+              res.on('data', (d: Buffer) => (text += d.toString()));
+              res.on('end', () => resolve(text));
+            },
+          ).on('error', reject);
+        });
+        const state = JSON.parse(body) as { backends: { name: string; draining: boolean }[] };
+        out.push(state.backends.find((b) => b.name === 'e1')!.draining);
+      }
+      return out;
+    };
+    try {
+      assert.deepEqual(await drained(4), [false, false, false, false]);
+      const res = await fetch(`${url}/admin/backends/e1/drain`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer t0ken' },
+      });
+      assert.equal(res.status, 200, await res.text());
+      await new Promise((r) => setTimeout(r, 100)); // the relay: one IPC hop each way
+      assert.deepEqual(await drained(4), [true, true, true, true], 'every worker drains e1');
+      const before = children(child.pid!);
+      process.kill(before[0]!, 'SIGKILL');
+      await waitFor(
+        () => children(child.pid!).filter((p) => !before.includes(p)).length === 1,
+        5000,
+        'a new worker',
+      );
+      // The new worker listens once ready; the primary replayed the change to it before that.
+      const deadline = Date.now() + 5000;
+      let seen: boolean[] = [];
+      while (Date.now() < deadline) {
+        seen = await drained(4);
+        const metrics = await (await fetch(`${url}/metrics`)).text();
+        if (/^llmlb_workers_ready 2$/m.test(metrics)) break;
+      }
+      assert.deepEqual(
+        await drained(6),
+        [true, true, true, true, true, true],
+        `after restart: ${seen.join(',')}`,
+      );
     } finally {
       assert.equal(await stop(child), 0);
     }

@@ -20,6 +20,8 @@ import type { Logger } from 'pino';
 import { ConfigError } from '../config/load.js';
 import type { RouterSettings } from '../proxy/router.js';
 import {
+  ADMIN_APPLY,
+  ADMIN_CHANGE,
   ANSWER,
   METRICS,
   METRICS_JSON,
@@ -81,6 +83,9 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
     },
   });
   const idOf = (w: Worker): string => `worker-${w.id}`;
+  /** Admin changes so far, replayed to each new worker (bounded: the oldest go first). */
+  const adminLog: unknown[] = [];
+  const ADMIN_LOG_MAX = 10_000;
 
   const metricsText = async (): Promise<string> => {
     const parts = await Promise.all(
@@ -115,7 +120,13 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
           (text) => reply({ t: ANSWER, seq: m.seq, ok: true, value: text }),
           (err: unknown) => reply({ t: ANSWER, seq: m.seq, ok: false, value: String(err) }),
         );
-      else if (m.t === READY) {
+      else if (m.t === ADMIN_CHANGE) {
+        adminLog.push(m.change);
+        if (adminLog.length > ADMIN_LOG_MAX) adminLog.shift();
+        for (const other of ready)
+          if (other !== w && other.isConnected()) other.send({ t: ADMIN_APPLY, seq: 0, change: m.change });
+      } else if (m.t === READY) {
+        for (const change of adminLog) reply({ t: ADMIN_APPLY, seq: 0, change });
         ready.add(w);
         everReady = true;
         if (typeof m.banner === 'string') firstBanner ??= m.banner;

@@ -7,8 +7,12 @@ import { createLogger } from '../log.js';
 import type { KubernetesDiscoveryConfig } from '../config/kubernetes-discovery.js';
 import type { RunningDiscovery } from '../fleet/kubernetes/index.js';
 import { Router, type RouterHostOptions, type RouterSettings } from '../proxy/router.js';
+import { applyAdminChange, isAdminChange } from '../proxy/admin-broadcast.js';
 import {
+  ADMIN_APPLY,
+  ADMIN_CHANGE,
   IpcChannel,
+  isClusterMessage,
   METRICS,
   METRICS_JSON,
   READY,
@@ -141,6 +145,7 @@ export async function runServe(o: {
     const ch = channel;
     hostOpts = {
       viewTransport: clusterViewTransport(ch),
+      adminBroadcast: (change) => process.send?.({ t: ADMIN_CHANGE, seq: 0, change }),
       metricsText: async () => {
         const text = await ch.ask(METRICS, {}, 3000);
         if (typeof text !== 'string') throw new Error('malformed metrics answer from the primary');
@@ -149,8 +154,20 @@ export async function runServe(o: {
     };
   }
   const router = new Router(settings, log, Math.random, parseBackendEntry, hostOpts);
-  if (isWorker)
+  if (isWorker) {
     answerPrimary(process, new Map([[METRICS_JSON, () => router.metrics.registry.getMetricsAsJSON()]]));
+    // Admin changes made on another worker (or before this one started), applied here in order.
+    let applying: Promise<void> = Promise.resolve();
+    process.on('message', (m: unknown) => {
+      if (!isClusterMessage(m) || m.t !== ADMIN_APPLY || !isAdminChange(m.change)) return;
+      const change = m.change;
+      applying = applying.then(() =>
+        applyAdminChange(router.adminOps, change).catch((err: unknown) =>
+          log.warn({ err, op: change.op }, 'admin change from another worker not applied here'),
+        ),
+      );
+    });
+  }
   let url: string;
   try {
     url = await router.listen(settings.server.host, settings.server.port);

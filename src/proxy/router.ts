@@ -27,6 +27,8 @@ import { Gauge } from 'prom-client';
 import { hostname } from 'node:os';
 import { HttpFront } from './http-front.js';
 import { RouterAdmin, type BackendParser } from './router-admin.js';
+import { broadcastingAdmin, type AdminChange } from './admin-broadcast.js';
+import type { AdminTarget } from './admin.js';
 import { StallWatch } from './stall-watch.js';
 import { TraceCapture } from '../trace/capture.js';
 import { readRlWeights } from '../rl/weights-file.js';
@@ -54,6 +56,8 @@ export interface RouterHostOptions {
   readonly viewIntervalMs?: number;
   /** GET /metrics's text (the primary's sum over workers); default: this router's registry. */
   readonly metricsText?: () => Promise<string>;
+  /** Admin API changes applied here, handed on for the other workers to apply. */
+  readonly adminBroadcast?: (c: AdminChange) => void;
 }
 
 export class Router {
@@ -91,6 +95,8 @@ export class Router {
   readonly startedAt = Date.now();
   /** The admin API's operations (and hot reload's). */
   readonly adminOps = new RouterAdmin(this);
+  /** What the admin API calls: adminOps, and with `serve --workers N` every other worker too. */
+  readonly adminApi: AdminTarget;
   private readonly front = new HttpFront(this);
 
   constructor(
@@ -100,6 +106,9 @@ export class Router {
     readonly parseBackend?: BackendParser,
     private readonly hostOpts: RouterHostOptions = {},
   ) {
+    this.adminApi = hostOpts.adminBroadcast
+      ? broadcastingAdmin(this.adminOps, hostOpts.adminBroadcast)
+      : this.adminOps;
     this.decisionLog = new DecisionLog(this.waiters, log, now);
     this.capture = settings.trace
       ? new TraceCapture({ ...settings.trace, prompts: settings.log.prompts })

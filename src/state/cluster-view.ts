@@ -20,6 +20,10 @@ export const ANSWER = 'llmlb:answer';
 export const READY = 'llmlb:ready';
 /** Primary → worker: its registry's metrics as JSON (the primary sums the workers'). */
 export const METRICS_JSON = 'llmlb:metrics-json';
+/** Worker → primary: { change } an admin change it applied (no answer); the primary relays it. */
+export const ADMIN_CHANGE = 'llmlb:admin';
+/** Primary → worker: { change } to apply (another worker's, or replayed to a new worker). */
+export const ADMIN_APPLY = 'llmlb:admin-apply';
 
 export interface ClusterMessage {
   readonly t: string;
