@@ -390,6 +390,21 @@ interface LoadResult {
   /** CPU time per answered request, µs: the proxy process (null for direct) and the upstreams. */
   readonly proxyCpuUs: number | null;
   readonly upstreamCpuUs: number | null;
+  /** The load generator (this process: autocannon), µs per answered request. */
+  readonly clientCpuUs: number | null;
+  /** Whatever else kept the machine's CPUs busy meanwhile (other jobs), µs per answered request. */
+  readonly otherCpuUs: number | null;
+}
+
+/** CPU seconds the whole machine has been busy (Linux /proc/stat: all but idle and iowait). */
+function machineBusySeconds(): number | undefined {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    return (total - f[3]! - f[4]!) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
 }
 
 async function load(
@@ -400,6 +415,8 @@ async function load(
 ): Promise<LoadResult> {
   const p0 = cpuSeconds(proxyPid);
   const u0 = cpuSeconds(upstreamPid);
+  const c0 = process.cpuUsage();
+  const m0 = machineBusySeconds();
   const r = await autocannon({
     url: `${url}/api/generate`,
     method: 'POST',
@@ -411,6 +428,8 @@ async function load(
   });
   const p1 = cpuSeconds(proxyPid);
   const u1 = cpuSeconds(upstreamPid);
+  const c = process.cpuUsage(c0);
+  const m1 = machineBusySeconds();
   const ok = r['2xx'];
   const perReq = (a: number | undefined, b: number | undefined): number | null =>
     a === undefined || b === undefined || ok === 0 ? null : ((b - a) / ok) * 1e6;
@@ -426,6 +445,14 @@ async function load(
     seconds: r.duration,
     proxyCpuUs: perReq(p0, p1),
     upstreamCpuUs: perReq(u0, u1),
+    clientCpuUs: perReq(0, (c.user + c.system) / 1e6),
+    otherCpuUs:
+      m0 === undefined || m1 === undefined || ok === 0
+        ? null
+        : Math.max(
+            0,
+            perReq(m0, m1)! - (perReq(p0, p1) ?? 0) - (perReq(u0, u1) ?? 0) - (c.user + c.system) / ok,
+          ),
   };
 }
 
@@ -610,7 +637,8 @@ async function main(): Promise<void> {
         console.log(
           `  round ${r + 1}/${ROUNDS}  ${LABEL[t].padEnd(24)} ${f0(res.rps).padStart(7)} req/s  ` +
             `p50 ${res.p50} ms  p99 ${res.p99} ms  ` +
-            `cpu/req: proxy ${f0(res.proxyCpuUs)} µs, upstream ${f0(res.upstreamCpuUs)} µs` +
+            `cpu/req: proxy ${f0(res.proxyCpuUs)} µs, upstream ${f0(res.upstreamCpuUs)} µs, ` +
+            `client ${f0(res.clientCpuUs)} µs, other jobs ${f0(res.otherCpuUs)} µs` +
             (res.errors || res.non2xx || res.timeouts
               ? `  errors ${res.errors} non-2xx ${res.non2xx} timeouts ${res.timeouts}`
               : ''),
@@ -679,6 +707,26 @@ async function main(): Promise<void> {
           String(s.errors),
           f3(seq.get(t)?.p50 ?? NaN),
           f3(seq.get(t)?.p99 ?? NaN),
+        ]),
+      ),
+    );
+
+    // Where the machine's CPU went per answered request: with every part on the same cores, a
+    // router with more workers can only go faster while the others leave cores free.
+    const med = (t: TargetName, k: 'clientCpuUs' | 'upstreamCpuUs' | 'proxyCpuUs' | 'otherCpuUs'): string => {
+      const xs = rounds.map((g) => g.get(t)![k]).filter((x): x is number => x !== null);
+      return xs.length ? f0(median(xs)) : '-';
+    };
+    console.log('\nCPU µs per answered request (median over rounds): client, upstream, proxy, other jobs');
+    console.log(
+      table(
+        ['target', 'client', 'upstream', 'proxy', 'other jobs'],
+        [...urls.keys()].map((t) => [
+          LABEL[t],
+          med(t, 'clientCpuUs'),
+          med(t, 'upstreamCpuUs'),
+          med(t, 'proxyCpuUs'),
+          med(t, 'otherCpuUs'),
         ]),
       ),
     );
