@@ -178,7 +178,7 @@ export class Router {
     if (view) {
       new Gauge({
         name: 'llmlb_shared_view_up',
-        help: '1 while the shared in-flight view reaches Redis; 0: this router routes on its own view',
+        help: '1 while the shared in-flight view reaches Redis (or, serve --workers N, the primary; summed over workers); 0: this router routes on its own view',
         registers: [this.metrics.registry],
         collect() {
           this.set(view.up ? 1 : 0);
