@@ -11,6 +11,7 @@ import { createServer, get, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { OUTPUT_TOKENS_HEADER } from '../src/engine/server.js';
 import { engine, fastProfile, waitFor } from './helpers.js';
 
@@ -86,10 +87,17 @@ async function start(
   let text = '';
   child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
   const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`no banner within 20 s: ${text}`));
+    }, 20_000);
     child.stdout!.on('data', (d: Buffer) => {
       text += d.toString();
       const m = /llmlb listening on (http:\/\/\S+)\n/.exec(text);
-      if (m && /^workers: /m.test(text)) resolve(m[1]!);
+      if (m && /^workers: /m.test(text)) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
     });
     child.on('exit', (code) => reject(new Error(`exited ${code}: ${text}`)));
   });
@@ -100,13 +108,22 @@ async function stop(child: ChildProcess): Promise<number | null> {
   if (child.exitCode !== null) return child.exitCode;
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   child.kill('SIGTERM');
-  return exited;
+  // A shutdown that hangs fails the test (and leaves nothing behind).
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  const code = await exited;
+  clearTimeout(timer);
+  return code;
 }
 
-/** One generation of about `tokens` steps; resolves with the status, or 0 when the connection broke. */
+/**
+ * One generation of about `tokens` steps; resolves with the status, 0 when the connection broke,
+ * -1 when nothing came back within 20 s.
+ */
 async function generate(url: string, tokens: number): Promise<number> {
+  const signal = AbortSignal.timeout(20_000);
   try {
     const res = await fetch(`${url}/api/generate`, {
+      signal,
       method: 'POST',
       headers: { [OUTPUT_TOKENS_HEADER]: String(tokens) },
       body: '{"model":"m1","prompt":"hello","stream":false}',
@@ -114,7 +131,7 @@ async function generate(url: string, tokens: number): Promise<number> {
     await res.arrayBuffer();
     return res.status;
   } catch {
-    return 0;
+    return signal.aborted ? -1 : 0;
   }
 }
 
@@ -280,6 +297,42 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
       );
     } finally {
       assert.equal(await stop(child), 0);
+    }
+  });
+
+  it('quotas on state.redis hold exactly across workers: maxConcurrent 3 is never exceeded at the engine', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmlb-workers-'));
+    const p = join(dir, 'quota-redis.yaml');
+    const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0';
+    const prefix = `llmlb-workers-test-${process.pid}-${Date.now()}:`;
+    writeFileSync(
+      p,
+      [
+        'server: { host: 127.0.0.1, port: 0 }',
+        `state: { redis: "${redisUrl}", keyPrefix: "${prefix}" }`,
+        'quotas:',
+        '  models:',
+        '    m1: { maxConcurrent: 3, tokensPerMinute: 10000000, requestsPerMinute: 100000 }',
+        'backends:',
+        `  - { name: e0, url: "${proxies[0]!.url}", api: ollama, models: [m1] }`,
+        '',
+      ].join('\n'),
+    );
+    const { child, url } = await start(p, '2');
+    try {
+      proxies[0]!.resetPeak();
+      const statuses = await Promise.all(Array.from({ length: 30 }, () => generate(url, 20)));
+      assert.deepEqual(
+        statuses.filter((x) => x !== 200),
+        [],
+      );
+      assert.equal(proxies[0]!.peak(), 3, 'the quota used in full, never more, by both workers together');
+    } finally {
+      assert.equal(await stop(child), 0);
+      const redis = new Redis(redisUrl);
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
     }
   });
 
