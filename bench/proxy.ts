@@ -26,7 +26,10 @@
  * (llmlb logs at that level, to /dev/null: the per-request line costs; default silent), BENCH_STRICT=1
  * (exit 1 when a target FAILs or requests failed), BENCH_BASE=REV (adds target llmlb-base: the llmlb
  * of git revision REV, exported with `git archive` and compiled the same way, measured in the same
- * rounds — how a refactor shows "same req/s within noise" against the code before it).
+ * rounds — how a refactor shows "same req/s within noise" against the code before it),
+ * BENCH_WORKERS=N (adds target llmlb-workers: `llmlb serve --workers N` through the compiled CLI,
+ * same policy and upstreams, measured in the same rounds as `llmlb` — the one-process router —
+ * with its CPU summed over the primary and its workers; `auto` = one per core).
  */
 import autocannon from 'autocannon';
 import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -66,10 +69,19 @@ const STRICT = process.env.BENCH_STRICT === '1';
 const MIN_RATIO_VS_HAPROXY = 0.5;
 const MAX_ADDED_P50_MS = 0.3;
 
-type TargetName = 'direct' | 'llmlb' | 'llmlb-base' | 'llmlb-info' | 'llmlb-capture' | 'haproxy' | 'node-min';
+type TargetName =
+  | 'direct'
+  | 'llmlb'
+  | 'llmlb-workers'
+  | 'llmlb-base'
+  | 'llmlb-info'
+  | 'llmlb-capture'
+  | 'haproxy'
+  | 'node-min';
 const ALL_TARGETS: readonly TargetName[] = [
   'direct',
   'llmlb',
+  'llmlb-workers',
   'llmlb-base',
   'llmlb-info',
   'llmlb-capture',
@@ -81,6 +93,7 @@ const DEFAULT_TARGETS: readonly TargetName[] = ['direct', 'llmlb', 'haproxy', 'n
 const LABEL: Record<TargetName, string> = {
   direct: 'direct (1 upstream)',
   llmlb: 'llmlb least-connections',
+  'llmlb-workers': `llmlb --workers ${process.env.BENCH_WORKERS ?? '2'}`,
   'llmlb-base': `llmlb @ ${(process.env.BENCH_BASE ?? 'base').slice(0, 12)}`,
   'llmlb-info': 'llmlb, info log per req',
   'llmlb-capture': 'llmlb, trace capture on',
@@ -89,12 +102,19 @@ const LABEL: Record<TargetName, string> = {
 };
 
 const BASE_REV = process.env.BENCH_BASE;
+/** BENCH_WORKERS: the worker count of target llmlb-workers (`auto`: one per core). */
+const BENCH_WORKERS =
+  process.env.BENCH_WORKERS === 'auto' ? cpus().length : Math.floor(envNumber('BENCH_WORKERS', 2, 1));
 /** Where the base revision's src/ and bench children are compiled (under ROOT: node_modules resolve). */
 const BASE_BUILD = join(ROOT, 'bench-out', '.build-base');
 
 function selectedTargets(): TargetName[] {
   const raw = process.env.BENCH_TARGETS;
-  if (!raw) return BASE_REV ? ['direct', 'llmlb', 'llmlb-base', 'haproxy', 'node-min'] : [...DEFAULT_TARGETS];
+  const workers: TargetName[] = process.env.BENCH_WORKERS ? ['llmlb-workers'] : [];
+  if (!raw)
+    return BASE_REV
+      ? ['direct', 'llmlb', ...workers, 'llmlb-base', 'haproxy', 'node-min']
+      : ALL_TARGETS.filter((t) => DEFAULT_TARGETS.includes(t) || workers.includes(t));
   const names = raw.split(',').map((s) => s.trim());
   for (const n of names)
     if (!ALL_TARGETS.includes(n as TargetName)) throw new Error(`BENCH_TARGETS: unknown target '${n}'`);
@@ -276,17 +296,70 @@ const CLK_TCK = ((): number => {
   return Number.isFinite(n) && n > 0 ? n : 100;
 })();
 
-/** User + system CPU seconds a process has used so far (Linux /proc); undefined elsewhere. */
+/**
+ * User + system CPU seconds a process and its live children (a cluster primary's workers) have
+ * used so far (Linux /proc); undefined elsewhere.
+ */
 function cpuSeconds(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+    let s = (Number(f[11]) + Number(f[12])) / CLK_TCK;
+    let kids: string[] = [];
+    try {
+      kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ');
+    } catch {
+      // no children file: count the process alone
+    }
+    for (const k of kids) if (k !== '') s += cpuSeconds(Number(k)) ?? 0;
+    return s;
   } catch {
     return undefined;
   }
+}
+
+/** `llmlb serve --workers N` (runServe, compiled like the other children), on the bench's upstreams; its URL from the banner. */
+async function startWorkers(upstreams: readonly string[], tmp: string): Promise<Started> {
+  const config = join(tmp, 'workers.yaml');
+  await writeFile(
+    config,
+    [
+      'server: { host: 127.0.0.1, port: 0, maxBodyBytes: 10485760 }',
+      'policy: { name: least-connections }',
+      'retry: { attempts: 4, backoffMs: 25 }',
+      'timeouts: { connectMs: 5000, firstByteMs: 600000, idleMs: 120000 }',
+      'health: { failuresToEject: 3, probeIntervalMs: 5000, probeTimeoutMs: 2000, scrapeIntervalMs: 1000 }',
+      'queue: { maxLength: 100000, maxWaitMs: 600000 }',
+      'log: { level: silent }',
+      'backends:',
+      ...upstreams.map(
+        (u, i) => `  - { name: ${String.fromCharCode(97 + i)}, url: "${u}", api: ollama, models: [m] }`,
+      ),
+      '',
+    ].join('\n'),
+  );
+  const child = track(
+    spawn(process.execPath, [join(BUILD, 'bench', 'workers-child.js'), config, String(BENCH_WORKERS)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }),
+  );
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    let text = '';
+    const timer = setTimeout(() => reject(new Error('llmlb --workers not ready after 30 s')), 30_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      text += d.toString();
+      const m = /llmlb listening on (http:\/\/\S+)\n/.exec(text);
+      if (m && /^workers: /m.test(text)) {
+        clearTimeout(timer);
+        resolveUrl(m[1]!);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`llmlb --workers exited (${code}): ${text}`)));
+  });
+  return { url, pid: child.pid };
 }
 
 /** One request through a target, checked: a 200 with the upstream's answer, byte for byte. */
@@ -317,6 +390,21 @@ interface LoadResult {
   /** CPU time per answered request, µs: the proxy process (null for direct) and the upstreams. */
   readonly proxyCpuUs: number | null;
   readonly upstreamCpuUs: number | null;
+  /** The load generator (this process: autocannon), µs per answered request. */
+  readonly clientCpuUs: number | null;
+  /** Whatever else kept the machine's CPUs busy meanwhile (other jobs), µs per answered request. */
+  readonly otherCpuUs: number | null;
+}
+
+/** CPU seconds the whole machine has been busy (Linux /proc/stat: all but idle and iowait). */
+function machineBusySeconds(): number | undefined {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    return (total - f[3]! - f[4]!) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
 }
 
 async function load(
@@ -327,6 +415,8 @@ async function load(
 ): Promise<LoadResult> {
   const p0 = cpuSeconds(proxyPid);
   const u0 = cpuSeconds(upstreamPid);
+  const c0 = process.cpuUsage();
+  const m0 = machineBusySeconds();
   const r = await autocannon({
     url: `${url}/api/generate`,
     method: 'POST',
@@ -338,6 +428,8 @@ async function load(
   });
   const p1 = cpuSeconds(proxyPid);
   const u1 = cpuSeconds(upstreamPid);
+  const c = process.cpuUsage(c0);
+  const m1 = machineBusySeconds();
   const ok = r['2xx'];
   const perReq = (a: number | undefined, b: number | undefined): number | null =>
     a === undefined || b === undefined || ok === 0 ? null : ((b - a) / ok) * 1e6;
@@ -353,6 +445,14 @@ async function load(
     seconds: r.duration,
     proxyCpuUs: perReq(p0, p1),
     upstreamCpuUs: perReq(u0, u1),
+    clientCpuUs: perReq(0, (c.user + c.system) / 1e6),
+    otherCpuUs:
+      m0 === undefined || m1 === undefined || ok === 0
+        ? null
+        : Math.max(
+            0,
+            perReq(m0, m1)! - (perReq(p0, p1) ?? 0) - (perReq(u0, u1) ?? 0) - (c.user + c.system) / ok,
+          ),
   };
 }
 
@@ -502,6 +602,7 @@ async function main(): Promise<void> {
           t,
           await startProxyChild('router-child.js', ups, LLMLB_NODE_FLAGS, undefined, BASE_BUILD),
         );
+      else if (t === 'llmlb-workers') running.set(t, await startWorkers(ups, tmp));
       else if (t === 'llmlb-info')
         running.set(
           t,
@@ -536,7 +637,8 @@ async function main(): Promise<void> {
         console.log(
           `  round ${r + 1}/${ROUNDS}  ${LABEL[t].padEnd(24)} ${f0(res.rps).padStart(7)} req/s  ` +
             `p50 ${res.p50} ms  p99 ${res.p99} ms  ` +
-            `cpu/req: proxy ${f0(res.proxyCpuUs)} µs, upstream ${f0(res.upstreamCpuUs)} µs` +
+            `cpu/req: proxy ${f0(res.proxyCpuUs)} µs, upstream ${f0(res.upstreamCpuUs)} µs, ` +
+            `client ${f0(res.clientCpuUs)} µs, other jobs ${f0(res.otherCpuUs)} µs` +
             (res.errors || res.non2xx || res.timeouts
               ? `  errors ${res.errors} non-2xx ${res.non2xx} timeouts ${res.timeouts}`
               : ''),
@@ -571,6 +673,8 @@ async function main(): Promise<void> {
     };
     const ratios = {
       llmlbVsDirect: ratio('llmlb', 'direct'),
+      workersVsLlmlb: ratio('llmlb-workers', 'llmlb'),
+      workersVsHaproxy: ratio('llmlb-workers', 'haproxy'),
       llmlbVsHaproxy: ratio('llmlb', 'haproxy'),
       llmlbVsNodeMin: ratio('llmlb', 'node-min'),
       llmlbVsBase: ratio('llmlb', 'llmlb-base'),
@@ -607,8 +711,30 @@ async function main(): Promise<void> {
       ),
     );
 
+    // Where the machine's CPU went per answered request: with every part on the same cores, a
+    // router with more workers can only go faster while the others leave cores free.
+    const med = (t: TargetName, k: 'clientCpuUs' | 'upstreamCpuUs' | 'proxyCpuUs' | 'otherCpuUs'): string => {
+      const xs = rounds.map((g) => g.get(t)![k]).filter((x): x is number => x !== null);
+      return xs.length ? f0(median(xs)) : '-';
+    };
+    console.log('\nCPU µs per answered request (median over rounds): client, upstream, proxy, other jobs');
+    console.log(
+      table(
+        ['target', 'client', 'upstream', 'proxy', 'other jobs'],
+        [...urls.keys()].map((t) => [
+          LABEL[t],
+          med(t, 'clientCpuUs'),
+          med(t, 'upstreamCpuUs'),
+          med(t, 'proxyCpuUs'),
+          med(t, 'otherCpuUs'),
+        ]),
+      ),
+    );
+
     const ratioRows: [string, Ratio | null][] = [
       ['llmlb / direct', ratios.llmlbVsDirect],
+      [`${LABEL['llmlb-workers']} / llmlb`, ratios.workersVsLlmlb],
+      [`${LABEL['llmlb-workers']} / HAProxy`, ratios.workersVsHaproxy],
       ['llmlb / HAProxy', ratios.llmlbVsHaproxy],
       ['llmlb / node-min', ratios.llmlbVsNodeMin],
       ['llmlb / llmlb-base', ratios.llmlbVsBase],
@@ -632,7 +758,15 @@ async function main(): Promise<void> {
     );
 
     const addedRows: [TargetName, { p50: number; p99: number }][] = [];
-    for (const t of ['llmlb', 'llmlb-base', 'llmlb-info', 'llmlb-capture', 'haproxy', 'node-min'] as const) {
+    for (const t of [
+      'llmlb',
+      'llmlb-workers',
+      'llmlb-base',
+      'llmlb-info',
+      'llmlb-capture',
+      'haproxy',
+      'node-min',
+    ] as const) {
       const a = addedVsDirect(t);
       if (a) addedRows.push([t, a]);
     }

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { existsSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, CommanderError, Option } from 'commander';
 import { ConfigError } from './config/load.js';
@@ -14,6 +15,12 @@ function int(name: string, min = 0, max = Number.MAX_SAFE_INTEGER) {
     }
     return n;
   };
+}
+
+/** `--workers`: 1..256, or `auto` (one per core). */
+function workersArg(v: string): number {
+  if (v === 'auto') return availableParallelism();
+  return int('--workers', 1, 256)(v);
 }
 
 function positive(name: string) {
@@ -92,12 +99,22 @@ program
   .option('--config <file>', 'YAML or JSON configuration')
   .option('--host <host>', 'listen address (overrides server.host)')
   .option('--port <port>', 'listen port (overrides server.port)', int('--port', 0, 65535))
-  .action(async (file: string | undefined, o: { config?: string; host?: string; port?: number }) => {
-    const config = theFile('serve', '--config', 'config', file, o.config);
-    // Each command loads only its own modules: `serve` starts without the simulator's charting stack.
-    const { runServe } = await import('./commands/serve.js');
-    await runServe({ ...o, config });
-  });
+  .option(
+    '--workers <n>',
+    'router processes sharing the port and one view of the fleet (node:cluster); auto = one per core',
+    workersArg,
+  )
+  .action(
+    async (
+      file: string | undefined,
+      o: { config?: string; host?: string; port?: number; workers?: number },
+    ) => {
+      const config = theFile('serve', '--config', 'config', file, o.config);
+      // Each command loads only its own modules: `serve` starts without the simulator's charting stack.
+      const { runServe } = await import('./commands/serve.js');
+      await runServe({ ...o, config });
+    },
+  );
 
 program
   .command('epp')

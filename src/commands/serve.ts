@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { watch } from 'node:fs';
 import type { Logger } from 'pino';
 import { applyOverrides, loadConfigFile, parseBackendEntry } from '../config/load.js';
@@ -5,7 +6,20 @@ import { endpointPickerWarnings } from '../core/policies/endpoint-picker-config.
 import { createLogger } from '../log.js';
 import type { KubernetesDiscoveryConfig } from '../config/kubernetes-discovery.js';
 import type { RunningDiscovery } from '../fleet/kubernetes/index.js';
-import { Router, type RouterSettings } from '../proxy/router.js';
+import { Router, type RouterHostOptions, type RouterSettings } from '../proxy/router.js';
+import { applyAdminChange, isAdminChange } from '../proxy/admin-broadcast.js';
+import {
+  ADMIN_APPLY,
+  ADMIN_CHANGE,
+  IpcChannel,
+  isClusterMessage,
+  METRICS,
+  METRICS_JSON,
+  READY,
+  answerPrimary,
+  clusterViewTransport,
+} from '../state/cluster-view.js';
+import { checkWorkersConfig, runPrimary, workersConfigProblem } from './serve-workers.js';
 import { policyCheck } from './policy-check.js';
 import { portError } from './port-error.js';
 
@@ -27,6 +41,8 @@ export function watchConfig(
   cli: { host?: string; port?: number },
   router: Router,
   log: Logger,
+  /** A reason to refuse a config this process can't run (`--workers N`: quotas in memory). */
+  refuse: (next: RouterSettings) => string | undefined = () => undefined,
 ): () => void {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
@@ -40,6 +56,11 @@ export function watchConfig(
           { reason: (err as Error).message, trigger: why },
           'config reload rejected; keeping the running config',
         );
+        return;
+      }
+      const refused = refuse(next);
+      if (refused !== undefined) {
+        log.error({ reason: refused, trigger: why }, 'config reload rejected; keeping the running config');
         return;
       }
       try {
@@ -101,13 +122,52 @@ export async function startDiscovery(
   );
 }
 
-export async function runServe(o: { config: string; host?: string; port?: number }): Promise<void> {
+export async function runServe(o: {
+  config: string;
+  host?: string;
+  port?: number;
+  /** `--workers N` (node:cluster); 1 = this process serves (the default). */
+  workers?: number;
+}): Promise<void> {
   const settings = loadRouterConfig(o.config, o);
+  const workers = o.workers ?? 1;
+  checkWorkersConfig(settings, workers, o.config);
   const log = createLogger(settings.log.level);
+  if (workers > 1 && cluster.isPrimary) return runPrimary(workers, log);
+  const isWorker = workers > 1 && cluster.isWorker;
   // llm-d's renamed plugin types still load (llm-d-compat.ts); say which to rename.
-  if (settings.scheduling)
+  if (settings.scheduling && (!isWorker || cluster.worker?.id === 1))
     for (const w of endpointPickerWarnings(settings.scheduling)) log.warn(`scheduling.${w}`);
-  const router = new Router(settings, log, Math.random, parseBackendEntry);
+  let hostOpts: RouterHostOptions = {};
+  let channel: IpcChannel | undefined;
+  if (isWorker) {
+    channel = new IpcChannel(process, 1000);
+    const ch = channel;
+    hostOpts = {
+      viewTransport: clusterViewTransport(ch),
+      adminBroadcast: (change) => process.send?.({ t: ADMIN_CHANGE, seq: 0, change }),
+      metricsText: async () => {
+        const text = await ch.ask(METRICS, {}, 3000);
+        if (typeof text !== 'string') throw new Error('malformed metrics answer from the primary');
+        return text;
+      },
+    };
+  }
+  const router = new Router(settings, log, Math.random, parseBackendEntry, hostOpts);
+  if (isWorker) {
+    answerPrimary(process, new Map([[METRICS_JSON, () => router.metrics.registry.getMetricsAsJSON()]]));
+    // Admin changes made on another worker (or before this one started), applied here in order.
+    let applying: Promise<void> = Promise.resolve();
+    process.on('message', (m: unknown) => {
+      if (!isClusterMessage(m) || m.t !== ADMIN_APPLY || !isAdminChange(m.change)) return;
+      const change = m.change;
+      applying = applying.then(() =>
+        applyAdminChange(router.adminOps, change).catch((err: unknown) =>
+          log.warn({ err, op: change.op }, 'admin change from another worker not applied here'),
+        ),
+      );
+    });
+  }
   let url: string;
   try {
     url = await router.listen(settings.server.host, settings.server.port);
@@ -118,20 +178,24 @@ export async function runServe(o: { config: string; host?: string; port?: number
         : 'choose another with admin.listen in the config',
     );
   }
-  process.stdout.write(`llmlb listening on ${url}\n`);
   // The address only: a token set in the config is never echoed (logs get collected).
-  process.stdout.write(`dashboard: ${url}/dashboard\n`);
-  process.stdout.write(
-    router.adminUrl === undefined
+  const banner =
+    `llmlb listening on ${url}\n` +
+    `dashboard: ${url}/dashboard\n` +
+    (router.adminUrl === undefined
       ? 'admin API closed (set admin.token or admin.listen to open it)\n'
-      : `admin API on ${router.adminUrl}/admin${settings.admin?.token === undefined ? '' : ' (bearer token)'}\n`,
-  );
+      : `admin API on ${router.adminUrl}/admin${settings.admin?.token === undefined ? '' : ' (bearer token)'}\n`);
+  // Workers tell the primary, which prints the banner once.
+  if (isWorker) process.send?.({ t: READY, seq: 0, banner });
+  else process.stdout.write(banner);
   const k8s = settings.discovery.kubernetes;
   const discovery = k8s ? await startDiscovery(k8s, router, log) : undefined;
-  const unwatch = watchConfig(o.config, o, router, log);
+  // Every worker watches the file and reloads itself; SIGHUP to the primary reaches each.
+  const unwatch = watchConfig(o.config, o, router, log, (next) => workersConfigProblem(next, workers));
   const stop = (): void => {
     unwatch();
     discovery?.stop();
+    channel?.close();
     router.close().then(
       () => process.exit(0),
       (err: unknown) => {

@@ -19,12 +19,14 @@ import type { PeerStatus } from '../federation/types.js';
 export interface HttpFrontHost extends FlightHost {
   /** The dashboard's routes: true when it answered the request. */
   readonly dashboard: { handle(req: IncomingMessage, res: ServerResponse, path: string): boolean };
-  /** The admin API's operations. */
-  readonly adminOps: AdminTarget;
+  /** The admin API's operations (with `serve --workers N`: applied on every worker). */
+  readonly adminApi: AdminTarget;
   /** Date.now() at start, for /healthz's uptime. */
   readonly startedAt: number;
   /** GET /federation/status's answer (routers with a region). */
   peerStatus(): PeerStatus;
+  /** GET /metrics's text: this router's registry, or every worker's summed (`serve --workers N`). */
+  metricsText(): Promise<string>;
 }
 
 /** What the admin listener serves besides /admin. */
@@ -117,7 +119,7 @@ export class HttpFront {
       res,
       path,
       new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''),
-      this.r.adminOps,
+      this.r.adminApi,
     ).catch((err: unknown) => {
       this.r.log.error({ err }, 'admin failure');
       sendError(res, 'openai', 500, 'internal error', 'internal_error');
@@ -156,7 +158,7 @@ export class HttpFront {
   private async sendMetrics(res: ServerResponse): Promise<void> {
     let text: string;
     try {
-      text = await this.r.metrics.registry.metrics();
+      text = await this.r.metricsText();
     } catch (err) {
       this.r.log.error({ err }, 'metrics collection failed');
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });

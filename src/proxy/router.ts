@@ -21,12 +21,14 @@ import { PeerProber } from '../federation/prober.js';
 import { QueuedForwards } from '../federation/queue-forward.js';
 import type { PeerStatus } from '../federation/types.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
-import { SharedView } from '../state/shared-view.js';
+import { SharedView, type SharedViewTransport } from '../state/shared-view.js';
 import { Redis } from 'ioredis';
 import { Gauge } from 'prom-client';
 import { hostname } from 'node:os';
 import { HttpFront } from './http-front.js';
 import { RouterAdmin, type BackendParser } from './router-admin.js';
+import { broadcastingAdmin, type AdminChange } from './admin-broadcast.js';
+import type { AdminTarget } from './admin.js';
 import { StallWatch } from './stall-watch.js';
 import { TraceCapture } from '../trace/capture.js';
 import { readRlWeights } from '../rl/weights-file.js';
@@ -42,6 +44,21 @@ const DEFAULT_STALL_FACTOR = 10;
 export type RouterSettings = RouterConfig;
 
 export type { BackendParser };
+
+/** What the process hosting a router lends it (`serve --workers N`: the cluster primary's parts). */
+export interface RouterHostOptions {
+  /**
+   * Share the in-flight view and split caps through this transport (the primary's book) when
+   * the config has no `sharedView` of its own over Redis.
+   */
+  readonly viewTransport?: SharedViewTransport;
+  /** Shared-view round period over viewTransport (IPC is cheap: default 20 ms). */
+  readonly viewIntervalMs?: number;
+  /** GET /metrics's text (the primary's sum over workers); default: this router's registry. */
+  readonly metricsText?: () => Promise<string>;
+  /** Admin API changes applied here, handed on for the other workers to apply. */
+  readonly adminBroadcast?: (c: AdminChange) => void;
+}
 
 export class Router {
   readonly scheduler: Scheduler;
@@ -78,6 +95,8 @@ export class Router {
   readonly startedAt = Date.now();
   /** The admin API's operations (and hot reload's). */
   readonly adminOps = new RouterAdmin(this);
+  /** What the admin API calls: adminOps, and with `serve --workers N` every other worker too. */
+  readonly adminApi: AdminTarget;
   private readonly front = new HttpFront(this);
 
   constructor(
@@ -85,13 +104,18 @@ export class Router {
     readonly log: Logger,
     readonly random: () => number = Math.random,
     readonly parseBackend?: BackendParser,
+    private readonly hostOpts: RouterHostOptions = {},
   ) {
+    this.adminApi = hostOpts.adminBroadcast
+      ? broadcastingAdmin(this.adminOps, hostOpts.adminBroadcast)
+      : this.adminOps;
     this.decisionLog = new DecisionLog(this.waiters, log, now);
     this.capture = settings.trace
       ? new TraceCapture({ ...settings.trace, prompts: settings.log.prompts })
       : undefined;
     const sv = settings.sharedView;
     const sharedUrl = sv?.redis ?? settings.state?.redis;
+    let transport: SharedViewTransport | Redis | undefined = hostOpts.viewTransport;
     if (sv && sharedUrl) {
       // Its own connection: a round must not queue behind quota traffic, and losing it only
       // switches this router to its own view.
@@ -101,8 +125,11 @@ export class Router {
         commandTimeout: 1000,
       });
       this.sharedRedis.on('error', () => {}); // counted as failed rounds
+      transport = this.sharedRedis;
+    }
+    if (transport) {
       this.sharedView = new SharedView(
-        this.sharedRedis,
+        transport,
         {
           backends: () =>
             this.fleet.all().map((rt) => ({
@@ -119,10 +146,10 @@ export class Router {
         },
         {
           routerId: `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
-          intervalMs: sv.intervalMs,
-          ttlMs: sv.ttlMs,
-          headroom: sv.headroom,
-          prefix: sv.prefix,
+          intervalMs: sv?.intervalMs ?? hostOpts.viewIntervalMs ?? 20,
+          ttlMs: sv?.ttlMs,
+          headroom: sv?.headroom,
+          prefix: sv?.prefix,
         },
       );
     }
@@ -151,7 +178,7 @@ export class Router {
     if (view) {
       new Gauge({
         name: 'llmlb_shared_view_up',
-        help: '1 while the shared in-flight view reaches Redis; 0: this router routes on its own view',
+        help: '1 while the shared in-flight view reaches Redis (or, serve --workers N, the primary; summed over workers); 0: this router routes on its own view',
         registers: [this.metrics.registry],
         collect() {
           this.set(view.up ? 1 : 0);
@@ -228,6 +255,11 @@ export class Router {
         onStatus: () => forwards.drain(),
       });
     }
+  }
+
+  /** GET /metrics's text. */
+  metricsText(): Promise<string> {
+    return this.hostOpts.metricsText ? this.hostOpts.metricsText() : this.metrics.registry.metrics();
   }
 
   /** Local replicas with no request pending (what peers probe, and what keeps a request here). */

@@ -21,6 +21,23 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
+import type { RoundAnswer, RoundEntry } from './shared-view-book.js';
+
+export type { RoundAnswer, RoundEntry } from './shared-view-book.js';
+
+/**
+ * How a round reaches the other routers: Redis (the Lua script, routers on several hosts) or the
+ * cluster primary's book (`serve --workers N`, src/state/cluster-view.ts). Both run the same
+ * allocation (shared-view-book.ts is the Lua's twin). A transport that fails rejects.
+ */
+export interface SharedViewTransport {
+  round(
+    routerId: string,
+    nowMs: number,
+    ttlMs: number,
+    entries: readonly RoundEntry[],
+  ): Promise<RoundAnswer[]>;
+}
 
 export interface SharedBackendState {
   readonly name: string;
@@ -42,16 +59,38 @@ export interface SharedViewHost {
 export interface SharedViewOptions {
   /** Unique per router process. */
   readonly routerId: string;
-  readonly intervalMs?: number;
+  readonly intervalMs?: number | undefined;
   /** A router silent this long is presumed gone; its share returns to the others. */
-  readonly ttlMs?: number;
-  readonly prefix?: string;
+  readonly ttlMs?: number | undefined;
+  readonly prefix?: string | undefined;
   /** Allowance a router keeps above its in-flight, so a new request need not wait for a round. */
-  readonly headroom?: number;
+  readonly headroom?: number | undefined;
   readonly now?: () => number;
 }
 
 const LUA = readFileSync(new URL('./redis/shared-view.lua', import.meta.url), 'utf8');
+
+/** Rounds through Redis: one Lua call over one hash per backend (`<prefix>:shared-view:<name>`). */
+export function redisViewTransport(redis: Redis, prefix: string): SharedViewTransport {
+  redis.defineCommand('llmlbSharedView', { lua: LUA });
+  const cmd = (
+    redis as unknown as {
+      llmlbSharedView(n: number, ...a: (string | number)[]): Promise<RoundAnswer[]>;
+    }
+  ).llmlbSharedView;
+  return {
+    round: (routerId, nowMs, ttlMs, entries) => {
+      const keys = entries.map((e) => `${prefix}:shared-view:${e.key}`);
+      const args: (string | number)[] = [routerId, nowMs, ttlMs];
+      for (const e of entries) args.push(e.inFlight, e.cap, e.want, e.enforced);
+      return cmd.call(redis, keys.length, ...keys, ...args);
+    },
+  };
+}
+
+function isTransport(t: Redis | SharedViewTransport): t is SharedViewTransport {
+  return typeof (t as Partial<SharedViewTransport>).round === 'function';
+}
 
 export class SharedView {
   private readonly others = new Map<string, number>();
@@ -62,6 +101,7 @@ export class SharedView {
   private timer: NodeJS.Timeout | undefined;
   private inRound = false;
   private isUp = false;
+  private readonly transport: SharedViewTransport;
   /** When the last round reached Redis (start() counts as one: nothing is held before it). */
   private lastUpAt = 0;
   /** Whether a round has published this router's fields (so their absence means they were lost). */
@@ -72,7 +112,7 @@ export class SharedView {
   failures = 0;
 
   constructor(
-    private readonly redis: Redis,
+    transport: Redis | SharedViewTransport,
     private readonly host: SharedViewHost,
     opts: SharedViewOptions,
   ) {
@@ -84,7 +124,7 @@ export class SharedView {
       headroom: opts.headroom ?? 0,
     };
     this.now = opts.now ?? Date.now;
-    redis.defineCommand('llmlbSharedView', { lua: LUA });
+    this.transport = isTransport(transport) ? transport : redisViewTransport(transport, this.opts.prefix);
   }
 
   /** Other routers' in-flight requests on a backend at the last round (0 while Redis is lost). */
@@ -124,24 +164,23 @@ export class SharedView {
     this.inRound = true;
     const list = this.host.backends();
     const extra = this.opts.headroom + Math.ceil(this.host.queued() / Math.max(1, list.length));
-    const keys = list.map((b) => `${this.opts.prefix}:shared-view:${b.name}`);
-    const args: (string | number)[] = [this.opts.routerId, Math.floor(this.now()), this.opts.ttlMs];
-    for (const b of list) {
+    const entries: RoundEntry[] = list.map((b) => {
       const capped = Number.isFinite(b.cap);
-      args.push(
-        b.inFlight,
-        capped ? b.cap : -1,
-        Math.min(b.inFlight + extra, 1e9),
-        capped ? (this.enforced.get(b.name) ?? 0) : -1,
-      );
-    }
+      return {
+        key: b.name,
+        inFlight: b.inFlight,
+        cap: capped ? b.cap : -1,
+        want: Math.min(b.inFlight + extra, 1e9),
+        enforced: capped ? (this.enforced.get(b.name) ?? 0) : -1,
+      };
+    });
     try {
-      const cmd = (
-        this.redis as unknown as {
-          llmlbSharedView(n: number, ...a: (string | number)[]): Promise<[number, number, number][]>;
-        }
-      ).llmlbSharedView;
-      const res = await cmd.call(this.redis, keys.length, ...keys, ...args);
+      const res = await this.transport.round(
+        this.opts.routerId,
+        Math.floor(this.now()),
+        this.opts.ttlMs,
+        entries,
+      );
       const now = this.now();
       const lost = this.published && list.some((b, i) => Number.isFinite(b.cap) && res[i]![2] === 0);
       if (lost) this.rebuildUntil = now + this.opts.ttlMs;

@@ -1,0 +1,164 @@
+/**
+ * `llmlb serve --workers N` on one host: the workers share their view through the cluster primary
+ * over IPC (no Redis). A worker's SharedView rounds go to the primary, which answers from one
+ * SharedViewBook (the Lua script's twin), so caps are split between workers exactly as between
+ * routers on Redis. The primary drops a worker's share the moment it exits.
+ *
+ * Messages (worker → primary, answered to that worker with the same seq):
+ *   { t: 'llmlb:view-round', seq, id, now, ttl, entries } → { t: 'llmlb:answer', seq, ok, value }
+ *   { t: 'llmlb:metrics', seq }                         → { t: 'llmlb:answer', seq, ok, value: text }
+ *   { t: 'llmlb:ready', seq: 0, banner }                 (no answer)
+ * and primary → worker: { t: 'llmlb:metrics-json', seq } → { t: 'llmlb:answer', seq, ok, value }.
+ */
+import type { RoundAnswer, RoundEntry, SharedViewBook } from './shared-view-book.js';
+import type { SharedViewTransport } from './shared-view.js';
+
+export const VIEW_ROUND = 'llmlb:view-round';
+export const METRICS = 'llmlb:metrics';
+export const ANSWER = 'llmlb:answer';
+/** Worker → primary once listening: { banner } (printed once by the primary). */
+export const READY = 'llmlb:ready';
+/** Primary → worker: its registry's metrics as JSON (the primary sums the workers'). */
+export const METRICS_JSON = 'llmlb:metrics-json';
+/** Worker → primary: { change } an admin change it applied (no answer); the primary relays it. */
+export const ADMIN_CHANGE = 'llmlb:admin';
+/** Primary → worker: { change } to apply (another worker's, or replayed to a new worker). */
+export const ADMIN_APPLY = 'llmlb:admin-apply';
+
+export interface ClusterMessage {
+  readonly t: string;
+  readonly seq: number;
+  readonly [k: string]: unknown;
+}
+
+export function isClusterMessage(m: unknown): m is ClusterMessage {
+  return (
+    typeof m === 'object' &&
+    m !== null &&
+    typeof (m as { t?: unknown }).t === 'string' &&
+    (m as { t: string }).t.startsWith('llmlb:') &&
+    typeof (m as { seq?: unknown }).seq === 'number'
+  );
+}
+
+/** An IPC end: a cluster worker's `process`, or the primary's `Worker` object. */
+export interface IpcEnd {
+  send?(message: ClusterMessage): boolean;
+  on(event: 'message', listener: (m: unknown) => void): unknown;
+  off(event: 'message', listener: (m: unknown) => void): unknown;
+}
+
+/** Requests over one IPC end: each answered once, or rejected after timeoutMs. */
+export class IpcChannel {
+  private seq = 0;
+  private readonly pending = new Map<
+    number,
+    { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }
+  >();
+  private readonly onMessage = (m: unknown): void => {
+    if (!isClusterMessage(m) || m.t !== ANSWER) return;
+    const p = this.pending.get(m.seq);
+    if (!p) return;
+    this.pending.delete(m.seq);
+    clearTimeout(p.timer);
+    if (m.ok === true) p.resolve(m.value);
+    else p.reject(new Error(typeof m.value === 'string' ? m.value : 'primary refused'));
+  };
+
+  constructor(
+    private readonly end: IpcEnd,
+    private readonly timeoutMs = 1000,
+  ) {
+    end.on('message', this.onMessage);
+  }
+
+  ask(t: string, body: Record<string, unknown> = {}, timeoutMs = this.timeoutMs): Promise<unknown> {
+    const seq = ++this.seq;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(seq);
+        reject(new Error(`no answer over IPC within ${timeoutMs} ms`));
+      }, timeoutMs);
+      timer.unref();
+      this.pending.set(seq, { resolve, reject, timer });
+      try {
+        if (!this.end.send?.({ ...body, t, seq })) throw new Error('IPC channel closed');
+      } catch (err) {
+        this.pending.delete(seq);
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+  }
+
+  close(): void {
+    this.end.off('message', this.onMessage);
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(new Error('closed'));
+    }
+    this.pending.clear();
+  }
+}
+
+/** A worker's shared-view rounds, answered by the primary's book. */
+export function clusterViewTransport(channel: IpcChannel): SharedViewTransport {
+  return {
+    round: async (id, now, ttl, entries) => {
+      const v = await channel.ask(VIEW_ROUND, { id, now, ttl, entries });
+      if (!Array.isArray(v) || v.length !== entries.length) throw new Error('malformed view answer');
+      return v as RoundAnswer[];
+    },
+  };
+}
+
+function isEntries(v: unknown): v is RoundEntry[] {
+  return (
+    Array.isArray(v) &&
+    v.every(
+      (e: unknown) =>
+        typeof e === 'object' &&
+        e !== null &&
+        typeof (e as RoundEntry).key === 'string' &&
+        typeof (e as RoundEntry).inFlight === 'number' &&
+        typeof (e as RoundEntry).cap === 'number' &&
+        typeof (e as RoundEntry).want === 'number' &&
+        typeof (e as RoundEntry).enforced === 'number',
+    )
+  );
+}
+
+/**
+ * The primary's side of one round: `routerId` is the worker's (the primary's own name for it, so a
+ * worker that exits can be dropped by that name). Returns the answer message to send back.
+ */
+export function answerRound(book: SharedViewBook, routerId: string, m: ClusterMessage): ClusterMessage {
+  if (typeof m.now !== 'number' || typeof m.ttl !== 'number' || !isEntries(m.entries))
+    return { t: ANSWER, seq: m.seq, ok: false, value: 'malformed view round' };
+  return { t: ANSWER, seq: m.seq, ok: true, value: book.round(routerId, m.now, m.ttl, m.entries) };
+}
+
+/** A worker's answers to the primary's requests (`handlers` by message type). */
+export function answerPrimary(
+  end: IpcEnd,
+  handlers: ReadonlyMap<string, (m: ClusterMessage) => Promise<unknown>>,
+): () => void {
+  const on = (m: unknown): void => {
+    if (!isClusterMessage(m)) return;
+    const h = handlers.get(m.t);
+    if (!h) return;
+    const reply = (r: ClusterMessage): void => {
+      try {
+        end.send?.(r);
+      } catch {
+        // the primary is gone: this worker is about to be, too
+      }
+    };
+    h(m).then(
+      (value) => reply({ t: ANSWER, seq: m.seq, ok: true, value }),
+      (err: unknown) => reply({ t: ANSWER, seq: m.seq, ok: false, value: String(err) }),
+    );
+  };
+  end.on('message', on);
+  return () => end.off('message', on);
+}
