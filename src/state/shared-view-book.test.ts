@@ -50,9 +50,10 @@ describe('SharedViewBook (the cluster primary’s book) answers as the Redis rou
     const e = (inFlight: number, want: number, enforcedNow: number): RoundEntry[] => [
       { key: 'a', inFlight, cap: 4, want, enforced: enforcedNow },
     ];
-    assert.deepEqual(book.round('w1', 0, 2000, e(3, 4, 0)), [[0, 4]]);
-    assert.deepEqual(book.round('w2', 1, 2000, e(0, 2, 0)), [[3, 0]]);
+    assert.deepEqual(book.round('w1', 0, 2000, e(3, 4, 0)), [[0, 4, 0]]);
+    assert.deepEqual(book.round('w2', 1, 2000, e(0, 2, 0)), [[3, 0, 0]]);
     book.drop('w1');
-    assert.deepEqual(book.round('w2', 2, 2000, e(0, 2, 0)), [[0, 2]]);
+    // w2's own entry is there (third field 1): w1's share came back at once.
+    assert.deepEqual(book.round('w2', 2, 2000, e(0, 2, 0)), [[0, 2, 1]]);
   });
 });
