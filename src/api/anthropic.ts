@@ -6,23 +6,15 @@
  * message_delta with usage, message_stop, ping). The emulated engine writes its native
  * /v1/messages answers with the same builders, so both paths give the same bytes for the same text.
  */
+import { chatCounts, chatToolCalls, type ChatCounts, type ChatToolCall } from './chat-wire.js';
 import { SseDecoder, sseEvent, sseEventObject } from './sse.js';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
-export interface MessageCounts {
-  readonly promptTokens: number;
-  readonly completionTokens: number;
-}
-
-export interface MessageToolCall {
-  readonly id: string;
-  readonly name: string;
-  /** The arguments as the model wrote them: a JSON object's text. */
-  readonly args: string;
-}
+export type MessageCounts = ChatCounts;
+export type MessageToolCall = ChatToolCall;
 
 /** Why generation stopped, in Anthropic's words. */
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal';
@@ -296,26 +288,6 @@ export class MessageEvents {
   }
 }
 
-function chatCounts(u: unknown): MessageCounts | undefined {
-  if (!isObj(u)) return undefined;
-  return {
-    promptTokens: typeof u.prompt_tokens === 'number' ? u.prompt_tokens : 0,
-    completionTokens: typeof u.completion_tokens === 'number' ? u.completion_tokens : 0,
-  };
-}
-
-function chatToolCalls(calls: unknown): MessageToolCall[] {
-  if (!Array.isArray(calls)) return [];
-  return calls.filter(isObj).map((tc, i) => {
-    const fn = isObj(tc.function) ? tc.function : {};
-    return {
-      id: typeof tc.id === 'string' && tc.id !== '' ? tc.id : `toolu_${i}`,
-      name: str(fn.name),
-      args: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {}),
-    };
-  });
-}
-
 /**
  * A chat finish_reason as a stop reason. A stop on one of the client's stop sequences is
  * `stop_sequence` when the server says which (vLLM's `stop_reason`).
@@ -352,7 +324,7 @@ export function chatToMessage(
   const choice = isObj(o.choices[0]) ? o.choices[0] : {};
   const msg = isObj(choice.message) ? choice.message : {};
   const counts = chatCounts(o.usage);
-  const calls = chatToolCalls(msg.tool_calls);
+  const calls = chatToolCalls(msg.tool_calls, 'toolu_');
   const stop = stopOf(calls.length > 0 ? 'tool_calls' : choice.finish_reason, choice.stop_reason, stops);
   const body = messageObject(
     { id: messageId(o.id), model },

@@ -4,16 +4,14 @@
  * completion, the answer (whole or streamed) becomes a Response object or its SSE events.
  * The emulated engine writes its native /v1/responses answers with the same builders.
  */
+import { chatCounts, chatToolCalls, type ChatCounts } from './chat-wire.js';
 import { SseDecoder, sseEventObject } from './sse.js';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
-export interface ResponseCounts {
-  readonly promptTokens: number;
-  readonly completionTokens: number;
-}
+export type ResponseCounts = ChatCounts;
 
 export interface ResponseToolCall {
   readonly callId: string;
@@ -322,26 +320,6 @@ export class ResponseEvents {
   }
 }
 
-function chatCounts(u: unknown): ResponseCounts | undefined {
-  if (!isObj(u)) return undefined;
-  return {
-    promptTokens: typeof u.prompt_tokens === 'number' ? u.prompt_tokens : 0,
-    completionTokens: typeof u.completion_tokens === 'number' ? u.completion_tokens : 0,
-  };
-}
-
-function chatToolCalls(calls: unknown): ResponseToolCall[] {
-  if (!Array.isArray(calls)) return [];
-  return calls.filter(isObj).map((tc, i) => {
-    const fn = isObj(tc.function) ? tc.function : {};
-    return {
-      callId: typeof tc.id === 'string' && tc.id !== '' ? tc.id : `call_${i}`,
-      name: str(fn.name),
-      args: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {}),
-    };
-  });
-}
-
 const responseId = (chatId: unknown): string =>
   `resp_${typeof chatId === 'string' && chatId !== '' ? chatId.replace(/^chatcmpl-/, '') : Date.now().toString(36)}`;
 
@@ -367,7 +345,11 @@ export function chatToResponse(
   };
   const body = responseObject(shape, {
     text: str(msg.content),
-    toolCalls: chatToolCalls(msg.tool_calls),
+    toolCalls: chatToolCalls(msg.tool_calls, 'call_').map((c) => ({
+      callId: c.id,
+      name: c.name,
+      args: c.args,
+    })),
     counts,
     truncated: choice.finish_reason === 'length',
   });

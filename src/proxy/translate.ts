@@ -19,6 +19,7 @@ import {
 } from '../api/anthropic.js';
 import type { TranslateKind } from '../api/endpoints.js';
 import { ChatSseToResponses, chatToResponse, responsesToChat } from '../api/openai-responses.js';
+import { chatCounts } from '../api/chat-wire.js';
 import { SseDecoder, sseEventObject } from '../api/sse.js';
 
 export type OllamaKind = 'generate' | 'chat';
@@ -112,13 +113,6 @@ export interface Counts {
   completionTokens: number;
 }
 
-function usageCounts(u: unknown): Counts | undefined {
-  if (!isObj(u)) return undefined;
-  const p = typeof u.prompt_tokens === 'number' ? u.prompt_tokens : 0;
-  const c = typeof u.completion_tokens === 'number' ? u.completion_tokens : 0;
-  return { promptTokens: p, completionTokens: c };
-}
-
 /** Ollama's closing fields; durations are what the router measured, in ns (no engine timings). */
 function doneFields(doneReason: string, counts: Partial<Counts> | undefined, totalMs: number): Obj {
   return {
@@ -166,7 +160,7 @@ export function openAIResponseToOllama(
   const msg = isObj(choice.message) ? choice.message : undefined;
   const content =
     typeof msg?.content === 'string' ? msg.content : typeof choice.text === 'string' ? choice.text : '';
-  const counts = usageCounts(o.usage);
+  const counts = chatCounts(o.usage);
   const head: Obj = { model, created_at: now.toISOString() };
   if (kind === 'chat') {
     const message: Obj = { role: 'assistant', content };
@@ -209,7 +203,7 @@ export class SseToNdjson {
     const o = sseEventObject(event);
     if (!o) return '';
     if (isObj(o.error)) this.error = typeof o.error.message === 'string' ? o.error.message : 'upstream error';
-    const counts = usageCounts(o.usage);
+    const counts = chatCounts(o.usage);
     if (counts) this.counts = counts;
     const choice = Array.isArray(o.choices) && isObj(o.choices[0]) ? o.choices[0] : undefined;
     if (!choice) return '';
