@@ -44,7 +44,7 @@ const REQUESTS = Math.max(20, Number(process.env.FAULTS_REQUESTS ?? 300));
 const ONLY = (process.env.FAULTS_ONLY ?? '').split(',').filter((s) => s !== '');
 const TOKEN = 'bench-faults';
 const CONCURRENCY = 24;
-/** sharedView.ttlMs of the several-routers scenarios (default: the config's, 2000). */
+/** sharedView.ttlMs of the several-routers scenarios (default: the config's, 1500). */
 const TTL_MS = process.env.FAULTS_TTL_MS ? Number(process.env.FAULTS_TTL_MS) : undefined;
 
 interface Outcome {
@@ -440,7 +440,7 @@ const scenarios: Record<string, Scenario> = {
         hop.cut();
         await sleep(500);
         notes.push(`router 2 cut off: up ${await ups()}`);
-        // For ttlMs (2 s) it keeps the allowance the others still count; then its configured caps.
+        // For ttlMs (1.5 s) it keeps the allowance the others still count; then its configured caps.
         await sleep(1000);
         cutPeaks = r.hops.map((h) => h.peak);
         cutWindowS = (performance.now() - cutAt) / 1000;

@@ -57,7 +57,7 @@ export const federationConfigKeys = {
     .strictObject({
       intervalMs: z.number().int().min(10).max(10_000).default(100),
       /** A router silent this long is presumed gone. */
-      ttlMs: z.number().int().min(100).default(2000),
+      ttlMs: z.number().int().min(100).default(1500),
       /**
        * Allowance kept above a router's in-flight count per capped backend: a new request then
        * needs no round, but an idle router holds that much of the cap away from busy ones.

@@ -119,7 +119,7 @@ export class SharedView {
     this.opts = {
       routerId: opts.routerId,
       intervalMs: opts.intervalMs ?? 100,
-      ttlMs: opts.ttlMs ?? 2000,
+      ttlMs: opts.ttlMs ?? 1500,
       prefix: opts.prefix ?? 'llmlb',
       headroom: opts.headroom ?? 0,
     };
