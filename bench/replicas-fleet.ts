@@ -73,6 +73,10 @@ export async function countingHop(target: string): Promise<CountedEngine> {
             out[k] = v;
         res.writeHead(statusCode, out);
         body.on('error', () => res.destroy());
+        // Released when the engine's answer has all arrived, before its end is passed on: a
+        // router that frees the slot on that end and pushes the next request must find it
+        // released (the response's 'close' can come later than that request in this loop).
+        body.once('end', release);
         body.pipe(res);
       })
       .catch((e: unknown) => {
