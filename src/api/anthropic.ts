@@ -6,7 +6,14 @@
  * message_delta with usage, message_stop, ping). The emulated engine writes its native
  * /v1/messages answers with the same builders, so both paths give the same bytes for the same text.
  */
-import { chatCounts, chatToolCalls, type ChatCounts, type ChatToolCall } from './chat-wire.js';
+import {
+  chatCounts,
+  chatToolCalls,
+  mergeToolCallDeltas,
+  type ChatCounts,
+  type ChatToolCall,
+  type ToolCallDraft,
+} from './chat-wire.js';
 import { SseDecoder, sseEvent, sseEventObject } from './sse.js';
 
 type Obj = Record<string, unknown>;
@@ -351,7 +358,7 @@ export class ChatSseToMessages {
   private events: MessageEvents | undefined;
   private finish: unknown;
   private matched: unknown;
-  private readonly calls: { id: string; name: string; args: string }[] = [];
+  private readonly calls: ToolCallDraft[] = [];
   /** Events that carried text or a tool call: the token count when the backend sent no usage. */
   private contentEvents = 0;
   usage: MessageCounts | undefined;
@@ -388,14 +395,7 @@ export class ChatSseToMessages {
     const delta = isObj(choice.delta) ? choice.delta : {};
     if (Array.isArray(delta.tool_calls)) {
       this.contentEvents++;
-      for (const tc of delta.tool_calls.filter(isObj)) {
-        const i = typeof tc.index === 'number' ? tc.index : this.calls.length;
-        const fn = isObj(tc.function) ? tc.function : {};
-        const cur = (this.calls[i] ??= { id: '', name: '', args: '' });
-        if (typeof tc.id === 'string') cur.id = tc.id;
-        if (typeof fn.name === 'string') cur.name += fn.name;
-        if (typeof fn.arguments === 'string') cur.args += fn.arguments;
-      }
+      mergeToolCallDeltas(this.calls, delta.tool_calls);
     }
     const text = str(delta.content);
     if (text !== '') this.contentEvents++;

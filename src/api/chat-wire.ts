@@ -40,3 +40,23 @@ export function chatToolCalls(calls: unknown, idPrefix: string): ChatToolCall[] 
     };
   });
 }
+
+/** A tool call as a stream delivers it: its name and arguments arrive in pieces. */
+export interface ToolCallDraft {
+  id: string;
+  name: string;
+  args: string;
+}
+
+/** Merges a streamed chunk's `delta.tool_calls` into `calls` by their index (appended where none). */
+export function mergeToolCallDeltas(calls: ToolCallDraft[], deltas: readonly unknown[]): void {
+  for (const tc of deltas) {
+    if (!isObj(tc)) continue;
+    const i = typeof tc.index === 'number' ? tc.index : calls.length;
+    const fn = isObj(tc.function) ? tc.function : {};
+    const cur = (calls[i] ??= { id: '', name: '', args: '' });
+    if (typeof tc.id === 'string') cur.id = tc.id;
+    if (typeof fn.name === 'string') cur.name += fn.name;
+    if (typeof fn.arguments === 'string') cur.args += fn.arguments;
+  }
+}

@@ -4,7 +4,13 @@
  * completion, the answer (whole or streamed) becomes a Response object or its SSE events.
  * The emulated engine writes its native /v1/responses answers with the same builders.
  */
-import { chatCounts, chatToolCalls, type ChatCounts } from './chat-wire.js';
+import {
+  chatCounts,
+  chatToolCalls,
+  mergeToolCallDeltas,
+  type ChatCounts,
+  type ToolCallDraft,
+} from './chat-wire.js';
 import { SseDecoder, sseEventObject } from './sse.js';
 
 type Obj = Record<string, unknown>;
@@ -361,7 +367,7 @@ export class ChatSseToResponses {
   private readonly sse = new SseDecoder();
   private events: ResponseEvents | undefined;
   private truncated = false;
-  private readonly calls: { id: string; name: string; args: string }[] = [];
+  private readonly calls: ToolCallDraft[] = [];
   counts: ResponseCounts | undefined;
   error: string | undefined;
 
@@ -393,14 +399,7 @@ export class ChatSseToResponses {
     if (choice.finish_reason === 'length') this.truncated = true;
     const delta = isObj(choice.delta) ? choice.delta : {};
     if (Array.isArray(delta.tool_calls)) {
-      for (const tc of delta.tool_calls.filter(isObj)) {
-        const i = typeof tc.index === 'number' ? tc.index : this.calls.length;
-        const fn = isObj(tc.function) ? tc.function : {};
-        const cur = (this.calls[i] ??= { id: '', name: '', args: '' });
-        if (typeof tc.id === 'string') cur.id = tc.id;
-        if (typeof fn.name === 'string') cur.name += fn.name;
-        if (typeof fn.arguments === 'string') cur.args += fn.arguments;
-      }
+      mergeToolCallDeltas(this.calls, delta.tool_calls);
     }
     return ev.delta(str(delta.content));
   }

@@ -19,7 +19,7 @@ import {
 } from '../api/anthropic.js';
 import type { TranslateKind } from '../api/endpoints.js';
 import { ChatSseToResponses, chatToResponse, responsesToChat } from '../api/openai-responses.js';
-import { chatCounts } from '../api/chat-wire.js';
+import { chatCounts, mergeToolCallDeltas, type ToolCallDraft } from '../api/chat-wire.js';
 import { SseDecoder, sseEventObject } from '../api/sse.js';
 
 export type OllamaKind = 'generate' | 'chat';
@@ -182,7 +182,7 @@ export function openAIResponseToOllama(
 export class SseToNdjson {
   private readonly sse = new SseDecoder();
   private doneReason = 'stop';
-  private toolCalls: { name: string; args: string }[] = [];
+  private toolCalls: ToolCallDraft[] = [];
   /** Events that carried text or a tool call: the token count when the backend sent no usage. */
   private contentEvents = 0;
   counts: Counts | undefined;
@@ -211,13 +211,7 @@ export class SseToNdjson {
     const delta = isObj(choice.delta) ? choice.delta : undefined;
     if (delta && Array.isArray(delta.tool_calls)) {
       this.contentEvents++;
-      for (const tc of delta.tool_calls.filter(isObj)) {
-        const i = typeof tc.index === 'number' ? tc.index : this.toolCalls.length;
-        const fn = isObj(tc.function) ? tc.function : {};
-        const cur = (this.toolCalls[i] ??= { name: '', args: '' });
-        if (typeof fn.name === 'string') cur.name += fn.name;
-        if (typeof fn.arguments === 'string') cur.args += fn.arguments;
-      }
+      mergeToolCallDeltas(this.toolCalls, delta.tool_calls);
     }
     const text =
       typeof delta?.content === 'string' ? delta.content : typeof choice.text === 'string' ? choice.text : '';
