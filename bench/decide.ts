@@ -12,6 +12,12 @@
  * for the incremental scheduler and the one before it (which re-asked for every held request on
  * every event). Goal: ≤ 50 µs per event with 10k held; both must decide the same.
  *
+ * Also the default (estimated-wait) on ~50k-token prompts at 16 backends (issue #30, goal p99 ≤
+ * 50 µs): wall p50/p99, and the same over the decisions no involuntary context switch interrupted
+ * (on this shared machine the others' load otherwise decides the p99); and the prefix credit alone
+ * (recording a 50k-token prompt, looking it up on 16 candidates).
+ *
+ * DECIDE_PARTS=long,credit runs only those parts (trie, long, credit, held, memory).
  * Figures go to stdout as tables and to bench-out/decide.json.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -19,6 +25,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { createPolicy, type PolicySpec } from '../src/core/policies/index.js';
 import { endpointPickerConfigSchema } from '../src/core/policies/endpoint-picker-config.js';
+import { PrefixCredit } from '../src/core/policies/prefix-credit.js';
 import { ProfilePolicy } from '../src/core/policies/profile.js';
 import { PrefixTrie } from '../src/core/prefix/prefix-trie.js';
 import { createRng } from '../src/core/rng.js';
@@ -368,8 +375,8 @@ console.log(
 console.log(
   `decision time: pick + onDispatch, ${DECISIONS} decisions after ${WARMUP} warm-up; prefix tries filled to ${TRIE_ENTRIES} entries (default 64-char chunks)\n`,
 );
-/** DECIDE_PARTS=long runs only those parts (trie, long, held, memory; default all). */
-const PARTS = new Set((process.env.DECIDE_PARTS ?? 'trie,long,held,memory').split(','));
+/** DECIDE_PARTS=long runs only those parts (trie, long, credit, held, memory; default all). */
+const PARTS = new Set((process.env.DECIDE_PARTS ?? 'trie,long,credit,held,memory').split(','));
 const rows: Row[] = [];
 for (const n of PARTS.has('trie') ? BACKENDS : []) {
   for (const spec of selected) {
@@ -614,6 +621,75 @@ if (longRows.length > 0) {
   );
 }
 
+// The prefix credit alone (what the default's decision spends on it, without the rest of the
+// policy): 40 documents of 200k characters, each sent once to each of 16 backends (a 50k-token
+// prompt new to the backend: ~320 keys recorded), then re-sent with a new question (found at once),
+// and per request the lookup on all 16 candidates. Min and p50 over 640 of each.
+interface CreditRow {
+  step: string;
+  minUs: number;
+  p50Us: number;
+  p90Us: number;
+}
+const creditRows: CreditRow[] = [];
+let creditBytesPerBackend: number | undefined;
+if (PARTS.has('credit')) {
+  const rnd = createRng(3);
+  const word = (): string => Math.floor(rnd() * 1e9).toString(36);
+  const docs = Array.from({ length: 40 }, () => {
+    let d = '';
+    while (d.length < 200_000) d += word() + ' ';
+    return d;
+  });
+  const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 1 << 22, maxPrefixChars: 1 << 20 });
+  // Every document's head is known (sent once elsewhere), so each prompt is hashed in full.
+  for (let d = 0; d < docs.length; d++) {
+    c.keysOf(`h${d}`, docs[d]!);
+    c.record(`h${d}`, 'elsewhere', docs[d]!);
+  }
+  const fresh: number[] = [];
+  const again: number[] = [];
+  const lookups: number[] = [];
+  let id = 0;
+  for (let b = 0; b < 16; b++)
+    for (let d = 0; d < docs.length; d++) {
+      const text = `${docs[d]!}\nuser: ${word()}?`;
+      const first = `r${id++}`;
+      const k = c.keysOf(first, text);
+      let t = performance.now();
+      for (let x = 0; x < 16; x++) c.cachedChars(`b${x}`, k);
+      lookups.push((performance.now() - t) * 1000);
+      t = performance.now();
+      c.record(first, `b${b}`, text);
+      fresh.push((performance.now() - t) * 1000);
+      const second = `r${id++}`;
+      c.keysOf(second, text);
+      t = performance.now();
+      c.record(second, `b${b}`, text);
+      again.push((performance.now() - t) * 1000);
+    }
+  const row = (step: string, xs: number[]): CreditRow => {
+    const sorted = Float64Array.from(xs).sort();
+    return { step, minUs: sorted[0]!, p50Us: quantile(sorted, 0.5), p90Us: quantile(sorted, 0.9) };
+  };
+  creditRows.push(
+    row('record a 50k-token prompt new to the backend', fresh),
+    row('record it re-sent (a new question)', again),
+    row('look it up on 16 candidates', lookups),
+  );
+  // (bytesOf: absent before the credit's tables; the bench also runs against older trees.)
+  creditBytesPerBackend = (c as { bytesOf?: (b: string) => number }).bytesOf?.('b0');
+  console.log(
+    `\nprefix credit alone: 40 documents of 200k characters × 16 backends (${c.sizeOf('b0')} chunk keys per backend${creditBytesPerBackend === undefined ? '' : `, ${(creditBytesPerBackend / 1024).toFixed(0)} KiB`})\n`,
+  );
+  console.log(
+    formatTable(
+      ['step', 'min µs', 'p50 µs', 'p90 µs'],
+      creditRows.map((r) => [r.step, r.minUs.toFixed(1), r.p50Us.toFixed(1), r.p90Us.toFixed(1)]),
+    ),
+  );
+}
+
 const heldRows: HeldRow[] = [];
 if (PARTS.has('held')) {
   // The router queue under overload: the scheduler before (a few rounds: each event costs ms) and now.
@@ -717,6 +793,7 @@ writeFileSync(
     {
       decisions: rows,
       longPrompts: longRows,
+      prefixCredit: { steps: creditRows, bytesPerBackend: creditBytesPerBackend },
       heldQueue: heldRows,
       memory: mem,
       bound,
