@@ -138,3 +138,20 @@ test('prefix credit: a long prompt is recorded sparsely past its first 128 chunk
   const head = c.keysOf('d5', `${doc.slice(0, 64 * 100)}#${text('fork2', 640)}`);
   assert.equal(c.cachedChars('a', head), 100 * 64);
 });
+
+test('prefix credit: a backend record takes at most 32 bytes per key of a generation, however many prompts pass', () => {
+  // Capacity 2,000 chunks: generations of 1,000; 300 prompts of 20 chunks (6,000 distinct chunks).
+  const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 2000, maxPrefixChars: 32_768 });
+  const sys = text('system', 64);
+  c.record('s', 'a', sys);
+  let most = 0;
+  for (let i = 0; i < 300; i++) {
+    c.record(`p${i}`, 'a', sys + text(`prompt ${i}`, 64 * 19));
+    assert.ok(c.sizeOf('a') <= 2000);
+    most = Math.max(most, c.bytesOf('a'));
+  }
+  assert.ok(most <= 32 * 1000, `${most} bytes`);
+  // Two tables of 2,048 four-byte slots once both generations have filled.
+  assert.equal(c.bytesOf('a'), 2 * 2048 * 4);
+  assert.equal(c.bytesOf('never'), 0);
+});

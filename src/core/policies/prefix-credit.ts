@@ -1,4 +1,5 @@
 import { chunkKeys } from '../prefix/chunk-keys.js';
+import { KeyTable } from '../prefix/key-table.js';
 import { PrefixTrie } from '../prefix/prefix-trie.js';
 
 /**
@@ -13,7 +14,8 @@ import { PrefixTrie } from '../prefix/prefix-trie.js';
  * Chunks are the prefix trie's chain hashes (`PrefixTrie.keys`: chunk i's key covers chunks 0..i),
  * 64 characters by default, i.e. one 16-token KV block under the project's 4-characters-a-token
  * convention. A request's keys are hashed once and kept from its first pick to its dispatch (held
- * requests are picked again and again; each candidate's lookup is a binary search over them). A
+ * requests are picked again and again; each candidate's lookup is a binary search over them): only
+ * those of the chunks recorded (see positions), folded to 30 bits (PromptKeys). A
  * prompt is hashed past its first chunk only when some prompt sent before shares that chunk (see
  * record): traffic that shares no prefix pays one chunk's hash per request.
  *
@@ -32,9 +34,22 @@ export interface PrefixCreditOptions {
   readonly maxPrefixChars: number;
 }
 
+/**
+ * A prompt's chunk keys as the credit uses them: `length` chunks, and the keys of the chunks
+ * recorded (`at[j]`: chunk `position(j, length)`'s chain key folded by `small`). A 50k-token prompt
+ * keeps ~320 of its ~3,100 keys, 4 bytes each.
+ */
+export class PromptKeys {
+  constructor(
+    /** Chunks the prompt has (indexed). */
+    readonly length: number,
+    readonly at: Int32Array,
+  ) {}
+}
+
 /** Requests whose chunk keys are kept between their first pick and their dispatch. */
 const MAX_MEMO = 4096;
-const EMPTY = new Float64Array(0);
+const EMPTY = new PromptKeys(0, new Int32Array(0));
 /** First chunks remembered (a prompt whose head was forgotten is kept pending again). */
 const MAX_HEADS = 65_536;
 /** Characters of unhashed prompts kept (UTF-16: 8 MB); the oldest go first beyond it. */
@@ -55,7 +70,9 @@ export class PrefixCredit {
   /** Per backend, the chunk keys sent there (two generations: an approximate LRU). */
   private readonly sent = new Map<string, Generations>();
   /** Per request until it is dispatched: its keys, or its first chunk's key while not hashed. */
-  private readonly memo = new Map<string, Float64Array | number>();
+  private readonly memo = new Map<string, PromptKeys | number>();
+  /** All of a prompt's chain keys, hashed into this and kept only at the recorded positions. */
+  private scratch = new Float64Array(0);
   /** First-chunk keys of the prompts recorded (hashed in full), on any backend. */
   private readonly heads = new Generations(MAX_HEADS / 2);
   /** The one prompt sent with each first chunk no other had yet: its backend and text, unhashed. */
@@ -80,35 +97,35 @@ export class PrefixCredit {
    * (nothing hashed past its first chunk) when no prompt sent before began with the same chunk: then
    * no backend holds any prefix of it.
    */
-  keysOf(id: string, text: string): Float64Array {
+  keysOf(id: string, text: string): PromptKeys {
     if (this.capacityChunks === 0) return EMPTY;
     const m = this.memo.get(id);
     if (typeof m === 'object') return m;
     // Its first chunk's key (memoised: a held request is asked again and again).
     const head = m ?? this.headOf(text);
     if (head === undefined) return EMPTY;
-    let k: Float64Array = EMPTY;
-    if (this.heads.has(head) || this.resolve(head)) k = this.hasher.keys(text);
+    let k: PromptKeys = EMPTY;
+    if (this.heads.has(small(head)) || this.resolve(head)) k = this.hash(text);
     if (m === undefined && this.memo.size >= MAX_MEMO) this.memo.delete(this.memo.keys().next().value!);
     this.memo.set(id, k.length > 0 ? k : head);
     return k;
   }
 
   /** Characters of the longest prefix of `keys` this router sent `backend` and still remembers. */
-  cachedChars(backend: string, keys: Float64Array): number {
+  cachedChars(backend: string, keys: PromptKeys): number {
     const g = this.sent.get(backend);
-    if (g === undefined || keys.length === 0 || !g.has(keys[0]!)) return 0;
+    const at = keys.at;
+    if (g === undefined || at.length === 0 || !g.has(at[0]!)) return 0;
     // Prefix-closed over the recorded positions: find the last one recorded by bisection (position
     // lo is recorded).
-    const n = keys.length;
     let lo = 0;
-    let hi = positions(n);
+    let hi = at.length;
     while (hi - lo > 1) {
       const mid = (lo + hi) >> 1;
-      if (g.has(keys[position(mid, n)]!)) lo = mid;
+      if (g.has(at[mid]!)) lo = mid;
       else hi = mid;
     }
-    return (position(lo, n) + 1) * this.chunkChars;
+    return (position(lo, keys.length) + 1) * this.chunkChars;
   }
 
   /**
@@ -124,7 +141,7 @@ export class PrefixCredit {
     if (k === undefined) {
       const head = typeof m === 'number' ? m : this.headOf(text);
       if (head === undefined) return;
-      if (!this.heads.has(head) && !this.resolve(head)) {
+      if (!this.heads.has(small(head)) && !this.resolve(head)) {
         this.pending.set(head, { backend, text });
         this.pendingChars += text.length;
         while (this.pendingChars > MAX_PENDING_CHARS) {
@@ -134,7 +151,7 @@ export class PrefixCredit {
         }
         return;
       }
-      k = this.hasher.keys(text);
+      k = this.hash(text);
     }
     this.touch(backend, k);
   }
@@ -166,8 +183,22 @@ export class PrefixCredit {
     if (p === undefined) return false;
     this.pending.delete(head);
     this.pendingChars -= p.text.length;
-    this.touch(p.backend, this.hasher.keys(p.text));
+    this.touch(p.backend, this.hash(p.text));
     return true;
+  }
+
+  /**
+   * A text's keys at the recorded positions: every chain key is hashed (each covers the chunks
+   * before it) into a scratch array reused from prompt to prompt, and only the recorded ones kept.
+   */
+  private hash(text: string): PromptKeys {
+    const n = this.hasher.keyCount(text);
+    if (n === 0) return EMPTY;
+    if (this.scratch.length < n) this.scratch = new Float64Array(Math.max(n, 2 * this.scratch.length));
+    const all = this.hasher.keys(text, this.scratch);
+    const at = new Int32Array(positions(n));
+    for (let j = 0; j < at.length; j++) at[j] = small(all[position(j, n)]!);
+    return new PromptKeys(n, at);
   }
 
   /**
@@ -182,71 +213,81 @@ export class PrefixCredit {
     else g.gen = gen;
   }
 
-  private touch(backend: string, keys: Float64Array): void {
+  private touch(backend: string, keys: PromptKeys): void {
     if (keys.length === 0) return;
     let g = this.sent.get(backend);
     if (g === undefined) {
       g = new Generations(Math.max(1, Math.floor(this.capacityChunks / 2)));
       this.sent.set(backend, g);
     }
-    g.touchChain(keys);
-    this.heads.touch(keys[0]!);
+    g.touchChain(keys.at);
+    this.heads.touch(keys.at[0]!);
   }
 
   /** Chunks remembered for a backend (tests, describe). */
   sizeOf(backend: string): number {
     return this.sent.get(backend)?.size ?? 0;
   }
+
+  /** Bytes of a backend's record (its two generations' tables): at most 32 × capacity / 2. */
+  bytesOf(backend: string): number {
+    return this.sent.get(backend)?.bytes ?? 0;
+  }
 }
 
 /**
  * An approximate LRU set in two generations of at most `gen` keys each: keys go into the current
- * one; when it is full it becomes the previous one and the previous one is dropped whole. It
- * remembers the last `gen` to `2·gen` distinct keys touched, at one or two Set operations per
- * touch (an exact LRU in a Map — delete and re-insert per touch, evict one by one — needs three or
- * four, for every chunk of every dispatched prompt).
+ * one; when it is full it becomes the previous one and the previous one is emptied and becomes the
+ * current one. It remembers the last `gen` to `2·gen` distinct keys touched, at one or two lookups
+ * per touch (an exact LRU — delete and re-insert per touch, evict one by one — needs three or four,
+ * for every chunk of every dispatched prompt). Keys are `small` (30 bits), in KeyTables: 8–16
+ * bytes per key, at most 2 × 4 × `gen` slots of 4 bytes in all.
  */
 class Generations {
-  private cur = new Set<number>();
-  private prev = new Set<number>();
+  private cur: KeyTable;
+  private prev = new KeyTable(0);
 
-  constructor(public gen: number) {}
+  constructor(public gen: number) {
+    this.cur = new KeyTable(Math.min(gen, 1024));
+  }
 
   get size(): number {
     return this.cur.size + this.prev.size;
   }
 
-  has(k: number): boolean {
-    const s = small(k);
+  get bytes(): number {
+    return 4 * (this.cur.capacity + this.prev.capacity);
+  }
+
+  /** Whether the `small` key is remembered. */
+  has(s: number): boolean {
     return this.cur.has(s) || this.prev.has(s);
   }
 
-  /** Adds a key (as `small`); false when it was already in the current generation. */
-  private touchSmall(s: number): boolean {
+  /** Adds a `small` key; false when it was already in the current generation. */
+  touch(s: number): boolean {
+    // Room in the current generation: one probe finds the key or adds it.
+    if (this.cur.size < this.gen) return this.cur.add(s);
     if (this.cur.has(s)) return false;
-    if (this.cur.size >= this.gen) {
-      this.prev = this.cur;
-      this.cur = new Set();
-    }
+    // Full: it becomes the previous generation, and the previous one, emptied, the current one.
+    const emptied = this.prev;
+    this.prev = this.cur;
+    emptied.clear(this.gen);
+    this.cur = emptied;
     this.cur.add(s);
     return true;
   }
 
-  touch(k: number): void {
-    this.touchSmall(small(k));
-  }
-
   /**
-   * Touch a prompt's chain, last chunk to first, so its head is never older than its tail and the
-   * set stays prefix-closed; a chain longer than a generation keeps its head (what a later prompt
-   * shares). A chunk already in the current generation was touched, with every chunk before it,
-   * since the last turnover (a chain is always touched down to its head): the walk stops there, so
-   * re-sending a 50k-token document with a new question costs the new chunks, not the document.
+   * Touch a prompt's chain (its `small` keys at the recorded positions), last chunk to first, so
+   * its head is never older than its tail and the set stays prefix-closed; a chain longer than a
+   * generation keeps its head (what a later prompt shares). A chunk already in the current
+   * generation was touched, with every chunk before it, since the last turnover (a chain is always
+   * touched down to its head): the walk stops there, so re-sending a 50k-token document with a new
+   * question costs the new chunks, not the document.
    */
-  touchChain(keys: Float64Array): void {
-    const n = keys.length;
-    for (let j = Math.min(positions(n), this.gen) - 1; j >= 0; j--)
-      if (!this.touchSmall(small(keys[position(j, n)]!))) return;
+  touchChain(at: Int32Array): void {
+    for (let j = Math.min(at.length, this.gen) - 1; j >= 0; j--) if (!this.touch(at[j]!)) return;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { RequestInfo } from '../../types.js';
-import { PrefixCredit } from '../prefix-credit.js';
+import { PrefixCredit, type PromptKeys } from '../prefix-credit.js';
 
 /** Characters per chunk of the credit's record (the router has no tokenizer). */
 export const CHUNK_CHARS = 64;
@@ -65,14 +65,14 @@ export class CachedPrefix {
   }
 
   /** A request's prompt chunk keys for the credit (none: no credit, or no backend holds any of it). */
-  keysOf(req: RequestInfo): Float64Array | undefined {
+  keysOf(req: RequestInfo): PromptKeys | undefined {
     return this.credit === undefined || req.promptText.length === 0
       ? undefined
       : this.credit.keysOf(req.id, req.promptText);
   }
 
   /** Prompt tokens of a request (its `keys`: keysOf) in the prefix `backend` likely holds cached. */
-  cachedOf(req: RequestInfo, keys: Float64Array | undefined, backend: string, promptTokens: number): number {
+  cachedOf(req: RequestInfo, keys: PromptKeys | undefined, backend: string, promptTokens: number): number {
     if (keys === undefined || keys.length === 0) return 0;
     const chars = this.credit!.cachedChars(backend, keys);
     return chars === 0 ? 0 : promptTokens * Math.min(1, chars / req.promptText.length);
