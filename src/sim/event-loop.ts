@@ -54,7 +54,8 @@ export interface LoopEvent {
   readonly tick?: Tick;
 }
 
-type Finished = Extract<EngineEvent, { type: 'finished' }>;
+/** An engine's finish event. */
+export type Finished = Extract<EngineEvent, { type: 'finished' }>;
 
 /** What a run (one router or several) does with the loop's events. */
 export interface LoopHost<E extends LoopEvent> {

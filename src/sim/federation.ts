@@ -18,7 +18,6 @@ import { readRlWeights } from '../rl/weights-file.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import type { Scheduler } from '../core/scheduler.js';
 import type { Decision } from '../core/types.js';
-import type { EngineEvent } from '../engine/types.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
 import { QueuedForwards } from '../federation/queue-forward.js';
@@ -36,6 +35,7 @@ import {
   SHARE,
   SYNC,
   TIMEOUT,
+  type Finished,
   type LoopEvent,
   type LoopHost,
 } from './event-loop.js';
@@ -52,8 +52,6 @@ import { routerScheduler } from './router-node.js';
 import type { SimulateOptions } from './simulator.js';
 import type { PolicySpec } from '../core/policies/index.js';
 import { receiveShared, sharedPolicy, syncOthers, type Shared, type SharedViews } from './shared-state.js';
-
-type Finished = Extract<EngineEvent, { type: 'finished' }>;
 
 /** Per router: what it saw and did. */
 export interface RouterStats {

@@ -19,7 +19,6 @@ import { createRng, deriveSeed } from '../core/rng.js';
 import type { Scheduler } from '../core/scheduler.js';
 import type { Decision, Policy } from '../core/types.js';
 import type { Scenario } from '../scenario/types.js';
-import type { EngineEvent } from '../engine/types.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
 import type { OpenRequest, QueueSample } from './engine-fleet.js';
 import {
@@ -29,6 +28,7 @@ import {
   SAMPLE,
   SEND,
   TIMEOUT,
+  type Finished,
   type LoopEvent,
   type LoopHost,
 } from './event-loop.js';
@@ -65,8 +65,6 @@ export interface SimulateOptions {
    */
   readonly everyIteration?: boolean;
 }
-
-type Finished = Extract<EngineEvent, { type: 'finished' }>;
 
 let reruns = 0;
 /** How many simulate() runs so far were replayed with every iteration woken (tests, bench:sim). */
