@@ -9,22 +9,37 @@
  * Latency: a client reaches its own region's router at no cost; a forwarded request reaches the
  * peer one one-way latency later and its answer (first token and end) comes back one later. Peer
  * statuses are as stale as a probe across that link: taken at the peer, read one way later.
+ *
+ * The routers (Routers) run on the simulator's one event loop (event-loop.ts), as one router does;
+ * what N routers share of policy state is shared-state.ts.
  */
 import { createPolicy } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import type { Scheduler } from '../core/scheduler.js';
-import type { CompletionReport, Decision, Policy, RequestInfo } from '../core/types.js';
+import type { Decision } from '../core/types.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
 import { QueuedForwards } from '../federation/queue-forward.js';
-import { withSharedView } from '../federation/shared-view-policy.js';
 import type { PeerStatus } from '../federation/types.js';
 import type { Scenario } from '../scenario/types.js';
 import type { ClientDriver, ScheduledRequest, WorkloadRequest } from '../workloads/types.js';
-import { EngineFleet, type OpenRequest, type QueueSample } from './engine-fleet.js';
-import { EventHeap } from './event-heap.js';
-import { federationMode } from './federation-modes.js';
+import type { OpenRequest, QueueSample } from './engine-fleet.js';
+import {
+  ARRIVE,
+  EventLoop,
+  PEER,
+  PROBE,
+  SAMPLE,
+  SEND,
+  SHARE,
+  SYNC,
+  TIMEOUT,
+  type Finished,
+  type LoopEvent,
+  type LoopHost,
+} from './event-loop.js';
+import { federationMode, type FederationMode } from './federation-modes.js';
 import {
   newReport,
   openRequest,
@@ -36,6 +51,7 @@ import {
 import { routerScheduler } from './router-node.js';
 import type { SimulateOptions } from './simulator.js';
 import type { PolicySpec } from '../core/policies/index.js';
+import { receiveShared, sharedPolicy, syncOthers, type Shared, type SharedViews } from './shared-state.js';
 
 /** Per router: what it saw and did. */
 export interface RouterStats {
@@ -52,24 +68,11 @@ export interface FederationRunResult extends RunResult {
   readonly routers: readonly RouterStats[];
 }
 
-const SEND = 0;
-const ARRIVE = 1;
-const ENGINE = 2;
-const TIMEOUT = 3;
-const PEER = 4;
-const PROBE = 5;
-const SYNC = 6;
-const SAMPLE = 7;
-/** shared-state: one router's push or answer reaching the others. */
-const SHARE = 8;
-
-interface Event {
-  readonly kind: number;
+interface Event extends LoopEvent {
   readonly request?: WorkloadRequest;
-  /** SEND/ARRIVE/PEER: router index. */
+  /** SEND/ARRIVE/PEER/SHARE: router index. */
   readonly router?: number;
   readonly driver?: number;
-  readonly backend?: number;
   readonly id?: string;
   /** PEER: which peer the status is of, and the status. */
   readonly peer?: number;
@@ -78,22 +81,8 @@ interface Event {
   readonly share?: Shared;
 }
 
-const NONE_SINCE = { dispatched: 0, completed: 0 } as const;
-
-/**
- * What one router publishes for the others (shared-state): a push (no report), an answer, or a
- * request it starts or stops holding in its queue (`hold`).
- */
-interface Shared {
-  readonly req: RequestInfo;
-  readonly backend: string;
-  readonly report: CompletionReport | undefined;
-  readonly hold?: boolean;
-}
-
 interface Router {
   readonly name: string;
-  readonly region: string | undefined;
   readonly scheduler: Scheduler;
   /** Engine indices this router pushes to. */
   readonly engines: readonly number[];
@@ -101,16 +90,8 @@ interface Router {
   /** Own clients' requests waiting in its scheduler queue, oldest first (forwarding candidates). */
   readonly waiting: QueuedForwards | undefined;
   readonly stats: RouterStats;
-  /** Other routers' in-flight per backend at the last share (shared-view, shared-state). */
-  readonly others: Map<string, number>;
-  /** shared-state: the others' pushes and answers per backend since this router's last probe. */
-  readonly since: Map<string, { dispatched: number; completed: number }>;
-  /** shared-state: requests the other routers hold in their queues, by id. */
-  readonly remoteHeld: Map<string, RequestInfo>;
-  /** shared-state: the policy the others' pushes and answers are applied to. */
-  readonly inner: Policy;
-  /** shared-state: backends whose shared state changed since this router's scheduler was told. */
-  readonly changed: Set<string>;
+  /** What it sees of the other routers (shared-view, shared-state). */
+  readonly views: SharedViews;
 }
 
 interface Open extends OpenRequest {
@@ -135,460 +116,377 @@ export function simulateFederation(
   const routersCfg = scenario.routers;
   if (!regions && !routersCfg) throw new Error(`scenario '${scenario.name}' has neither regions nor routers`);
   const mode = federationMode(spec, regions ? 'regions' : 'routers');
-  const fleet = scenario.fleet;
-  const heap = new EventHeap<Event>();
-  const engineFleet = new EngineFleet<Event>(
-    fleet,
-    heap,
-    ENGINE,
-    (i) => ({ kind: ENGINE, backend: i }),
-    opts.seed,
-  );
-  const engines = engineFleet.engines;
-
-  // Routers: one per region, or `count` in front of the whole fleet ('single' keeps one).
-  const routerDefs: { name: string; region: string | undefined; engines: number[] }[] = regions
-    ? regions.list.map((r) => ({
-        name: r.name,
-        region: r.name,
-        engines: fleet.flatMap((b, i) => (b.region === r.name ? [i] : [])),
-      }))
-    : Array.from({ length: mode.sharing === 'single' ? 1 : routersCfg!.count }, (_, k) => ({
-        name: `router-${k}`,
-        region: undefined,
-        engines: fleet.map((_b, i) => i),
-      }));
-  const routers: Router[] = routerDefs.map((d, k) => {
-    let policy = createPolicy(
-      mode.local,
-      createRng(deriveSeed(opts.seed, `policy:${d.name}`)),
-      scenario.scheduling,
-      { rlWeights: readRlWeights },
-    );
-    const others = new Map<string, number>();
-    const inner = policy;
-    if (mode.sharing === 'shared-view') policy = withSharedView(policy, (n) => others.get(n) ?? 0);
-    const since = new Map<string, { dispatched: number; completed: number }>();
-    const remoteHeld = new Map<string, RequestInfo>();
-    if (mode.sharing === 'shared-state') {
-      policy = withSharedView(
-        policy,
-        (n) => others.get(n) ?? 0,
-        (n) => since.get(n) ?? NONE_SINCE,
-      );
-      // Every push and answer is published (after the policy saw it) for the others to apply.
-      const onDispatch = policy.onDispatch;
-      const onComplete = policy.onComplete;
-      policy.onDispatch = (req, b, at) => {
-        onDispatch?.(req, b, at);
-        publish(k, { req, backend: b.name, report: undefined });
-      };
-      policy.onComplete = (req, b, report, at) => {
-        onComplete?.(req, b, report, at);
-        publish(k, { req, backend: b.name, report });
-      };
-      // One queue across routers: a request waits while another router holds one of its model
-      // that goes first (higher response ratio, as one router's queue orders them); that router
-      // takes the room when it hears of it.
-      const rr = policy.responseRatio;
-      if (rr) {
-        const pick = policy.pick.bind(policy);
-        const heldByLoad = policy.heldByLoad;
-        let deferred = false;
-        const ratio = (q: RequestInfo, at: number): number => {
-          const size = rr.size(q);
-          return (Math.max(0, at - q.arrivedAt) / 1000 + size) / size;
-        };
-        const outranked = (req: RequestInfo, at: number): boolean => {
-          let mine = NaN;
-          for (const q of remoteHeld.values()) {
-            if (q.model !== req.model) continue;
-            if (mine !== mine) mine = ratio(req, at);
-            const theirs = ratio(q, at);
-            if (theirs > mine || (theirs === mine && q.arrivedAt < req.arrivedAt)) return true;
-          }
-          return false;
-        };
-        policy.pick = (req, c, at) => {
-          deferred = remoteHeld.size > 0 && outranked(req, at);
-          return deferred ? undefined : pick(req, c, at);
-        };
-        if (heldByLoad) policy.heldByLoad = () => !deferred && heldByLoad();
-      }
-    }
-    const scheduler: Scheduler = routerScheduler(
-      policy,
-      d.engines.map((i) => fleet[i]!),
-    );
-    const federation =
-      regions && mode.forwarding
-        ? new Federation({
-            region: d.name,
-            selection: mode.forwarding,
-            tau: regions.tau,
-            // Statuses arrive every peerProbeS; one missing a few rounds means nothing any more.
-            statusTtlMs: Math.max(1000, regions.peerProbeS * 5000 + 2000 * regions.oneWayS(d.name, d.name)),
-            peers: routerDefs
-              .filter((_p, j) => j !== k)
-              .map((p) => ({ name: p.name, url: `sim://${p.name}`, region: p.name })),
-          })
-        : undefined;
-    return {
-      name: d.name,
-      region: d.region,
-      scheduler,
-      engines: d.engines,
-      federation,
-      waiting: federation
-        ? new QueuedForwards(
-            federation,
-            () => availableReplicas(scheduler.backendViews(), now * 1000) > 0,
-            () => now * 1000,
-          )
-        : undefined,
-      stats: { name: d.name, arrived: 0, forwardedOut: 0, servedForPeers: 0 },
-      others,
-      since,
-      remoteHeld,
-      inner,
-      changed: new Set<string>(),
-    };
+  const run = new Routers(scenario, mode, opts);
+  const { loop, routers } = run;
+  const endS = loop.endS;
+  run.drivers.forEach((d, j) => run.schedule(j, d.start()));
+  const probeBase = opts.probeEveryS ?? 0.05;
+  const wanted = routers[0]!.scheduler.metricsIntervalMs;
+  loop.every(PROBE, {
+    every: wanted === undefined ? probeBase : Math.min(probeBase, wanted / 1000),
+    run: () => run.probe(),
   });
-  const routerIndex = new Map(routers.map((r, i) => [r.name, i]));
-  const oneWay = (a: number, b: number): number =>
-    regions ? regions.oneWayS(routers[a]!.name, routers[b]!.name) : 0;
+  loop.every(PEER, {
+    every: regions && mode.forwarding ? regions.peerProbeS : Infinity,
+    run: () => run.peerProbe(),
+  });
+  loop.every(SYNC, {
+    every: mode.sharing === 'shared-view' ? routersCfg!.syncS : Infinity,
+    run: () => run.sync(),
+  });
+  loop.every(SAMPLE, { every: opts.sampleEveryS ?? Math.max(0.05, endS / 400), run: () => run.sample() });
+  const cut = loop.run(run);
+  return {
+    policy: mode.label,
+    records: run.records,
+    samples: run.samples,
+    routerSamples: run.routerSamples,
+    backends: loop.fleet.backendStats(),
+    simulatedS: cut && run.opens.size > 0 ? endS : loop.lastActivity,
+    routers: routers.map((r) => r.stats),
+  };
+}
 
-  const drivers: ClientDriver[] = regions
-    ? regions.list.map((r) => r.createDriver(deriveSeed(opts.seed, `region:${r.name}`)))
-    : [scenario.createDriver(opts.seed)];
+/** The routers of a run on the event loop, and what they do with its events. */
+class Routers implements LoopHost<Event> {
+  readonly loop: EventLoop<Event>;
+  readonly routers: Router[];
+  readonly drivers: ClientDriver[];
+  readonly records: RequestRecord[] = [];
+  readonly opens = new Map<string, Open>();
+  readonly samples: QueueSample[] = [];
+  readonly routerSamples: RouterSample[] = [];
+  private readonly routerIndex: Map<string, number>;
+  private readonly regions: Scenario['regions'];
+  private inTransit = 0;
+  private nextRouter = 0;
+  /** shared-state: routers with backends whose shared state changed (see afterEvent). */
+  private readonly changedRouters = new Set<number>();
 
-  const endS = scenario.durationS + scenario.graceS;
-  const records: RequestRecord[] = [];
-  const open = new Map<string, Open>();
-  const wakeAt = engineFleet.wakeAt;
-  const samples: QueueSample[] = [];
-  const routerSamples: RouterSample[] = [];
-  let now = 0;
-  let pendingSends = 0;
-  let inTransit = 0;
-  let lastActivity = 0;
-  let nextRouter = 0;
-  /** shared-state: routers with backends whose shared state changed (see tellChanges). */
-  const changedRouters = new Set<number>();
-
-  /** Router j pushed or answered: the others apply it `lagS` later (at once for 0). */
-  function publish(j: number, s: Shared): void {
-    if (mode.lagS === 0) deliver(j, s);
-    else heap.push(now + mode.lagS, SHARE, { kind: SHARE, router: j, share: s });
+  constructor(
+    private readonly scenario: Scenario,
+    private readonly mode: FederationMode,
+    opts: SimulateOptions,
+  ) {
+    const regions = (this.regions = scenario.regions);
+    this.loop = new EventLoop<Event>(scenario.fleet, {
+      seed: opts.seed,
+      durationS: scenario.durationS,
+      endS: scenario.durationS + scenario.graceS,
+      lazy: false,
+    });
+    this.routers = this.createRouters(opts.seed);
+    this.routerIndex = new Map(this.routers.map((r, i) => [r.name, i]));
+    this.drivers = regions
+      ? regions.list.map((r) => r.createDriver(deriveSeed(opts.seed, `region:${r.name}`)))
+      : [scenario.createDriver(opts.seed)];
   }
-  /** What router j published reaches every other router: its counts and its policy's state. */
-  function deliver(j: number, s: Shared): void {
-    routers.forEach((r, k) => {
-      if (k === j) return;
-      if (s.hold !== undefined) {
-        if (s.hold) r.remoteHeld.set(s.req.id, s.req);
-        else r.remoteHeld.delete(s.req.id);
-        return;
-      }
-      const view = r.scheduler.backend(s.backend);
-      if (!view) return;
-      r.others.set(s.backend, (r.others.get(s.backend) ?? 0) + (s.report ? -1 : 1));
-      let c = r.since.get(s.backend);
-      if (!c) r.since.set(s.backend, (c = { dispatched: 0, completed: 0 }));
-      if (s.report) c.completed++;
-      else c.dispatched++;
-      if (s.report) r.inner.onComplete?.(s.req, view, s.report, now * 1000);
-      else r.inner.onDispatch?.(s.req, view, now * 1000);
-      r.changed.add(s.backend);
-      changedRouters.add(k);
+
+  /** One router per region, or `count` in front of the whole fleet ('single' keeps one). */
+  private createRouters(seed: number): Router[] {
+    const { scenario, mode, regions } = this;
+    const fleet = scenario.fleet;
+    const defs: { name: string; engines: number[] }[] = regions
+      ? regions.list.map((r) => ({
+          name: r.name,
+          engines: fleet.flatMap((b, i) => (b.region === r.name ? [i] : [])),
+        }))
+      : Array.from({ length: mode.sharing === 'single' ? 1 : scenario.routers!.count }, (_, k) => ({
+          name: `router-${k}`,
+          engines: fleet.map((_b, i) => i),
+        }));
+    return defs.map((d, k) => {
+      const { policy, views } = sharedPolicy(
+        createPolicy(mode.local, createRng(deriveSeed(seed, `policy:${d.name}`)), scenario.scheduling, {
+          rlWeights: readRlWeights,
+        }),
+        mode.sharing,
+        (s) => this.publish(k, s),
+      );
+      const scheduler = routerScheduler(
+        policy,
+        d.engines.map((i) => fleet[i]!),
+      );
+      const federation =
+        regions && mode.forwarding
+          ? new Federation({
+              region: d.name,
+              selection: mode.forwarding,
+              tau: regions.tau,
+              // Statuses arrive every peerProbeS; one missing a few rounds means nothing any more.
+              statusTtlMs: Math.max(1000, regions.peerProbeS * 5000 + 2000 * regions.oneWayS(d.name, d.name)),
+              peers: defs
+                .filter((_p, j) => j !== k)
+                .map((p) => ({ name: p.name, url: `sim://${p.name}`, region: p.name })),
+            })
+          : undefined;
+      const nowMs = (): number => this.loop.now * 1000;
+      return {
+        name: d.name,
+        scheduler,
+        engines: d.engines,
+        federation,
+        waiting: federation
+          ? new QueuedForwards(
+              federation,
+              () => availableReplicas(scheduler.backendViews(), nowMs()) > 0,
+              nowMs,
+            )
+          : undefined,
+        stats: { name: d.name, arrived: 0, forwardedOut: 0, servedForPeers: 0 },
+        views,
+      };
     });
   }
 
-  const schedule = (driver: number, items: readonly ScheduledRequest[]): void => {
-    for (const it of items) {
-      if (!(it.at < scenario.durationS)) continue;
-      pendingSends++;
-      // In a routers scenario the balancer in front spreads requests over the routers in turn.
-      const router = regions ? driver : nextRouter++ % routers.length;
-      heap.push(Math.max(it.at, now), SEND, { kind: SEND, request: it.request, router, driver });
-    }
-  };
+  private oneWay(a: number, b: number): number {
+    return this.regions ? this.regions.oneWayS(this.routers[a]!.name, this.routers[b]!.name) : 0;
+  }
 
-  const finishToClient = (o: Open, t: number, ok: boolean): void => {
-    open.delete(o.rec.id);
-    schedule(o.driver, drivers[o.driver]!.onFinish(o.rec.id, t, ok, o.answer));
-  };
+  /** Router j pushed or answered: the others apply it `lagS` later (at once for 0). */
+  private publish(j: number, s: Shared): void {
+    if (this.mode.lagS === 0) this.deliver(j, s);
+    else this.loop.heap.push(this.loop.now + this.mode.lagS, SHARE, { kind: SHARE, router: j, share: s });
+  }
 
-  const apply = (r: Router, ds: readonly Decision[]): void => {
+  /** What router j published reaches every other router. */
+  private deliver(j: number, s: Shared): void {
+    const at = this.loop.now * 1000;
+    this.routers.forEach((r, k) => {
+      if (k !== j && receiveShared(r.views, r.scheduler, s, at)) this.changedRouters.add(k);
+    });
+  }
+
+  schedule(driver: number, items: readonly ScheduledRequest[]): void {
+    // In a routers scenario the balancer in front spreads requests over the routers in turn.
+    this.loop.schedule(items, (it) => ({
+      kind: SEND,
+      request: it.request,
+      router: this.regions ? driver : this.nextRouter++ % this.routers.length,
+      driver,
+    }));
+  }
+
+  private finishToClient(o: Open, t: number, ok: boolean): void {
+    this.opens.delete(o.rec.id);
+    this.schedule(o.driver, this.drivers[o.driver]!.onFinish(o.rec.id, t, ok, o.answer));
+  }
+
+  private apply(r: Router, ds: readonly Decision[]): void {
+    const { loop } = this;
     for (const d of ds) {
-      // The core hands back the request object it was given: the Open of onSend.
+      // The core hands back the request object it was given: the Open of send.
       const o = d.request as Open;
       r.waiting?.remove(o.rec.id);
-      if (o.held) unhold(o);
+      if (o.held) this.unhold(o);
       if (d.type === 'reject') {
         o.rec.ok = false;
         o.rec.failure = d.reason;
-        o.rec.finishS = now + o.backS;
-        finishToClient(o, now + o.backS, false);
+        o.rec.finishS = loop.now + o.backS;
+        this.finishToClient(o, loop.now + o.backS, false);
         continue;
       }
-      const i = engineFleet.byName.get(d.backend)!;
-      engineFleet.submit(o, i, engineFleet.prepare(o, i, d.backend, now), now);
+      const i = loop.fleet.byName.get(d.backend)!;
+      loop.submit(o, i, loop.fleet.prepare(o, i, d.backend, loop.now));
     }
-  };
-
-  const localAvailable = (r: Router): boolean =>
-    availableReplicas(r.scheduler.backendViews(), now * 1000) > 0;
+  }
 
   /** `o` leaves router k for `peerName` (already counted by its Federation). */
-  const forward = (k: number, o: Open, peerName: string): void => {
-    const r = routers[k]!;
-    const p = routerIndex.get(peerName)!;
-    r.stats.forwardedOut++;
-    o.backS = oneWay(k, p);
-    inTransit++;
-    heap.push(now + o.backS, ARRIVE, { kind: ARRIVE, id: o.rec.id, router: p });
-  };
+  private forward(k: number, o: Open, peerName: string): void {
+    const p = this.routerIndex.get(peerName)!;
+    this.routers[k]!.stats.forwardedOut++;
+    o.backS = this.oneWay(k, p);
+    this.inTransit++;
+    this.loop.heap.push(this.loop.now + o.backS, ARRIVE, { kind: ARRIVE, id: o.rec.id, router: p });
+  }
 
-  /**
-   * Forward the oldest of this router's own waiting requests while no local replica is available
-   * and a peer is (Algorithm 1 at the head of the FCFS queue; src/federation/queue-forward.ts).
-   */
-  const drain = (k: number): void => {
-    routers[k]!.waiting?.drain();
-  };
-
-  const submitAt = (k: number, o: Open, own: boolean): void => {
-    const r = routers[k]!;
+  private submitAt(k: number, o: Open, own: boolean): void {
+    const r = this.routers[k]!;
+    const nowMs = this.loop.now * 1000;
     o.router = k;
     if (own)
       r.waiting?.add(o, (d) => {
-        r.scheduler.cancel(o.rec.id, now * 1000);
-        forward(k, o, d.peer);
+        r.scheduler.cancel(o.rec.id, this.loop.now * 1000);
+        this.forward(k, o, d.peer);
         return true;
       });
-    apply(r, r.scheduler.submit(o, now * 1000));
-    if (mode.sharing === 'shared-state' && o.rec.dispatchS === undefined && o.rec.ok === undefined) {
+    this.apply(r, r.scheduler.submit(o, nowMs));
+    if (this.mode.sharing === 'shared-state' && o.rec.dispatchS === undefined && o.rec.ok === undefined) {
       o.held = true;
-      publish(k, { req: o, backend: '', report: undefined, hold: true });
+      this.publish(k, { req: o, backend: '', report: undefined, hold: true });
     }
-  };
-  const unhold = (o: Open): void => {
-    o.held = false;
-    publish(o.router, { req: o, backend: '', report: undefined, hold: false });
-  };
+  }
 
-  const onSend = (req: WorkloadRequest, k: number, driver: number): void => {
-    const o: Open = Object.assign(openRequest(req, now, records.length), {
+  private unhold(o: Open): void {
+    o.held = false;
+    this.publish(o.router, { req: o, backend: '', report: undefined, hold: false });
+  }
+
+  send(req: WorkloadRequest, k: number, driver: number): void {
+    const now = this.loop.now;
+    const o: Open = Object.assign(openRequest(req, now, this.records.length), {
       driver,
       origin: k,
       router: k,
       backS: 0,
       held: false,
     });
-    records.push(o.rec);
-    open.set(req.id, o);
-    if (req.timeoutS !== undefined && now + req.timeoutS <= endS) {
-      heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
+    this.records.push(o.rec);
+    this.opens.set(req.id, o);
+    if (req.timeoutS !== undefined && now + req.timeoutS <= this.loop.endS) {
+      this.loop.heap.push(now + req.timeoutS, TIMEOUT, { kind: TIMEOUT, id: req.id });
     }
-    const r = routers[k]!;
+    const r = this.routers[k]!;
     r.stats.arrived++;
     if (r.federation && r.waiting!.size === 0) {
-      const d = r.federation.route(o, false, localAvailable(r), now * 1000);
+      const d = r.federation.route(o, false, this.localAvailable(r), now * 1000);
       if (d.kind === 'peer') {
         r.federation.onForwarded(o, d.peer);
-        forward(k, o, d.peer);
+        this.forward(k, o, d.peer);
         return;
       }
     }
-    submitAt(k, o, true);
-    drain(k);
-  };
+    this.submitAt(k, o, true);
+    // Forward the oldest of this router's own waiting requests while no local replica is available
+    // and a peer is (Algorithm 1 at the head of the FCFS queue; src/federation/queue-forward.ts).
+    r.waiting?.drain();
+  }
 
-  const onArrive = (id: string, k: number): void => {
-    inTransit--;
-    const o = open.get(id);
-    if (!o) return; // the client gave up meanwhile
-    routers[k]!.stats.servedForPeers++;
-    // Hop marker: a forwarded request is scheduled here and never forwarded again.
-    submitAt(k, o, false);
-  };
+  private localAvailable(r: Router): boolean {
+    return availableReplicas(r.scheduler.backendViews(), this.loop.now * 1000) > 0;
+  }
 
-  const onEngine = (i: number): void => {
-    engineFleet.woken(i);
-    for (const e of engines[i]!.advance(now)) {
-      if (e.type !== 'finished') continue;
-      const o = open.get(e.id)!;
-      const report = newReport();
-      settleFinished(o.rec, e, o.backS, report);
-      engineFleet.outstanding[i]!--;
-      const r = routers[o.router]!;
-      const ds = r.scheduler.complete(e.id, report, e.t * 1000);
-      if (o.router !== o.origin) routers[o.origin]!.federation?.onDone(r.name, true, now * 1000);
-      finishToClient(o, o.rec.finishS!, true);
-      apply(r, ds);
-    }
-  };
+  /** The cursor is not used here: every opening request is a SEND on the heap. */
+  open(): void {
+    throw new Error('simulateFederation: no opening cursor');
+  }
 
-  const onTimeout = (id: string): void => {
-    const o = open.get(id);
-    if (!o) return;
-    const r = routers[o.router]!;
-    r.waiting?.remove(id);
-    if (o.held) unhold(o);
-    const { decisions } = r.scheduler.cancel(id, now * 1000);
-    if (o.engine >= 0) engineFleet.cancel(o, now);
-    o.rec.ok = false;
-    o.rec.failure = 'client-timeout';
-    o.rec.finishS = now;
-    finishToClient(o, now, false);
-    apply(r, decisions);
-  };
-
-  const probeBase = opts.probeEveryS ?? 0.05;
-  const wanted = routers[0]!.scheduler.metricsIntervalMs;
-  const probeEvery = wanted === undefined ? probeBase : Math.min(probeBase, wanted / 1000);
-  const sampleEvery = opts.sampleEveryS ?? Math.max(0.05, endS / 400);
-  const onProbe = (): void => {
-    for (const r of routers) {
-      for (const i of r.engines) r.scheduler.setMetrics(fleet[i]!.name, engineFleet.metricsOf(i, now, false));
-      // The scrape counts what every router pushed before it.
-      r.since.clear();
-    }
-    routers.forEach((r, k) => {
-      apply(r, r.scheduler.pump(now * 1000));
-      drain(k);
-    });
-  };
-  const onPeerProbe = (): void => {
-    routers.forEach((r, k) => {
-      if (!r.federation) return;
-      routers.forEach((p, j) => {
-        if (j === k) return;
-        const status: PeerStatus = {
-          region: p.name,
-          availableReplicas: availableReplicas(p.scheduler.backendViews(), now * 1000, mode.lendKvBelow),
-          queueLength: p.scheduler.queueLength,
-        };
-        heap.push(now + oneWay(j, k), PEER, { kind: PEER, router: k, peer: j, status });
-      });
-    });
-  };
-  const onSync = (): void => {
-    // What each router would read back from Redis: every other router's in-flight per backend.
-    const counts = routers.map((r) => r.scheduler.backendViews().map((b) => [b.name, b.inFlight] as const));
-    routers.forEach((r, k) => {
-      const before = new Map(r.others);
-      r.others.clear();
-      counts.forEach((list, j) => {
-        if (j === k) return;
-        for (const [n, c] of list) r.others.set(n, (r.others.get(n) ?? 0) + c);
-      });
-      // A hold on load is asked again only when a backend changes: the others' counts are its load.
-      for (const [n, c] of r.others)
-        if ((before.get(n) ?? 0) !== c) apply(r, r.scheduler.updateBackend(n, {}, now * 1000));
-    });
-  };
-  const onSample = (): void => {
-    engineFleet.sample(now, samples);
-    let queued = 0;
-    for (const r of routers) queued += r.scheduler.queueLength;
-    routerSamples.push({ t: now, queued });
-  };
-
-  const active = (): boolean =>
-    pendingSends > 0 ||
-    inTransit > 0 ||
-    engineFleet.liveWakes > 0 ||
-    routers.some((r) => r.scheduler.inFlightTotal > 0 || r.scheduler.queueLength > 0);
-
-  drivers.forEach((d, j) => schedule(j, d.start()));
-  const peerEvery = regions && mode.forwarding ? regions.peerProbeS : Infinity;
-  const syncEvery = mode.sharing === 'shared-view' ? routersCfg!.syncS : Infinity;
-  const periodic: [number, number][] = [
-    [PROBE, probeEvery],
-    [PEER, peerEvery],
-    [SYNC, syncEvery],
-    [SAMPLE, sampleEvery],
-  ];
-  for (const [kind, every] of periodic)
-    if (Number.isFinite(every)) heap.push(0, kind, { kind: kind === PEER ? -1 : kind });
-  let cut = false;
-  for (;;) {
-    const t = heap.peekTime();
-    if (t === undefined) break;
-    if (t > endS) {
-      cut = true;
-      break;
-    }
-    now = t;
-    const ev = heap.pop()!;
+  handle(ev: Event): void {
     switch (ev.kind) {
       case SEND:
-        pendingSends--;
-        lastActivity = now;
-        onSend(ev.request!, ev.router!, ev.driver!);
-        break;
+        return this.send(ev.request!, ev.router!, ev.driver!);
       case ARRIVE:
-        lastActivity = now;
-        onArrive(ev.id!, ev.router!);
-        break;
-      case ENGINE:
-        if (wakeAt[ev.backend!] === now) {
-          lastActivity = now;
-          onEngine(ev.backend!);
-        }
-        break;
+        return this.arrive(ev.id!, ev.router!);
       case TIMEOUT:
-        onTimeout(ev.id!);
-        break;
+        return this.timeout(ev.id!);
       case PEER: {
-        const r = routers[ev.router!]!;
-        r.federation!.setStatus(routers[ev.peer!]!.name, ev.status!, now * 1000);
-        drain(ev.router!);
-        break;
+        const r = this.routers[ev.router!]!;
+        r.federation!.setStatus(this.routers[ev.peer!]!.name, ev.status!, this.loop.now * 1000);
+        r.waiting?.drain();
+        return;
       }
-      case -1:
-        onPeerProbe();
-        if (active()) heap.push(now + peerEvery, PEER, { kind: -1 });
-        break;
-      case PROBE:
-        onProbe();
-        if (active()) heap.push(now + probeEvery, PROBE, { kind: PROBE });
-        break;
-      case SHARE:
-        deliver(ev.router!, ev.share!);
-        break;
-      case SYNC:
-        onSync();
-        if (active()) heap.push(now + syncEvery, SYNC, { kind: SYNC });
-        break;
       default:
-        onSample();
-        if (active()) heap.push(now + sampleEvery, SAMPLE, { kind: SAMPLE });
-    }
-    // A hold on load is asked again only when a backend changes: the shared state is its load.
-    while (changedRouters.size > 0) {
-      const [k] = changedRouters;
-      changedRouters.delete(k!);
-      const r = routers[k!]!;
-      const names = [...r.changed];
-      r.changed.clear();
-      for (const n of names) apply(r, r.scheduler.updateBackend(n, {}, now * 1000));
-    }
-    if (engineFleet.dirtyCount > 0) {
-      const ht = heap.peekTime();
-      if (ht === undefined || ht > now) engineFleet.flush(false, 0);
+        this.deliver(ev.router!, ev.share!);
     }
   }
 
-  return {
-    policy: mode.label,
-    records,
-    samples,
-    routerSamples,
-    backends: engineFleet.backendStats(),
-    simulatedS: cut && open.size > 0 ? endS : lastActivity,
-    routers: routers.map((r) => r.stats),
+  private arrive(id: string, k: number): void {
+    this.inTransit--;
+    const o = this.opens.get(id);
+    if (!o) return; // the client gave up meanwhile
+    this.routers[k]!.stats.servedForPeers++;
+    // Hop marker: a forwarded request is scheduled here and never forwarded again.
+    this.submitAt(k, o, false);
+  }
+
+  finished(i: number, e: Finished): void {
+    const o = this.opens.get(e.id)!;
+    const report = newReport();
+    settleFinished(o.rec, e, o.backS, report);
+    this.loop.fleet.outstanding[i]!--;
+    const r = this.routers[o.router]!;
+    const ds = r.scheduler.complete(e.id, report, e.t * 1000);
+    if (o.router !== o.origin) this.routers[o.origin]!.federation?.onDone(r.name, true, this.loop.now * 1000);
+    this.finishToClient(o, o.rec.finishS!, true);
+    this.apply(r, ds);
+  }
+
+  private timeout(id: string): void {
+    const o = this.opens.get(id);
+    if (!o) return;
+    const now = this.loop.now;
+    const r = this.routers[o.router]!;
+    r.waiting?.remove(id);
+    if (o.held) this.unhold(o);
+    const { decisions } = r.scheduler.cancel(id, now * 1000);
+    if (o.engine >= 0) this.loop.cancel(o);
+    o.rec.ok = false;
+    o.rec.failure = 'client-timeout';
+    o.rec.finishS = now;
+    this.finishToClient(o, now, false);
+    this.apply(r, decisions);
+  }
+
+  busy(): boolean {
+    return (
+      this.inTransit > 0 ||
+      this.routers.some((r) => r.scheduler.inFlightTotal > 0 || r.scheduler.queueLength > 0)
+    );
+  }
+
+  /** A hold on load is asked again only when a backend changes: the shared state is its load. */
+  readonly afterEvent = (): void => {
+    const { changedRouters } = this;
+    while (changedRouters.size > 0) {
+      const [k] = changedRouters;
+      changedRouters.delete(k!);
+      const r = this.routers[k!]!;
+      const names = [...r.views.changed];
+      r.views.changed.clear();
+      for (const n of names) this.apply(r, r.scheduler.updateBackend(n, {}, this.loop.now * 1000));
+    }
   };
+
+  probe(): void {
+    const { loop, routers } = this;
+    for (const r of routers) {
+      for (const i of r.engines)
+        r.scheduler.setMetrics(loop.fleet.specs[i]!.name, loop.fleet.metricsOf(i, loop.now, false));
+      // The scrape counts what every router pushed before it.
+      r.views.since.clear();
+    }
+    for (const r of routers) {
+      this.apply(r, r.scheduler.pump(loop.now * 1000));
+      r.waiting?.drain();
+    }
+  }
+
+  /** Every router with forwarding sends each peer its status, one one-way latency away. */
+  peerProbe(): void {
+    const now = this.loop.now;
+    this.routers.forEach((r, k) => {
+      if (!r.federation) return;
+      this.routers.forEach((p, j) => {
+        if (j === k) return;
+        const status: PeerStatus = {
+          region: p.name,
+          availableReplicas: availableReplicas(p.scheduler.backendViews(), now * 1000, this.mode.lendKvBelow),
+          queueLength: p.scheduler.queueLength,
+        };
+        this.loop.heap.push(now + this.oneWay(j, k), PEER, { kind: PEER, router: k, peer: j, status });
+      });
+    });
+  }
+
+  /** What each router would read back from Redis: every other router's in-flight per backend. */
+  sync(): void {
+    const counts = this.routers.map((r) =>
+      r.scheduler.backendViews().map((b) => [b.name, b.inFlight] as const),
+    );
+    this.routers.forEach((r, k) => {
+      const changed = syncOthers(
+        r.views,
+        counts.map((c, j) => (j === k ? undefined : c)),
+      );
+      // A hold on load is asked again only when a backend changes: the others' counts are its load.
+      for (const n of changed) this.apply(r, r.scheduler.updateBackend(n, {}, this.loop.now * 1000));
+    });
+  }
+
+  sample(): void {
+    this.loop.fleet.sample(this.loop.now, this.samples);
+    let queued = 0;
+    for (const r of this.routers) queued += r.scheduler.queueLength;
+    this.routerSamples.push({ t: this.loop.now, queued });
+  }
 }

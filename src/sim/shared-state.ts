@@ -1,0 +1,147 @@
+/**
+ * What several simulated routers in front of one fleet share (issue #31), per router: the others'
+ * in-flight counts (`shared-view`, synced; `shared-state`, published), the others' pushes and
+ * answers applied to this router's own policy (`shared-state`: estimated-wait's flights, prefix
+ * tries, workload classes as one router's), and the requests the others hold in their queues (one
+ * queue order across routers). federation.ts runs the routers; this is the policy side.
+ */
+import type { CompletionReport, Policy, RequestInfo } from '../core/types.js';
+import type { Scheduler } from '../core/scheduler.js';
+import { withSharedView } from '../federation/shared-view-policy.js';
+import type { SharingMode } from './federation-modes.js';
+
+/**
+ * What one router publishes for the others (shared-state): a push (no report), an answer, or a
+ * request it starts or stops holding in its queue (`hold`).
+ */
+export interface Shared {
+  readonly req: RequestInfo;
+  readonly backend: string;
+  readonly report: CompletionReport | undefined;
+  readonly hold?: boolean;
+}
+
+/** One router's view of the others. */
+export interface SharedViews {
+  /** Other routers' in-flight per backend at the last share (shared-view, shared-state). */
+  readonly others: Map<string, number>;
+  /** shared-state: the others' pushes and answers per backend since this router's last probe. */
+  readonly since: Map<string, { dispatched: number; completed: number }>;
+  /** shared-state: requests the other routers hold in their queues, by id. */
+  readonly remoteHeld: Map<string, RequestInfo>;
+  /** shared-state: the policy the others' pushes and answers are applied to. */
+  readonly inner: Policy;
+  /** shared-state: backends whose shared state changed since this router's scheduler was told. */
+  readonly changed: Set<string>;
+}
+
+const NONE_SINCE = { dispatched: 0, completed: 0 } as const;
+
+/**
+ * The policy a router's scheduler runs under `sharing`, and its views of the others. Under
+ * shared-state every push and answer is handed to `publish` (after the policy saw it).
+ */
+export function sharedPolicy(
+  inner: Policy,
+  sharing: SharingMode | undefined,
+  publish: (s: Shared) => void,
+): { policy: Policy; views: SharedViews } {
+  const views: SharedViews = {
+    others: new Map<string, number>(),
+    since: new Map<string, { dispatched: number; completed: number }>(),
+    remoteHeld: new Map<string, RequestInfo>(),
+    inner,
+    changed: new Set<string>(),
+  };
+  const { others, since } = views;
+  if (sharing === 'shared-view') return { policy: withSharedView(inner, (n) => others.get(n) ?? 0), views };
+  if (sharing !== 'shared-state') return { policy: inner, views };
+  const policy = withSharedView(
+    inner,
+    (n) => others.get(n) ?? 0,
+    (n) => since.get(n) ?? NONE_SINCE,
+  );
+  const onDispatch = policy.onDispatch;
+  const onComplete = policy.onComplete;
+  policy.onDispatch = (req, b, at) => {
+    onDispatch?.(req, b, at);
+    publish({ req, backend: b.name, report: undefined });
+  };
+  policy.onComplete = (req, b, report, at) => {
+    onComplete?.(req, b, report, at);
+    publish({ req, backend: b.name, report });
+  };
+  oneQueueOrder(policy, views.remoteHeld);
+  return { policy, views };
+}
+
+/**
+ * One queue across routers: a request waits while another router holds one of its model that goes
+ * first (higher response ratio, as one router's queue orders them); that router takes the room
+ * when it hears of it. Only for policies that order held requests by response ratio.
+ */
+function oneQueueOrder(policy: Policy, remoteHeld: Map<string, RequestInfo>): void {
+  const rr = policy.responseRatio;
+  if (!rr) return;
+  const pick = policy.pick.bind(policy);
+  const heldByLoad = policy.heldByLoad;
+  let deferred = false;
+  const ratio = (q: RequestInfo, at: number): number => {
+    const size = rr.size(q);
+    return (Math.max(0, at - q.arrivedAt) / 1000 + size) / size;
+  };
+  const outranked = (req: RequestInfo, at: number): boolean => {
+    let mine = NaN;
+    for (const q of remoteHeld.values()) {
+      if (q.model !== req.model) continue;
+      if (mine !== mine) mine = ratio(req, at);
+      const theirs = ratio(q, at);
+      if (theirs > mine || (theirs === mine && q.arrivedAt < req.arrivedAt)) return true;
+    }
+    return false;
+  };
+  policy.pick = (req, c, at) => {
+    deferred = remoteHeld.size > 0 && outranked(req, at);
+    return deferred ? undefined : pick(req, c, at);
+  };
+  if (heldByLoad) policy.heldByLoad = () => !deferred && heldByLoad();
+}
+
+/**
+ * What another router published reaching this one (`at`: ms): its counts and its policy's state.
+ * True when a backend's shared state changed (the scheduler must be told: see `views.changed`).
+ */
+export function receiveShared(views: SharedViews, scheduler: Scheduler, s: Shared, at: number): boolean {
+  if (s.hold !== undefined) {
+    if (s.hold) views.remoteHeld.set(s.req.id, s.req);
+    else views.remoteHeld.delete(s.req.id);
+    return false;
+  }
+  const view = scheduler.backend(s.backend);
+  if (!view) return false;
+  views.others.set(s.backend, (views.others.get(s.backend) ?? 0) + (s.report ? -1 : 1));
+  let c = views.since.get(s.backend);
+  if (!c) views.since.set(s.backend, (c = { dispatched: 0, completed: 0 }));
+  if (s.report) c.completed++;
+  else c.dispatched++;
+  if (s.report) views.inner.onComplete?.(s.req, view, s.report, at);
+  else views.inner.onDispatch?.(s.req, view, at);
+  views.changed.add(s.backend);
+  return true;
+}
+
+/** A router's sync (shared-view): the others' in-flight per backend as read back; the backends whose count changed. */
+export function syncOthers(
+  views: SharedViews,
+  counts: readonly (readonly (readonly [string, number])[] | undefined)[],
+): string[] {
+  const before = new Map(views.others);
+  views.others.clear();
+  for (const list of counts) {
+    if (!list) continue;
+    for (const [n, c] of list) views.others.set(n, (views.others.get(n) ?? 0) + c);
+  }
+  const changed: string[] = [];
+  for (const [n, c] of views.others) if ((before.get(n) ?? 0) !== c) changed.push(n);
+  return changed;
+}
