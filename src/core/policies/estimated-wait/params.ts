@@ -73,6 +73,14 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    */
   missWeight: z.number().nonnegative().default(2),
   /**
+   * Saturation-aware miss price (issue #30, the knee): the miss price grows by this much per request
+   * queued past its engine's slots, averaged over the candidates (missPrice, candidate-cost.ts). Near
+   * saturation a miss's extra prefill is work every queued request waits behind, not one request's
+   * delay; priced once, prefix-heavy traffic at ×2 spread for load, missed and held more
+   * (prefix-conversations-8 ×2 mean E2E: 45.8 s at 0, 33.5 s at 1, 26.7 s at 3). 0: missWeight alone.
+   */
+  missQueueWeight: z.number().nonnegative().default(3),
+  /**
    * Late binding (issue #20, heimdall-burst): a request is not pushed into an engine that would
    * queue it behind requests already waiting inside (engines admit FIFO): it waits in the router
    * until an engine has room, and the waiting request with the highest response ratio
