@@ -54,6 +54,13 @@ export const EstimatedWaitParamsSchema = z.strictObject({
     .int()
     .positive()
     .default(1 << 20),
+  /**
+   * Affinity memory (issue #30, the knee): a prompt the learned record (prefixCacheTokens) has
+   * forgotten is still credited this share of what a four times longer record says was sent to a
+   * backend. An engine often still holds part of it, and going back keeps the prompt's blocks in one
+   * cache instead of two. 0: off.
+   */
+  affinityMemory: z.number().min(0).max(1).default(0.5),
   /** Deprecated (before prefixCacheTokens): the same, in 64-character chunks of prompt text. */
   prefixCacheChunks: z.number().int().positive().optional(),
   /**
