@@ -121,9 +121,7 @@ export class WaitEstimator {
     othersWeight: number,
   ): void {
     const keys = this.prefix.keysOf(req);
-    const aff = this.affinity;
-    let affKeys: Float64Array | undefined;
-    let affAsked = false;
+    const aff = keys !== undefined && keys.length > 0 ? this.affinity : undefined;
     for (let i = 0; i < candidates.length; i++) {
       const view = candidates[i]!;
       const b = this.candState[i]!;
@@ -138,11 +136,9 @@ export class WaitEstimator {
         // Forgotten by the learned record (or never sent here): an engine often still holds part of
         // what it was sent longer ago (issue #30: at the knee, ~half of it 20–40 s after), and going
         // back there keeps the prompt's blocks in one cache, not two.
-        if (!affAsked) {
-          affKeys = aff.keysOf(req);
-          affAsked = true;
-        }
-        const old = aff.cachedOf(req, affKeys, view.name, promptTokens);
+        // The same chunking as the learned record: its keys serve (a prompt it has no keys for, none
+        // sent before shared its first chunk, is in neither).
+        const old = aff.cachedOf(req, keys, view.name, promptTokens);
         credited = Math.max(cached, this.p.affinityMemory * old);
       }
       const u = this.prefix.creditedPrefill(promptTokens, credited);
@@ -209,8 +205,10 @@ export class WaitEstimator {
     }
     this.picked = undefined;
     const prefillTokens = this.prefix.creditedPrefill(promptTokens, cachedTokens);
+    // The affinity memory records the learned record's keys (asked before that record drops them).
+    const keys = this.affinity !== undefined ? this.prefix.keysOf(req) : undefined;
     this.prefix.record(req.id, backend.name, req.promptText, this.sizing.tokensPerChar);
-    this.affinity?.record(req.id, backend.name, req.promptText, this.sizing.tokensPerChar);
+    this.affinity?.record(req.id, backend.name, req.promptText, this.sizing.tokensPerChar, keys);
     advanceArea(b, now);
     const f: Flight = {
       dispatchedAt: now,
