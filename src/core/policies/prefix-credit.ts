@@ -133,11 +133,12 @@ export class PrefixCredit {
    * first prompt to begin with its first chunk is only kept (unhashed) until a later one shares that
    * chunk, and recorded then: traffic whose prompts share nothing costs one chunk's hash each.
    */
-  record(id: string, backend: string, text: string): void {
+  record(id: string, backend: string, text: string, keys?: PromptKeys): void {
     if (this.capacityChunks === 0) return;
     const m = this.memo.get(id);
     this.memo.delete(id);
-    let k = typeof m === 'object' ? m : undefined;
+    // `keys`: the prompt's keys as another record of the same chunking hashed them (not hashed twice).
+    let k = keys !== undefined && keys.length > 0 ? keys : typeof m === 'object' ? m : undefined;
     if (k === undefined) {
       const head = typeof m === 'number' ? m : this.headOf(text);
       if (head === undefined) return;

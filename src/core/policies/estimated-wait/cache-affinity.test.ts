@@ -94,3 +94,68 @@ test('estimated-wait: an engine that keeps more than the router remembers grows 
   assert.ok((d.prefixCacheTokens ?? 0) > 2000, `learned ${String(d.prefixCacheTokens)}`);
   assert.ok((d.prefixChunks ?? 0) > 100, `remembers ${String(d.prefixChunks)} chunks`);
 });
+
+/**
+ * Near saturation: b holds an 8,000-character document, a has room, b and c each run four requests
+ * of 4,000 characters and have `queued` more waiting inside. Returns the pick for a re-read.
+ */
+function reReadSaturated(params: Record<string, unknown>, queued: number): string | undefined {
+  const p = estimatedWait({ random: () => 0, params });
+  let a = view('a', 0);
+  let b = view('b', 1);
+  let c = view('c', 2);
+  let t = warmRates(p, [a, b, c]);
+  const doc = text('document', 8000);
+  const first = req('first', `${doc} first question?`);
+  p.onDispatch?.(first, b, t);
+  const rep = report(t, 2000, 2000, 50);
+  p.onComplete?.(first, b, rep, rep.finishedAt);
+  t += 10_000;
+  for (let i = 0; i < 4 + queued; i++) {
+    p.onDispatch?.(req(`b${i}`, text(`b-${i}`, 4000)), b, t);
+    p.onDispatch?.(req(`c${i}`, text(`c-${i}`, 4000)), c, t);
+  }
+  a = view('a', 0, { metrics: metrics(0, 0) });
+  b = view('b', 1, { inFlight: 4 + queued, metrics: metrics(4, queued) });
+  c = view('c', 2, { inFlight: 4 + queued, metrics: metrics(4, queued) });
+  return p.pick(req('again', `${doc} another question?`), [a, b, c], t + 100)?.name;
+}
+
+test('estimated-wait: the deeper the fleet queues, the more a lost hit costs (missQueueWeight)', () => {
+  // Twelve waiting inside b: its wait there outweighs a miss priced once (missWeight alone)…
+  assert.equal(reReadSaturated({ missQueueWeight: 0 }, 12), 'a');
+  // …not a miss priced at the queue it adds to: the request queues for its prefix.
+  assert.equal(reReadSaturated({}, 12), 'b');
+});
+
+test('estimated-wait: a prompt the learned record forgot still leans to where it was sent (affinityMemory)', () => {
+  const pick = (params: Record<string, unknown>): string | undefined => {
+    // A record of 4,000 tokens (250 chunks): three 8,000-character prompts later, the document is
+    // gone from it, not from the four times longer affinity memory.
+    const p = estimatedWait({ random: () => 0, params: { prefixCacheTokens: 4000, ...params } });
+    const a = view('a', 0);
+    const b = view('b', 1);
+    let t = warmRates(p, [a, b]);
+    const doc = text('document', 8000);
+    // Prompts that share a first chunk, so each is recorded (a prompt whose first chunk no other
+    // shares is kept unhashed until one does, and recorded then).
+    const sys = text('system', 64);
+    for (const [id, prompt] of [
+      ['first', `${doc} first question?`],
+      ['second', `${doc} second question?`],
+      ['x', `${sys}${text('other-x', 8000)}`],
+      ['y', `${sys}${text('other-y', 8000)}`],
+      ['z', `${sys}${text('other-z', 8000)}`],
+    ] as const) {
+      const r = req(id, prompt);
+      p.onDispatch?.(r, b, t);
+      const rep = report(t, 2000, 2000, 50);
+      p.onComplete?.(r, b, rep, rep.finishedAt);
+      t += 10_000;
+    }
+    return p.pick(req('again', `${doc} another question?`), [a, b], t)?.name;
+  };
+  assert.equal(pick({}), 'b');
+  // Without it both look cold: the tie goes round-robin, after b.
+  assert.equal(pick({ affinityMemory: 0 }), 'a');
+});

@@ -85,13 +85,14 @@ export class CachedPrefix {
 
   /**
    * The request was pushed to `backend`: it now likely holds the prompt's prefix. The record keeps
-   * as many chunks as the engine's learned cache holds at `tokensPerChar`.
+   * as many chunks as the engine's learned cache holds at `tokensPerChar`. `keys`: the prompt's keys
+   * from another CachedPrefix's keysOf (the same chunking), so they are not hashed again.
    */
-  record(id: string, backend: string, promptText: string, tokensPerChar: number): void {
+  record(id: string, backend: string, promptText: string, tokensPerChar: number, keys?: PromptKeys): void {
     const credit = this.credit;
     if (credit === undefined) return;
     credit.setCapacity(backend, chunksFor(this.cacheTokensOf(backend), tokensPerChar));
-    credit.record(id, backend, promptText);
+    credit.record(id, backend, promptText, keys);
   }
 
   /**

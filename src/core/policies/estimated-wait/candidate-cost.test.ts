@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addFlight, newBackendState, type Flight } from './backend-state.js';
-import { candidateCost, finishEstimate, missPenalty } from './candidate-cost.js';
+import { candidateCost, finishEstimate, missPenalty, missPrice } from './candidate-cost.js';
 import { Rates } from './rates.js';
 import { WaitModel } from './wait-model.js';
 
@@ -59,4 +59,17 @@ test('miss penalty: each candidate pays missWeight × the prefill of what it wou
   assert.deepEqual([...same], [1, 2, 3]);
   missPenalty(w, costs, Float64Array.of(2000, 1100, 100), 3, 0, same);
   assert.deepEqual([...same], [1, 2, 3]);
+});
+
+test('miss price: missWeight plus queueWeight × the requests queued past their slots, averaged over the candidates', () => {
+  const states = ['a', 'b', 'c'].map((n) => newBackendState(n, 0.1));
+  for (let i = 0; i < 7; i++) addFlight(states[0]!, `a${i}`, flight(0, 100)); // 4 slots: 3 queued
+  for (let i = 0; i < 9; i++) addFlight(states[1]!, `b${i}`, flight(0, 100)); // 3 slots: 6 queued
+  for (let i = 0; i < 50; i++) addFlight(states[2]!, `c${i}`, flight(0, 100)); // no limit known: none
+  const slots = Float64Array.of(4, 3, Infinity);
+  near(missPrice(states, slots, 3, 2, 3), 2 + (3 * (3 + 6)) / 3);
+  // Only the first n candidates count; no queue, or a weight of 0: missWeight.
+  near(missPrice(states, slots, 1, 2, 3), 2 + 3 * 3);
+  near(missPrice(states, Float64Array.of(10, 10, 100), 3, 2, 3), 2);
+  near(missPrice(states, slots, 3, 2, 0), 2);
 });

@@ -71,6 +71,29 @@ export function missPenalty(
 }
 
 /**
+ * The miss price near saturation (issue #30, the knee): `missWeight` plus `queueWeight` times the
+ * requests queued past their engine's slots (`states`' flights beyond `slots`; none where no limit is
+ * known), averaged over the `n` candidates. An engine's extra prefill delays whoever waits behind it,
+ * and a fleet that queues everywhere sends that wait on to every request it holds: the deeper the
+ * queues, the more a lost hit costs, and what spreads load at light load keeps locality at the knee.
+ */
+export function missPrice(
+  states: readonly BackendState[],
+  slots: Float64Array,
+  n: number,
+  missWeight: number,
+  queueWeight: number,
+): number {
+  if (!(queueWeight > 0) || n === 0) return missWeight;
+  let queued = 0;
+  for (let i = 0; i < n; i++) {
+    const s = slots[i]!;
+    if (Number.isFinite(s)) queued += Math.max(0, states[i]!.flights.length - s);
+  }
+  return missWeight + (queueWeight * queued) / n;
+}
+
+/**
  * LoRA (issue #35): adds to each of the `n` candidates' costs in `out` what the request's adapter
  * costs there: nothing where it is loaded; its load, `swapS`, where a slot is free (the engine
  * stalls that iteration for it); where every slot is in use, the load plus the wait for a slot to

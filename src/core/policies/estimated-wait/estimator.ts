@@ -10,6 +10,9 @@ import { Sizing } from './sizing.js';
 import { slotsOf } from './slots.js';
 import { WaitModel } from './wait-model.js';
 
+/** How many times the learned record's size the affinity memory remembers (affinityMemory). */
+const AFFINITY_SPAN = 4;
+
 /**
  * The estimated-wait policy's estimates without its choice: per candidate backend, the seconds
  * from now until a request would finish there (candidate-cost.ts), learned from what it is told
@@ -26,6 +29,11 @@ export class WaitEstimator {
   readonly sizing: Sizing;
   readonly wait: WaitModel;
   readonly prefix: CachedPrefix;
+  /**
+   * The longer memory of what was sent where (affinityMemory): `prefix`'s record, AFFINITY_SPAN
+   * times larger and never shrunk, for a prompt the learned record has forgotten. Undefined: off.
+   */
+  readonly affinity: CachedPrefix | undefined;
   /** Routing decisions counted (estimates, picks): an idle backend's samples go stale in decisions, not time. */
   decisions = 0;
   /** The instant of the last call (describe's pending work is read at it). */
@@ -59,6 +67,10 @@ export class WaitEstimator {
         : p.prefixCacheTokens,
       p.initialTokensPerChar,
     );
+    this.affinity =
+      p.affinityMemory > 0 && p.prefixCredit > 0
+        ? new CachedPrefix(1, p.prefixCacheTokens * AFFINITY_SPAN, p.initialTokensPerChar)
+        : undefined;
   }
 
   /** Sets candState for `candidates` (their states, made on first sight). */
@@ -109,6 +121,7 @@ export class WaitEstimator {
     othersWeight: number,
   ): void {
     const keys = this.prefix.keysOf(req);
+    const aff = keys !== undefined && keys.length > 0 ? this.affinity : undefined;
     for (let i = 0; i < candidates.length; i++) {
       const view = candidates[i]!;
       const b = this.candState[i]!;
@@ -118,7 +131,17 @@ export class WaitEstimator {
       this.candSlots[i] = slots;
       const cached = this.prefix.cachedOf(req, keys, view.name, promptTokens);
       this.candCached[i] = cached;
-      const u = this.prefix.creditedPrefill(promptTokens, cached);
+      let credited = cached;
+      if (aff !== undefined && cached < 0.5 * promptTokens) {
+        // Forgotten by the learned record (or never sent here): an engine often still holds part of
+        // what it was sent longer ago (issue #30: at the knee, ~half of it 20–40 s after), and going
+        // back there keeps the prompt's blocks in one cache, not two.
+        // The same chunking as the learned record: its keys serve (a prompt it has no keys for, none
+        // sent before shared its first chunk, is in neither).
+        const old = aff.cachedOf(req, keys, view.name, promptTokens);
+        credited = Math.max(cached, this.p.affinityMemory * old);
+      }
+      const u = this.prefix.creditedPrefill(promptTokens, credited);
       this.uncached[i] = u;
       out[i] = candidateCost(this.wait, b, c, slots, now, u, predicted, othersWeight);
     }
@@ -182,7 +205,10 @@ export class WaitEstimator {
     }
     this.picked = undefined;
     const prefillTokens = this.prefix.creditedPrefill(promptTokens, cachedTokens);
+    // The affinity memory records the learned record's keys (asked before that record drops them).
+    const keys = this.affinity !== undefined ? this.prefix.keysOf(req) : undefined;
     this.prefix.record(req.id, backend.name, req.promptText, this.sizing.tokensPerChar);
+    this.affinity?.record(req.id, backend.name, req.promptText, this.sizing.tokensPerChar, keys);
     advanceArea(b, now);
     const f: Flight = {
       dispatchedAt: now,
@@ -241,6 +267,7 @@ export class WaitEstimator {
     this.sizing.noteBackendRemoved();
     this.registry.remove(name);
     this.prefix.removeBackend(name);
+    this.affinity?.removeBackend(name);
   }
 
   /** What is known of backend `name` (Policy.describe). */

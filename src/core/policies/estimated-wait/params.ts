@@ -54,6 +54,13 @@ export const EstimatedWaitParamsSchema = z.strictObject({
     .int()
     .positive()
     .default(1 << 20),
+  /**
+   * Affinity memory (issue #30, the knee): a prompt the learned record (prefixCacheTokens) has
+   * forgotten is still credited this share of what a four times longer record says was sent to a
+   * backend. An engine often still holds part of it, and going back keeps the prompt's blocks in one
+   * cache instead of two. 0: off.
+   */
+  affinityMemory: z.number().min(0).max(1).default(0.5),
   /** Deprecated (before prefixCacheTokens): the same, in 64-character chunks of prompt text. */
   prefixCacheChunks: z.number().int().positive().optional(),
   /**
@@ -72,6 +79,14 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    * (prefix-heavy sweeps: TTFT p90 ×10 that of prefix-trie); 2 measured best.
    */
   missWeight: z.number().nonnegative().default(2),
+  /**
+   * Saturation-aware miss price (issue #30, the knee): the miss price grows by this much per request
+   * queued past its engine's slots, averaged over the candidates (missPrice, candidate-cost.ts). Near
+   * saturation a miss's extra prefill is work every queued request waits behind, not one request's
+   * delay; priced once, prefix-heavy traffic at ×2 spread for load, missed and held more
+   * (prefix-conversations-8 ×2 mean E2E: 45.8 s at 0, 33.5 s at 1, 26.7 s at 3). 0: missWeight alone.
+   */
+  missQueueWeight: z.number().nonnegative().default(3),
   /**
    * Late binding (issue #20, heimdall-burst): a request is not pushed into an engine that would
    * queue it behind requests already waiting inside (engines admit FIFO): it waits in the router

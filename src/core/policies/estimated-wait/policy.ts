@@ -1,7 +1,7 @@
 import type { BackendView, Policy, PolicyContext, RequestInfo } from '../../types.js';
 import { WaitEstimator } from './estimator.js';
 import { parseEstimatedWaitParams } from './params.js';
-import { loraPenalty, missPenalty } from './candidate-cost.js';
+import { loraPenalty, missPenalty, missPrice } from './candidate-cost.js';
 import { LoraSlots } from '../lora-slots.js';
 import { roomInside } from './slots.js';
 
@@ -47,7 +47,9 @@ import { roomInside } from './slots.js';
  * - Locality and load in one cost (issue #30): a candidate that would prefill more of the prompt
  *   than the one holding most of it also pays missWeight × that extra prefill (missPenalty), and
  *   late binding lets a request queue inside a full engine that holds its prefix when its cost
- *   there, the wait inside included, is the lowest (queueForCache). Without them, prefix-heavy
+ *   there, the wait inside included, is the lowest (queueForCache). Near saturation that price
+ *   grows with the requests queued past the engines' slots (missQueueWeight, missPrice): there a
+ *   miss's prefill is work everyone queued waits behind. Without them, prefix-heavy
  *   traffic near saturation spread for load, missed, and each miss's prefill held more.
  * - Estimates within `tieTolerance` of the best are ties (their difference is below the noise of
  *   the fits): the one with fewer in flight wins, then an unmeasured one, then round-robin order.
@@ -197,7 +199,10 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const predicted = est.sizing.predictOf(req, promptTokens);
       const best = est.bestCost(promptTokens, predicted);
       est.fillWith(req, candidates, now, promptTokens, predicted, best, scratch, p.othersWeight);
-      if (p.prefixCredit > 0) missPenalty(est.wait, est.candCost, est.uncached, n, p.missWeight, scratch);
+      if (p.prefixCredit > 0) {
+        const price = missPrice(est.candState, est.candSlots, n, p.missWeight, p.missQueueWeight);
+        missPenalty(est.wait, est.candCost, est.uncached, n, price, scratch);
+      }
       if (adapter) loraPenalty(lora, req, candidates, n, p.loraSwapS, scratch);
       const chosen = choose(candidates, n, promptTokens, predicted);
       if (chosen < 0) return undefined;
