@@ -38,6 +38,13 @@
  * waiting queue, and on readmission prefill their prompt and what they had generated again (the
  * prompt's blocks may still be cached) before generating on. Without pagedKv a batch may outgrow
  * the pool unpunished (see KV accounting above).
+ *
+ * Why one file of ~900 lines: one iteration is the unit, and admission, KV accounting, chunked
+ * prefill, prefix-cache credit, preemption and LoRA slots all read and write the same sequence
+ * records and pool counters within it — splitting them would spread one step's arithmetic over
+ * files and make the simulator's and the emulated engine's shared timing harder to check. The
+ * parts with state of their own are apart: the prefix cache (`prefix-cache.ts`), the profiles
+ * (`profile.ts`, `types.ts`), the real-time driver (`driver.ts`).
  */
 import { PrefixCache } from './prefix-cache.js';
 import type { BlockHash } from './tokens.js';

@@ -5,6 +5,13 @@
  * response for accounting (usage, time to first byte, status), as the Gateway API Inference
  * Extension's endpoint pickers do. Everything it takes — a router-queue place, a scheduler slot, a
  * quota lease — is given back in `release`, once, from the stream's end (whatever ends it).
+ *
+ * Why one file of ~680 lines: it is `Flight` (src/proxy/flight.ts) for a gateway's stream, kept in
+ * one piece for the same reason (issue #21) — what a request takes and the one place each is given
+ * back must be readable together, and the stream's phases (headers, body, pick, response,
+ * accounting) all move the same few fields. What is not the stream's own life is beside it or
+ * shared with `serve`: the endpoint set (`endpoints.ts`), body parsing and routes
+ * (src/proxy/routes.ts), usage reading (src/proxy/usage.ts, stream-usage.ts), the quota gate.
  */
 import { EventEmitter } from 'node:events';
 import type { ServerDuplexStream } from '@grpc/grpc-js';

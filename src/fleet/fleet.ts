@@ -1,3 +1,9 @@
+/**
+ * The live fleet: each backend's connection pools, health (passive ejection, active probes that
+ * re-admit, quarantine), model discovery and capability checks, and its engine metrics scraped
+ * for the scheduler. Reading a backend's answers is beside it: its URL (`backend-url.ts`), its
+ * model listing (`model-list.ts`), its metrics pages (`engine-metrics.ts`).
+ */
 import { Pool } from 'undici';
 import type { Logger } from 'pino';
 import type { Scheduler } from '../core/scheduler.js';
@@ -5,6 +11,7 @@ import type { BackendEntry } from '../config/schema.js';
 import type { Decision } from '../core/types.js';
 import { parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
 import { parseBackendUrl } from './backend-url.js';
+import { parseModelList, syntheticTag } from './model-list.js';
 
 /** A backend as configured (the config module's normalized entry). */
 export type BackendConfig = BackendEntry;
@@ -473,28 +480,7 @@ export class Fleet {
 
   /** The models the backend lists, now routed to it; returns their names. */
   private applyDiscovery(rt: BackendRuntime, body: unknown): string[] {
-    const tags: TagEntry[] = [];
-    const names: string[] = [];
-    /** LoRA adapters: vLLM lists each with `parent`, the base model it runs on (base models: null). */
-    const adapters: string[] = [];
-    if (rt.config.api === 'openai') {
-      const data = isObj(body) && Array.isArray(body.data) ? body.data : [];
-      for (const m of data) {
-        if (!isObj(m) || typeof m.id !== 'string') continue;
-        names.push(m.id);
-        if (typeof m.parent === 'string' && m.parent !== '' && m.parent !== m.id) adapters.push(m.id);
-      }
-      for (const n of names) tags.push(syntheticTag(n));
-    } else {
-      const models = isObj(body) && Array.isArray(body.models) ? body.models : [];
-      for (const m of models) {
-        if (!isObj(m) || typeof m.name !== 'string') continue;
-        tags.push(m as TagEntry);
-        names.push(m.name);
-        // Ollama resolves a bare name to ':latest'; accept both spellings from clients.
-        if (m.name.endsWith(':latest')) names.push(m.name.slice(0, -':latest'.length));
-      }
-    }
+    const { tags, names, adapters } = parseModelList(rt.config.api, body);
     rt.tags = tags;
     const view = this.scheduler.backend(rt.config.name);
     const before = view?.models;
@@ -505,15 +491,4 @@ export class Fleet {
     }
     return names;
   }
-}
-
-function syntheticTag(name: string): TagEntry {
-  return {
-    name,
-    model: name,
-    modified_at: new Date(0).toISOString(),
-    size: 0,
-    digest: '',
-    details: {},
-  };
 }

@@ -1,3 +1,15 @@
+/**
+ * Quotas and leases in Redis, shared by router replicas (the class comment below says how).
+ *
+ * Why one file of ~700 lines: the store is one state machine over one shared document. Every
+ * decision (admit, complete, heartbeat, reclaim, configure) reads the state through `#load`, which
+ * checks it against the epoch and version this replica last saw and rebuilds it from this
+ * replica's memory (its leases, its admissions of the minute, its limits) before anything is
+ * decided — so the decisions, the recovery and that memory share the same private fields, and
+ * splitting them would only turn those fields into a wide internal interface. What does not share
+ * them is beside it in src/state/redis/: the connection's up/down state and timeouts (`link.ts`),
+ * the state document's encoding (`state-codec.ts`) and the Lua scripts that commit (`scripts.ts`).
+ */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import {
@@ -33,7 +45,11 @@ import {
   type StoreEvent,
   type StoreHealth,
 } from './quota-store.js';
+import { RedisLink } from './redis/link.js';
 import { STALE_EPOCH, loadScripts, type QuotaScripts } from './redis/scripts.js';
+import { decodeState, encodeState, holdsChanged } from './redis/state-codec.js';
+
+export { decodeState, encodeState } from './redis/state-codec.js';
 
 export interface RedisQuotaStoreOptions {
   /** Key prefix; replicas sharing quotas use the same one. */
@@ -80,12 +96,6 @@ const MAX_ATTEMPTS = 1000;
 const RETIRED_LIMITS: QuotaLimits = { weight: 1, maxConcurrent: 0, tokensPerMinute: 0, requestsPerMinute: 0 };
 
 /**
- * Redis replies that mean "not now" rather than "wrong": a server loading its dataset, a replica
- * that is read-only after a failover, a cluster without a master.
- */
-const TRANSIENT_REPLY = /^(LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|BUSY)\b/;
-
-/**
  * Quotas and leases in Redis, shared by router replicas.
  *
  * The state of all models is one JSON document with a version; every change is decided by the
@@ -117,8 +127,6 @@ export class RedisQuotaStore implements QuotaStore {
   readonly #env: StoreEnv;
   readonly #advice = new AdviceWindow();
   readonly #maxBatch: number;
-  readonly #probeMs: number;
-  readonly #timeoutMs: number;
   readonly #graceMs: number;
   readonly #onEvent: (e: StoreEvent) => void;
   #chain: Promise<unknown> = Promise.resolve();
@@ -138,12 +146,7 @@ export class RedisQuotaStore implements QuotaStore {
   /** This replica's admissions in the rolling minute, per model: re-charged after a loss. */
   readonly #charged = new Map<string, WindowSlot[]>();
   #recovering: Promise<void> | undefined;
-  #up = true;
-  #downReason = '';
-  #probe: NodeJS.Timeout | undefined;
-  #probing = false;
-  #closed = false;
-  #outages = 0;
+  readonly #link: RedisLink;
   #reseeds = 0;
   #reregistered = 0;
   /** Commits that lost a race (a test and the bench report it). */
@@ -157,13 +160,14 @@ export class RedisQuotaStore implements QuotaStore {
     this.#o = resolveOptions(opts.quota);
     this.#env = { now: Date.now, random: Math.random, newId: () => `tsk_${randomUUID()}`, ...opts.env };
     this.#maxBatch = opts.maxBatch ?? 256;
-    this.#probeMs = opts.probeIntervalMs ?? 250;
-    this.#timeoutMs = opts.commandTimeoutMs ?? 500;
     this.#graceMs = opts.recoveryGraceMs ?? 2000;
     this.#onEvent = opts.onEvent ?? (() => undefined);
-    // A closed connection is an outage now, not when the next command times out.
-    redis.on('close', () => this.#markDown(new Error('connection closed')));
-    redis.on('ready', () => this.#probeUp());
+    this.#link = new RedisLink(redis, {
+      timeoutMs: opts.commandTimeoutMs ?? 500,
+      probeMs: opts.probeIntervalMs ?? 250,
+      onEvent: this.#onEvent,
+      onUp: () => this.#afterOutage(),
+    });
   }
 
   /** Connect (rejects when Redis is unreachable, rather than queueing forever) and apply limits. */
@@ -177,7 +181,7 @@ export class RedisQuotaStore implements QuotaStore {
       lazyConnect: true,
       // Fail fast in an outage (503 + Retry-After at once) instead of queueing requests behind
       // reconnection attempts: no offline queue, no retries. Calls are bounded in time by the
-      // store itself (#timed), not by ioredis' commandTimeout, which also fires when the reply
+      // store itself (RedisLink), not by ioredis' commandTimeout, which also fires when the reply
       // has arrived but a busy event loop hasn't read it yet.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -209,102 +213,21 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   health(): StoreHealth {
-    return { up: this.#up, outages: this.#outages, reseeds: this.#reseeds, reregistered: this.#reregistered };
+    return {
+      up: this.#link.up,
+      outages: this.#link.outages,
+      reseeds: this.#reseeds,
+      reregistered: this.#reregistered,
+    };
   }
 
-  // --- reachability -------------------------------------------------------------------------
-
-  /** Run one Redis call; a failure that means "unreachable" marks the store down. */
-  async #io<T>(call: () => Promise<T>): Promise<T> {
-    if (!this.#up) throw new StoreUnavailableError(this.#downReason);
-    try {
-      return await this.#timed(call());
-    } catch (err) {
-      const e = err as Error;
-      if (e.name === 'ReplyError' && !TRANSIENT_REPLY.test(e.message)) throw err; // Redis said no
-      this.#markDown(e);
-      throw new StoreUnavailableError(e.message, { cause: err });
-    }
-  }
-
-  /**
-   * Bound a call in time. When the timer fires, the loop first gets one more pass over I/O
-   * (setImmediate runs after the poll phase): after a long stall of the event loop, timers run
-   * before sockets are read, and a reply already waiting must not count as a timeout.
-   */
-  #timed<T>(p: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      let settled = false;
-      const timer = setTimeout(
-        () =>
-          setImmediate(() => {
-            if (settled) return;
-            settled = true;
-            const err = new Error(`no answer from Redis within ${this.#timeoutMs} ms`);
-            err.name = 'TimeoutError';
-            reject(err);
-          }),
-        this.#timeoutMs,
-      );
-      p.then(
-        (v) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          resolve(v);
-        },
-        (e: unknown) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          reject(e instanceof Error ? e : new Error(String(e)));
-        },
-      );
-    });
-  }
-
-  #markDown(err: Error): void {
-    if (this.#closed || !this.#up) return;
-    this.#up = false;
-    this.#downReason = err.message;
-    this.#outages++;
-    this.#onEvent({ kind: 'down', error: err.message });
-    this.#probe = setInterval(() => this.#probeUp(), this.#probeMs).unref();
-  }
-
-  /** While down: one PING at a time; the first answer brings the store back and checks the state. */
-  /** A probe that throws past its own handling (a callback's bug) leaves the store down, probing. */
-  #probeUp(): void {
-    this.#tryUp().catch((err: unknown) =>
-      this.#markDown(err instanceof Error ? err : new Error(String(err))),
-    );
-  }
-
-  async #tryUp(): Promise<void> {
-    if (this.#up || this.#probing || this.#closed) return;
-    this.#probing = true;
-    try {
-      await this.#timed(this.#redis.ping());
-    } catch {
-      return;
-    } finally {
-      this.#probing = false;
-    }
-    if (this.#up || this.#closed) return;
-    this.#up = true;
-    clearInterval(this.#probe);
-    this.#probe = undefined;
-    this.#onEvent({ kind: 'up' });
-    // Restore what Redis lost now, not on the next request; then finish what the outage cut off.
-    try {
-      await this.verify();
-      for (const id of [...this.#finishing]) {
-        await this.complete(id).catch((err: unknown) => {
-          if (err instanceof LeaseNotFoundError) this.#finishing.delete(id);
-        });
-      }
-    } catch {
-      // Down again: the next probe starts over.
+  /** Redis answers again: restore what it lost now, not on the next request; then finish what the outage cut off. */
+  async #afterOutage(): Promise<void> {
+    await this.verify();
+    for (const id of [...this.#finishing]) {
+      await this.complete(id).catch((err: unknown) => {
+        if (err instanceof LeaseNotFoundError) this.#finishing.delete(id);
+      });
     }
   }
 
@@ -322,7 +245,7 @@ export class RedisQuotaStore implements QuotaStore {
   /** A state fit to decide on: lost, rolled back or re-seeded state is repaired first. */
   async #load(): Promise<Loaded> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const [vs, json, epoch, until] = await this.#io(() =>
+      const [vs, json, epoch, until] = await this.#link.io(() =>
         this.#redis.hmget(this.#keys.state, 'v', 'json', 'epoch', 'until'),
       );
       const v = Number(vs ?? 0);
@@ -353,7 +276,7 @@ export class RedisQuotaStore implements QuotaStore {
   async #recoverOnce(): Promise<void> {
     const k = this.#keys;
     const ids = [...this.#mine.keys()];
-    const rows = await this.#io(async () => {
+    const rows = await this.#link.io(async () => {
       const m = this.#redis.multi().hmget(k.state, 'v', 'json', 'epoch').hgetall(k.leases);
       if (ids.length > 0) m.hmget(k.leases, ...ids);
       const out = await m.exec();
@@ -397,7 +320,7 @@ export class RedisQuotaStore implements QuotaStore {
       // A full TTL from now: the holder's heartbeats may have gone to a replica we can't see.
       args.push(l.id, JSON.stringify(l), Math.max(l.expiresAt, exp));
     }
-    const r = await this.#io(() =>
+    const r = await this.#link.io(() =>
       this.#scripts.commit([k.state, k.leases, k.exp], [v, epoch ?? '', encodeState(state), 'seed', ...args]),
     );
     if (r !== 1) {
@@ -445,7 +368,7 @@ export class RedisQuotaStore implements QuotaStore {
       puts.push(l.id, JSON.stringify(l), Math.max(l.expiresAt, exp));
     }
     const k = this.#keys;
-    const r = await this.#io(() =>
+    const r = await this.#link.io(() =>
       this.#scripts.commit([k.state, k.leases, k.exp], [v, epoch, encodeState(state), 'put', ...puts]),
     );
     if (r !== 1) {
@@ -526,7 +449,7 @@ export class RedisQuotaStore implements QuotaStore {
 
   #commit(at: Loaded, mode: string, args: (string | number)[] = []): Promise<number> {
     const k = this.#keys;
-    return this.#io(() =>
+    return this.#link.io(() =>
       this.#scripts.commit(
         [k.state, k.leases, k.exp],
         [at.v, at.epoch, encodeState(at.state), mode, ...args],
@@ -566,7 +489,11 @@ export class RedisQuotaStore implements QuotaStore {
 
   acquire(req: AdmitRequest): Promise<AdmitResult> {
     // Down: refuse now rather than queue behind a round that will fail anyway.
-    if (!this.#up) return Promise.reject(new StoreUnavailableError(this.#downReason));
+    try {
+      this.#link.assertUp();
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     return new Promise<AdmitResult>((resolve, reject) => {
       this.#pending.push({ req, resolve, reject });
       if (!this.#drainQueued) {
@@ -658,7 +585,7 @@ export class RedisQuotaStore implements QuotaStore {
         for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
           // State first: if Redis lost it, recovery puts our leases back before we look this one up.
           const at = await this.#load();
-          const json = await this.#io(() => this.#redis.hget(this.#keys.leases, leaseId));
+          const json = await this.#link.io(() => this.#redis.hget(this.#keys.leases, leaseId));
           if (!json) throw new LeaseNotFoundError(leaseId);
           const lease = JSON.parse(json) as Lease;
           releaseLease(at.state, lease, this.#env.now());
@@ -689,7 +616,7 @@ export class RedisQuotaStore implements QuotaStore {
     const k = this.#keys;
     for (let attempt = 0; attempt < 3; attempt++) {
       const expiresAt = this.#env.now() + this.#o.leaseTtlMs;
-      const r = await this.#io(() =>
+      const r = await this.#link.io(() =>
         this.#scripts.heartbeat([k.leases, k.exp, k.state], leaseId, expiresAt, this.#epoch ?? ''),
       );
       if (r === STALE_EPOCH) {
@@ -714,11 +641,11 @@ export class RedisQuotaStore implements QuotaStore {
       await this.#housekeep();
       for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         const now = this.#env.now();
-        const ids = await this.#io(() =>
+        const ids = await this.#link.io(() =>
           this.#redis.zrangebyscore(this.#keys.exp, '-inf', now, 'LIMIT', 0, 500),
         );
         if (ids.length === 0) return [];
-        const jsons = await this.#io(() => this.#redis.hmget(this.#keys.leases, ...ids));
+        const jsons = await this.#link.io(() => this.#redis.hmget(this.#keys.leases, ...ids));
         const leases = jsons.filter((j): j is string => j !== null).map((j) => JSON.parse(j) as Lease);
         const at = await this.#load();
         for (const l of leases) reclaimLease(at.state, l, this.#o);
@@ -741,7 +668,7 @@ export class RedisQuotaStore implements QuotaStore {
   async #housekeep(): Promise<void> {
     const k = this.#keys;
     const ids = [...this.#mine.keys()];
-    const rows = await this.#io(async () => {
+    const rows = await this.#link.io(async () => {
       const m = this.#redis.multi().hmget(k.state, 'v', 'epoch');
       if (ids.length > 0) m.hmget(k.leases, ...ids);
       const out = await m.exec();
@@ -801,8 +728,7 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async close(): Promise<void> {
-    this.#closed = true;
-    clearInterval(this.#probe);
+    this.#link.close();
     await this.#chain;
     try {
       await this.#redis.quit();
@@ -810,42 +736,4 @@ export class RedisQuotaStore implements QuotaStore {
       this.#redis.disconnect(); // not connected: nothing to say goodbye to
     }
   }
-}
-
-/**
- * The state document is read and written whole on every decision, and a busy model keeps up to
- * 60 s / tickMs window slots: store them as flat number arrays, about a third of the size of
- * {start, tokens, requests} objects.
- */
-export function encodeState(state: QuotaState): string {
-  return JSON.stringify(state, (key, value: unknown) =>
-    key === 'slots' ? (value as WindowSlot[]).flatMap((x) => [x.start, x.tokens, x.requests]) : value,
-  );
-}
-
-export function decodeState(json: string): QuotaState {
-  const parsed = JSON.parse(json) as QuotaState;
-  // Null prototype like the core's own states: a model named 'constructor' or '__proto__' is
-  // just a key (assigning onto a null-prototype object defines, it can't reach a prototype).
-  const state: QuotaState = {
-    ...parsed,
-    models: Object.assign(Object.create(null) as QuotaState['models'], parsed.models),
-  };
-  for (const m of Object.values(state.models)) {
-    const flat = m.slots as unknown as number[];
-    const slots: WindowSlot[] = [];
-    for (let i = 0; i + 2 < flat.length; i += 3)
-      slots.push({ start: flat[i]!, tokens: flat[i + 1]!, requests: flat[i + 2]! });
-    m.slots = slots;
-  }
-  return state;
-}
-
-function holdsChanged(before: string, state: QuotaState): boolean {
-  const b = JSON.parse(before) as QuotaState;
-  for (const [k, m] of Object.entries(state.models)) {
-    const was = Object.hasOwn(b.models, k) ? b.models[k]!.hold : null;
-    if (JSON.stringify(was) !== JSON.stringify(m.hold)) return true;
-  }
-  return false;
 }

@@ -1,6 +1,6 @@
 /**
  * What a trace importer is: a reader turning one line of a file into a trace entry (the llmlb
- * format's fields: src/workloads/trace.ts), or nothing for a header line. Importers are stateful
+ * format's fields: src/workloads/trace-llmlb.ts), or nothing for a header line. Importers are stateful
  * only for CSV headers, so a reader is made per pass over the file.
  */
 
@@ -12,6 +12,19 @@ export class LineError extends Error {
   ) {
     super(problem);
     this.name = 'LineError';
+  }
+}
+
+/** A bad trace line: `source:line: field: problem`. */
+export class TraceError extends Error {
+  constructor(
+    readonly source: string,
+    readonly line: number,
+    readonly field: string | undefined,
+    problem: string,
+  ) {
+    super(`${source}:${line}: ${field ? `${field}: ` : ''}${problem}`);
+    this.name = 'TraceError';
   }
 }
 

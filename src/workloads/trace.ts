@@ -12,7 +12,8 @@
  *     workload's.
  *   - mooncake, azure, burstgpt: the public traces (trace-mooncake.ts, trace-azure.ts,
  *     trace-burstgpt.ts show a sample of each).
- * The format is guessed from the first line when not given. Requests known by lengths and block ids
+ * The llmlb format's schema is in trace-llmlb.ts. The format is guessed from the first line when
+ * not given. Requests known by lengths and block ids
  * only get a short stand-in text and exact token counts (trace-blocks.ts), so memory and time stay
  * flat in prompt length; memory is flat in trace length too (the file is read in chunks, requests
  * built as the replay reaches them).
@@ -32,89 +33,14 @@ import { TextSource } from './text.js';
 import { chainBlockIds, standInText, uniqueState } from './trace-blocks.js';
 import { azureFormat } from './trace-azure.js';
 import { burstgptFormat } from './trace-burstgpt.js';
-import { LineError, type TraceEntry, type TraceFormat } from './trace-format.js';
+import { LineError, TraceError, type TraceEntry, type TraceFormat } from './trace-format.js';
+import { DEFAULT_BLOCK_TOKENS, llmlbFormat, type TraceLine } from './trace-llmlb.js';
 import { readLines } from './trace-lines.js';
 import { mooncakeFormat } from './trace-mooncake.js';
 import type { ChatMessage, ClientDriver, ScheduledRequest, WorkloadRequest } from './types.js';
 
-const MessageSchema = z.strictObject({
-  role: z.enum(['system', 'user', 'assistant']),
-  content: z.string(),
-});
-
-/** Block size of a captured trace line that gives `blocks` without `blockTokens`. */
-export const DEFAULT_BLOCK_TOKENS = 64;
-
-export const TraceLineSchema = z
-  .strictObject({
-    at: z.number().finite().nonnegative(),
-    id: z.string().min(1).optional(),
-    model: z.string().min(1).optional(),
-    api: ApiSchema.optional(),
-    prompt: z.string().optional(),
-    messages: z.array(MessageSchema).min(1).optional(),
-    /** Used only when neither prompt nor messages is given: a synthetic prompt of this length. */
-    promptTokens: z.number().int().nonnegative().optional(),
-    outputTokens: z.number().int().positive(),
-    maxTokens: positiveInt.optional(),
-    sessionKey: z.string().min(1).optional(),
-    label: z.string().optional(),
-    task: z.string().optional(),
-    sizeClass: z.enum(['LL', 'LH', 'HL', 'HH']).optional(),
-    timeoutS: z.number().finite().positive().optional(),
-    /** Hash chain of the prompt's blocks (a capture's record; text is then not needed). */
-    blocks: z.array(z.union([z.string().min(1), z.number().int()])).optional(),
-    blockTokens: positiveInt.optional(),
-    /** What a capture records about how the request went (reports and `llmlb profile --trace`). */
-    backend: z.string().optional(),
-    ttftS: z.number().finite().nonnegative().optional(),
-    e2eS: z.number().finite().nonnegative().optional(),
-    status: z.number().int().optional(),
-  })
-  .refine((l) => l.prompt !== undefined || l.messages !== undefined || l.promptTokens !== undefined, {
-    message: 'give prompt, messages or promptTokens',
-    path: ['prompt'],
-  })
-  .refine((l) => l.prompt === undefined || l.messages === undefined, {
-    message: 'give prompt or messages, not both',
-    path: ['messages'],
-  })
-  .refine((l) => l.blocks === undefined || l.promptTokens !== undefined, {
-    message: 'blocks need promptTokens',
-    path: ['promptTokens'],
-  });
-export type TraceLine = z.output<typeof TraceLineSchema>;
-
-/** The llmlb format: each line checked against TraceLineSchema. */
-export const llmlbFormat: TraceFormat<TraceLine> = {
-  name: 'llmlb',
-  absoluteTime: false,
-  detect: (line) => line.trimStart().startsWith('{') && line.includes('"at"'),
-  reader: () => {
-    const ids = new Set<string>();
-    return (raw) => {
-      let json: unknown;
-      try {
-        json = JSON.parse(raw);
-      } catch (e) {
-        throw new LineError(undefined, `not JSON (${(e as Error).message})`);
-      }
-      const r = TraceLineSchema.safeParse(json);
-      if (!r.success) {
-        const issue = r.error.issues[0]!;
-        const path = issue.code === 'unrecognized_keys' ? [...issue.path, ...issue.keys] : issue.path;
-        throw new LineError(path.join('.') || undefined, issue.message);
-      }
-      // Only explicit ids are remembered (generated ones are unique by line number).
-      const id = r.data.id;
-      if (id !== undefined) {
-        if (ids.has(id)) throw new LineError('id', `duplicate id '${id}'`);
-        ids.add(id);
-      }
-      return r.data;
-    };
-  },
-};
+export { TraceError } from './trace-format.js';
+export { DEFAULT_BLOCK_TOKENS, llmlbFormat, TraceLineSchema, type TraceLine } from './trace-llmlb.js';
 
 export const TRACE_FORMATS: readonly TraceFormat[] = [
   llmlbFormat,
@@ -149,19 +75,6 @@ export const traceParamsSchema = z.strictObject({
   api: ApiSchema.default('openai-completions'),
 });
 export type TraceParams = z.input<typeof traceParamsSchema>;
-
-/** A bad trace line: `source:line: field: problem`. */
-export class TraceError extends Error {
-  constructor(
-    readonly source: string,
-    readonly line: number,
-    readonly field: string | undefined,
-    problem: string,
-  ) {
-    super(`${source}:${line}: ${field ? `${field}: ` : ''}${problem}`);
-    this.name = 'TraceError';
-  }
-}
 
 /**
  * Where a replay's lines come from: a file, read in chunks on every pass, or lines already in

@@ -18,6 +18,12 @@
  * - The LRU list runs from least to most recently inserted-through, and a parent always comes after
  *   all its children (a path is touched leaf first, root last), so the list head is always a leaf
  *   and evicting from the head never orphans a subtree.
+ *
+ * Why one file of ~520 lines: the typed-array layout is the design. Insert, match, eviction and
+ * backend removal all maintain the same slots, hash table and LRU links under the invariants
+ * above; a split would have to hand the raw arrays across files, and each invariant would then be
+ * kept in more than one place. Chunking and hashing the text, which do not touch the layout, are
+ * apart (`chunk-keys.ts`).
  */
 
 import { chunkKeys, LOW_BITS } from './chunk-keys.js';
