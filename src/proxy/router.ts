@@ -300,6 +300,17 @@ export class Router {
         () => state.stats.dropped,
       );
       gauge(
+        'llmlb_shared_state_received_batches',
+        "Other routers' shared-state batches applied here since start",
+        () => state.stats.received,
+      );
+      gauge(
+        'llmlb_shared_state_lag_ms_sum',
+        'From a batch leaving its router to its applying here (wall clock, ms), summed over batches',
+        () => state.stats.lagMsSum,
+      );
+      gauge('llmlb_shared_state_lag_ms_max', 'The longest such lag (ms)', () => state.stats.lagMsMax);
+      gauge(
         'llmlb_shared_state_allowance_waits',
         'Requests that waited for allowance on the backend their policy chose, since start',
         () => this.allowanceWaits.count,
@@ -546,6 +557,8 @@ export class Router {
     out.onComplete = (req, b, report, at) => {
       onComplete?.(req, b, report, at);
       state.answered(req, b.name, report);
+      // The slot this router held there goes back to the book now, for a router waiting for it.
+      this.sharedView?.nudge();
     };
     return wrapped;
   }

@@ -75,6 +75,9 @@ export interface SharedStateStats {
   expired: number;
   /** Remote requests ended when their counts were squared with a heartbeat (their answer was lost). */
   reconciled: number;
+  /** From a batch's sending to its applying here (wall clock, ms): summed, and the most. */
+  lagMsSum: number;
+  lagMsMax: number;
 }
 
 interface DispatchEvent {
@@ -116,6 +119,8 @@ interface Batch {
   readonly v: 1;
   readonly r: string;
   readonly s: number;
+  /** Wall-clock ms when it was sent. */
+  readonly w?: number;
   readonly c?: Record<string, number>;
   readonly e: StateEvent[];
 }
@@ -184,7 +189,7 @@ export function parseBatch(payload: string): Batch | undefined {
   }
   if (typeof v !== 'object' || v === null) return undefined;
   const o = v as Record<string, unknown>;
-  if (o.v !== 1 || !isStr(o.r) || !isNum(o.s) || !Array.isArray(o.e)) return undefined;
+  if (o.v !== 1 || !isStr(o.r) || !isNum(o.s) || !Array.isArray(o.e) || !optNum(o.w)) return undefined;
   if (o.c !== undefined) {
     if (typeof o.c !== 'object' || o.c === null || Array.isArray(o.c)) return undefined;
     for (const n of Object.values(o.c)) if (!isNum(n) || n < 0) return undefined;
@@ -240,6 +245,8 @@ export class SharedState {
     unmatched: 0,
     expired: 0,
     reconciled: 0,
+    lagMsSum: 0,
+    lagMsMax: 0,
   };
   private readonly o: Required<Omit<SharedStateOptions, 'hostNow'>>;
   private readonly hostNow: () => number;
@@ -400,6 +407,7 @@ export class SharedState {
       v: 1,
       r: this.o.routerId,
       s: ++this.seq,
+      w: this.wall(this.hostNow()),
       ...(heartbeat ? { c: Object.fromEntries(this.mine) } : {}),
       e,
     };
@@ -490,6 +498,11 @@ export class SharedState {
     this.stats.received++;
     this.stats.receivedBytes += payload.length;
     const t = this.hostNow();
+    if (batch.w !== undefined) {
+      const lag = Math.max(0, this.wall(t) - batch.w);
+      this.stats.lagMsSum += lag;
+      if (lag > this.stats.lagMsMax) this.stats.lagMsMax = lag;
+    }
     let r = this.remotes.get(batch.r);
     if (!r) {
       r = { lastSeen: t, seq: batch.s, open: new Map(), counts: new Map(), unknown: new Map() };
