@@ -11,7 +11,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createPolicy } from '../src/core/policies/index.js';
 import { Scheduler } from '../src/core/scheduler.js';
-import type { Decision, Policy, RequestInfo } from '../src/core/types.js';
+import { EventEmitter } from 'node:events';
+import type { BackendView, Decision, Policy, RequestInfo } from '../src/core/types.js';
+import { STATE, clusterStateTransport, type ClusterMessage } from '../src/state/cluster-view.js';
 import { withSharedView } from '../src/federation/shared-view-policy.js';
 import { RedisServer } from '../src/state/redis-server.testing.js';
 import { SharedState, parseBatch, redisStateTransport } from '../src/state/shared-state.js';
@@ -249,5 +251,50 @@ describe('shared state: Redis unreachable (private redis-server, killed)', () =>
     assert.ok(pending <= 50, `pending ${pending} ≤ maxPending`);
     await server.restart();
     await until('publishing again', () => r.state.up, 5000);
+  });
+});
+
+describe('shared state over the cluster primary (serve --workers N): IPC relay', () => {
+  it("a worker's batches reach the other worker through the primary's relay, not itself", async () => {
+    // Two workers' ends of IPC; the primary relays STATE messages to every other worker.
+    const ends = [new EventEmitter(), new EventEmitter()].map((em, i, all) =>
+      Object.assign(em, {
+        send(m: ClusterMessage): boolean {
+          // The primary: relayed as is to the other worker, asynchronously as IPC is.
+          if (m.t === STATE) setImmediate(() => all[1 - i]!.emit('message', m));
+          return true;
+        },
+      }),
+    );
+    const got: string[][] = [[], []];
+    const states = ends.map(
+      (end, i) =>
+        new SharedState(
+          clusterStateTransport(end),
+          {
+            backend: (n) =>
+              n === 'a'
+                ? ({ name: 'a', inFlight: 0, maxConcurrency: 4 } as unknown as BackendView)
+                : undefined,
+            remoteDispatch: (req) => got[i]!.push(req.id),
+            remoteComplete: () => undefined,
+            changed: () => undefined,
+          },
+          { routerId: `w${i}`, heartbeatMs: 1000 },
+        ),
+    );
+    for (const s of states) s.start();
+    try {
+      const req: RequestInfo = { id: '7', model: 'm', api: 'openai', arrivedAt: 0, promptText: 'hello' };
+      states[0]!.published(req, 'a');
+      await until('worker 1 hears worker 0', () => got[1]!.length === 1, 1000);
+      assert.deepEqual(got, [[], ['w0/7']]);
+      assert.equal(states[1]!.othersOf('a'), 1);
+      // Garbage over IPC is counted, not applied.
+      ends[1]!.emit('message', { t: STATE, seq: 0, payload: '{"v":1,"r":"x"' });
+      assert.equal(states[1]!.stats.malformed, 1);
+    } finally {
+      for (const s of states) s.stop();
+    }
   });
 });
