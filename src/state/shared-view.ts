@@ -195,6 +195,21 @@ export class SharedView {
     const demand = this.host.demand?.bind(this.host);
     const extra =
       this.opts.headroom + (demand ? 0 : Math.ceil(this.host.queued() / Math.max(1, list.length)));
+    if (demand && this.isUp) {
+      // What this router holds beyond what it wants goes back in this round, not the next: it
+      // stops using it now (shrinking is always safe), so the book needs not wait for the answer.
+      const shrunk = new Map<string, number>();
+      for (const b of list) {
+        if (!Number.isFinite(b.cap)) continue;
+        const keep = b.inFlight + this.opts.headroom + demand(b.name);
+        const held = this.enforced.get(b.name) ?? 0;
+        if (held > keep) {
+          this.enforced.set(b.name, keep);
+          shrunk.set(b.name, keep);
+        }
+      }
+      if (shrunk.size > 0) this.host.applyCaps(shrunk);
+    }
     const entries: RoundEntry[] = list.map((b) => {
       const capped = Number.isFinite(b.cap);
       return {
