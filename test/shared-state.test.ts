@@ -15,6 +15,8 @@ import { EventEmitter } from 'node:events';
 import type { BackendView, Decision, Policy, RequestInfo } from '../src/core/types.js';
 import { STATE, clusterStateTransport, type ClusterMessage } from '../src/state/cluster-view.js';
 import { withSharedView } from '../src/federation/shared-view-policy.js';
+import { parseConfig, type ParseOptions } from '../src/config/load.js';
+import { configIssues } from '../src/config/testing.js';
 import { RedisServer } from '../src/state/redis-server.testing.js';
 import { SharedState, parseBatch, redisStateTransport } from '../src/state/shared-state.js';
 
@@ -296,5 +298,24 @@ describe('shared state over the cluster primary (serve --workers N): IPC relay',
     } finally {
       for (const s of states) s.stop();
     }
+  });
+});
+
+describe('sharedState config', () => {
+  const opts: ParseOptions = { knownPolicies: ['estimated-wait'], source: 't.yaml' };
+  const base =
+    "backends:\n  - name: a\n    url: http://127.0.0.1:11434\nsharedView: { redis: 'redis://127.0.0.1:6379/0' }\n";
+  it('takes its defaults, and is refused with an unknown key or a bad value', () => {
+    assert.deepEqual(parseConfig(`${base}sharedState: {}\n`, opts).sharedState, {
+      promptChars: 32768,
+      heartbeatMs: 200,
+      ttlMs: 1500,
+    });
+    assert.equal(parseConfig(base, opts).sharedState, undefined);
+    assert.deepEqual(
+      configIssues(`${base}sharedState: { heartbeatMs: 1 }\n`, opts).map((i) => i.path),
+      ['sharedState.heartbeatMs'],
+    );
+    assert.equal(configIssues(`${base}sharedState: { nope: 1 }\n`, opts).length, 1);
   });
 });
