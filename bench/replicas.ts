@@ -3,6 +3,8 @@
  * against one router, live. Per policy, the same open-loop request stream (same seed) is sent to
  *  - 1 router,
  *  - 3 routers sharing their view through Redis (sharedView, a fresh key prefix per run),
+ *  - 3 routers sharing their view and their pushes and answers (sharedView + sharedState: each
+ *    applies the others' to its policy, src/state/shared-state.ts),
  *  - 3 routers on their own (no sharedView), for comparison,
  * the client spreading requests over the routers round-robin by request. The routers are real
  * processes (`node dist/cli.js serve`; `npm run build` first, else they run through tsx); the
@@ -17,7 +19,7 @@
  * engine vs its cap, and the ratio to one router. Target (issue #31): 3 routers within 1.10×.
  * Knobs: REPLICAS_POLICIES (least-connections,estimated-wait,prefix-trie), REPLICAS_RATE (req/s,
  * 8), REPLICAS_SECONDS (12), REPLICAS_SEED (31), REPLICAS_REDIS (redis://127.0.0.1:6379/0),
- * REPLICAS_MODES (1,3-shared,3-own).
+ * REPLICAS_MODES (1,3-shared,3-state,3-own).
  * Exit code 1 when a request failed or an engine was pushed past its cap in a shared-view run.
  */
 import { loadavg } from 'node:os';
@@ -39,7 +41,7 @@ import {
 const POLICIES = (process.env.REPLICAS_POLICIES ?? 'least-connections,estimated-wait,prefix-trie')
   .split(',')
   .filter((s) => s !== '');
-const MODES = (process.env.REPLICAS_MODES ?? '1,3-shared,3-own').split(',').filter((s) => s !== '');
+const MODES = (process.env.REPLICAS_MODES ?? '1,3-shared,3-state,3-own').split(',').filter((s) => s !== '');
 const RATE = Number(process.env.REPLICAS_RATE ?? 8);
 const SECONDS = Number(process.env.REPLICAS_SECONDS ?? 12);
 const SEED = Number(process.env.REPLICAS_SEED ?? 31);
@@ -134,6 +136,14 @@ interface Result {
   ttftP90Ms: number;
   hitRate: number;
   peaks: number[];
+  /** sharedState: bytes each router published per second of the run, summed (0 otherwise). */
+  stateBytesPerS: number;
+}
+
+/** A counter or gauge's value in a Prometheus text page (0 when absent). */
+function metric(text: string, name: string): number {
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
 }
 
 const p90 = (xs: number[]): number => {
@@ -143,7 +153,8 @@ const p90 = (xs: number[]): number => {
 
 async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promise<Result> {
   const routersN = mode === '1' ? 1 : 3;
-  const shared = mode === '3-shared';
+  const state = mode === '3-state';
+  const shared = mode === '3-shared' || state;
   const prefix = `bench-replicas-${process.pid}-${Date.now()}-${policy}`;
   const engines: EngineServer[] = [];
   const hops: CountedEngine[] = [];
@@ -166,7 +177,9 @@ async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promi
       backends: hops.map((h, i) => ({ name: `e${i}`, url: h.url, cap: CAP })),
       policy,
       model: MODEL,
-      ...(shared ? { shared: { redis: REDIS, prefix } } : {}),
+      // Shared state: rounds every 20 ms (a router's unused allowance goes back that fast).
+      ...(shared ? { shared: { redis: REDIS, prefix, ...(state ? { intervalMs: 20 } : {}) } } : {}),
+      ...(state ? { extra: 'sharedState: {}' } : {}),
     });
     routers.push(...(await Promise.all(Array.from({ length: routersN }, () => spawnRouter(yaml)))));
     // Probes in, shared-view rounds under way.
@@ -188,6 +201,25 @@ async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promi
       q += s.prefixCacheQueries - base[i]!.prefixCacheQueries;
       h += s.prefixCacheHits - base[i]!.prefixCacheHits;
     });
+    const runS = (performance.now() - t0) / 1000;
+    let stateBytes = 0;
+    if (state) {
+      const sum = { lag: 0, lagMax: 0, batches: 0, waits: 0, waitMs: 0 };
+      for (const r of routers) {
+        const res = await request(`${r.url}/metrics`, { dispatcher });
+        const txt = await res.body.text();
+        stateBytes += metric(txt, 'llmlb_shared_state_published_bytes');
+        sum.lag += metric(txt, 'llmlb_shared_state_lag_ms_sum');
+        sum.lagMax = Math.max(sum.lagMax, metric(txt, 'llmlb_shared_state_lag_ms_max'));
+        sum.batches += metric(txt, 'llmlb_shared_state_received_batches');
+        sum.waits += metric(txt, 'llmlb_shared_state_allowance_waits');
+        sum.waitMs += metric(txt, 'llmlb_shared_state_allowance_wait_ms');
+      }
+      process.stderr.write(
+        `  shared state: lag mean ${(sum.lag / Math.max(1, sum.batches)).toFixed(1)} ms, max ${sum.lagMax.toFixed(0)} ms; ` +
+          `${sum.waits} requests waited for allowance, mean ${(sum.waitMs / Math.max(1, sum.waits)).toFixed(1)} ms\n`,
+      );
+    }
     const ok = outs.filter((o) => o.ok);
     return {
       policy,
@@ -198,6 +230,7 @@ async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promi
       ttftP90Ms: p90(ok.map((o) => o.ttftMs)),
       hitRate: q > 0 ? h / q : 0,
       peaks: hops.map((x) => x.peak),
+      stateBytesPerS: stateBytes / runS,
     };
   } finally {
     await Promise.all(routers.map((r) => r.close()));
@@ -209,7 +242,13 @@ async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promi
 }
 
 const modeName = (m: string): string =>
-  m === '1' ? '1 router' : m === '3-shared' ? '3 routers, shared view' : '3 routers, own view';
+  m === '1'
+    ? '1 router'
+    : m === '3-shared'
+      ? '3 routers, shared view'
+      : m === '3-state'
+        ? '3 routers, shared state'
+        : '3 routers, own view';
 
 async function main(): Promise<void> {
   const reqs = workload();
@@ -241,6 +280,7 @@ async function main(): Promise<void> {
       `${r.peaks.join('/')} (cap ${CAP})${over > 0 ? ' OVER' : ''}`,
       r.mode === '1' ? '1.00×' : `${ratio.toFixed(2)}×`,
       r.mode === '1' ? '1.00×' : `${ttftRatio.toFixed(2)}×`,
+      r.mode === '3-state' ? `${(r.stateBytesPerS / 1024).toFixed(1)}` : '',
     ];
   });
   const head = [
@@ -254,20 +294,29 @@ async function main(): Promise<void> {
     'most in flight per engine',
     'E2E vs 1',
     'TTFT p90 vs 1',
+    'shared KB/s',
   ];
   console.log(formatTable(head, rows, { left: [0, 1, 7] }));
-  const shared = results.filter((r) => r.mode === '3-shared');
+  const shared = results.filter((r) => r.mode === '3-shared' || r.mode === '3-state');
+  const worstOf = (m: string): number =>
+    Math.max(
+      ...results
+        .filter((r) => r.mode === m)
+        .map((r) => r.meanE2eMs / results.find((x) => x.policy === r.policy && x.mode === '1')!.meanE2eMs),
+    );
+  const worstState = worstOf('3-state');
   const worst = Math.max(
-    ...shared.map(
-      (r) => r.meanE2eMs / results.find((x) => x.policy === r.policy && x.mode === '1')!.meanE2eMs,
-    ),
+    ...shared
+      .filter((r) => r.mode === '3-shared')
+      .map((r) => r.meanE2eMs / results.find((x) => x.policy === r.policy && x.mode === '1')!.meanE2eMs),
   );
   const failed = results.reduce((s, r) => s + r.failed, 0);
   const overCap = shared.filter((r) => r.peaks.some((p) => p > CAP)).length;
   console.log(
     `\n${results.length} runs in ${((Date.now() - t0) / 1000).toFixed(0)} s (load ${load0} → ${loadavg()[0]!.toFixed(1)}); ` +
-      `worst 3-routers-shared / 1-router mean E2E ${Number.isFinite(worst) ? worst.toFixed(2) : 'n/a'}× ` +
-      `(target ≤ ${TARGET.toFixed(2)}×: ${worst <= TARGET ? 'met' : 'NOT met'}); ${failed} failed requests; ` +
+      `worst 3-routers-shared-view / 1-router mean E2E ${Number.isFinite(worst) ? worst.toFixed(2) : 'n/a'}×; ` +
+      `worst 3-routers-shared-state / 1-router ${Number.isFinite(worstState) ? worstState.toFixed(2) : 'n/a'}× ` +
+      `(target ≤ ${TARGET.toFixed(2)}×: ${worstState <= TARGET ? 'met' : 'NOT met'}); ${failed} failed requests; ` +
       `${overCap} shared-view runs over a cap`,
   );
   process.exit(failed > 0 || overCap > 0 ? 1 : 0);

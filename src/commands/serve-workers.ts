@@ -27,6 +27,7 @@ import {
   METRICS_JSON,
   IpcChannel,
   READY,
+  STATE,
   VIEW_ROUND,
   answerRound,
   isClusterMessage,
@@ -115,7 +116,11 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
         if (w.isConnected()) w.send(r);
       };
       if (m.t === VIEW_ROUND) reply(answerRound(book, idOf(w), m));
-      else if (m.t === METRICS)
+      else if (m.t === STATE) {
+        // A shared-state batch: relayed as is to every other worker (sharedState).
+        if (typeof m.payload === 'string')
+          for (const other of ready) if (other !== w && other.isConnected()) other.send(m);
+      } else if (m.t === METRICS)
         metricsText().then(
           (text) => reply({ t: ANSWER, seq: m.seq, ok: true, value: text }),
           (err: unknown) => reply({ t: ANSWER, seq: m.seq, ok: false, value: String(err) }),

@@ -18,6 +18,7 @@ import {
   READY,
   answerPrimary,
   clusterViewTransport,
+  clusterStateTransport,
 } from '../state/cluster-view.js';
 import { checkWorkersConfig, runPrimary, workersConfigProblem } from './serve-workers.js';
 import { policyCheck } from './policy-check.js';
@@ -145,6 +146,7 @@ export async function runServe(o: {
     const ch = channel;
     hostOpts = {
       viewTransport: clusterViewTransport(ch),
+      stateTransport: clusterStateTransport(process),
       adminBroadcast: (change) => process.send?.({ t: ADMIN_CHANGE, seq: 0, change }),
       metricsText: async () => {
         const text = await ch.ask(METRICS, {}, 3000);

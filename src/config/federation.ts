@@ -71,6 +71,23 @@ export const federationConfigKeys = {
         .optional(),
     })
     .optional(),
+  /**
+   * N routers that behave as one (issue #31): each publishes its pushes and answers (backend,
+   * prompt head, token counts, times) and applies the others' to its own policy, so prefix tries,
+   * estimated-wait's flights and workload classes learn from all the traffic
+   * (src/state/shared-state.ts). Over sharedView's Redis (pub/sub on `<prefix>:shared-state`), or
+   * the cluster primary with `serve --workers N`.
+   */
+  sharedState: z
+    .strictObject({
+      /** Characters of each prompt published (its head): at least the policy's maxPrefixChars. */
+      promptChars: z.number().int().min(0).max(1_048_576).default(32_768),
+      /** Counts go out this often (they square a count a lost message left wrong). */
+      heartbeatMs: z.number().int().min(10).max(10_000).default(200),
+      /** A router silent this long is presumed gone: its requests leave the others' policies. */
+      ttlMs: z.number().int().min(100).default(1500),
+    })
+    .optional(),
 };
 
 export interface FederationConfigProblem {
@@ -83,6 +100,7 @@ export function checkFederationConfig(c: {
   region?: string | undefined;
   peers?: readonly { name: string; region: string }[] | undefined;
   sharedView?: object | undefined;
+  sharedState?: object | undefined;
   state?: { redis: string } | undefined;
 }): FederationConfigProblem[] {
   const out: FederationConfigProblem[] = [];

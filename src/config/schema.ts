@@ -306,6 +306,17 @@ export interface RouterConfig {
   readonly region?: string | undefined;
   readonly peers?: readonly PeerSpec[] | undefined;
   readonly federation?: FederationSettings | undefined;
+  /**
+   * Pushes and answers shared with the other routers (over sharedView's Redis, or the cluster
+   * primary with `serve --workers N`) and applied to this router's policy (issue #31).
+   */
+  readonly sharedState?:
+    | {
+        readonly promptChars: number;
+        readonly heartbeatMs: number;
+        readonly ttlMs: number;
+      }
+    | undefined;
   /** `llmlb epp`'s gRPC listeners (absent: the defaults, 9002 and 9003). */
   readonly epp?: EppSettings | undefined;
   /** N routers on one fleet sharing in-flight counts through state.redis (issue #19). */
@@ -409,6 +420,7 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     peers: c.peers,
     federation: c.federation,
     sharedView: c.sharedView,
+    sharedState: c.sharedState,
     epp: c.epp,
   };
 }

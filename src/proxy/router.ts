@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
 import { createPolicy, type PolicyDeps } from '../core/policies/index.js';
-import type { Decision, Policy } from '../core/types.js';
+import type { BackendView, Decision, Policy } from '../core/types.js';
 import { Fleet, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
 import { LiveStats } from '../dashboard/live-stats.js';
@@ -22,6 +22,7 @@ import { QueuedForwards } from '../federation/queue-forward.js';
 import type { PeerStatus } from '../federation/types.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
 import { SharedView, type SharedViewTransport } from '../state/shared-view.js';
+import { SharedState, redisStateTransport, type StateTransport } from '../state/shared-state.js';
 import { Redis } from 'ioredis';
 import { Gauge } from 'prom-client';
 import { hostname } from 'node:os';
@@ -56,6 +57,8 @@ export interface RouterHostOptions {
   readonly viewIntervalMs?: number;
   /** GET /metrics's text (the primary's sum over workers); default: this router's registry. */
   readonly metricsText?: () => Promise<string>;
+  /** Shared-state batches to and from the other workers (the primary relays them), with `sharedState`. */
+  readonly stateTransport?: StateTransport;
   /** Admin API changes applied here, handed on for the other workers to apply. */
   readonly adminBroadcast?: (c: AdminChange) => void;
 }
@@ -88,6 +91,18 @@ export class Router {
   /** Several routers on one fleet (sharedView + state.redis): others' in-flight counts, cap allowances. */
   readonly sharedView: SharedView | undefined;
   private readonly sharedRedis: Redis | undefined;
+  /** N routers as one (sharedState): the others' pushes and answers, applied to this router's policy. */
+  readonly sharedState: SharedState | undefined;
+  /** The policy the others' pushes and answers are applied to (inside the shared-view wrapper). */
+  private stateInner: Policy | undefined;
+  /** Per backend: the engine metrics the others' pushes since were counted from. */
+  private readonly stateMetricsSeen = new Map<string, unknown>();
+  /** sharedState: the allowance this router may fill per capped backend (the shared view's split). */
+  private readonly allowances = new Map<string, number>();
+  /** sharedState: requests held for want of allowance on the backend their policy chose. */
+  private readonly waitingFor = new Map<string, { backend: string; at: number; first: number }>();
+  /** sharedState: requests that waited for allowance, and their waits summed (ms), for /metrics. */
+  readonly allowanceWaits = { count: 0, totalMs: 0 };
   /** What policies built here are lent: the `rl` policy's weights reader (at creation, never per request). */
   readonly policyDeps: PolicyDeps = { rlWeights: readRlWeights };
   private nextId = 0;
@@ -116,6 +131,7 @@ export class Router {
     const sv = settings.sharedView;
     const sharedUrl = sv?.redis ?? settings.state?.redis;
     let transport: SharedViewTransport | Redis | undefined = hostOpts.viewTransport;
+    let stateTransport: StateTransport | undefined = hostOpts.stateTransport;
     if (sv && sharedUrl) {
       // Its own connection: a round must not queue behind quota traffic, and losing it only
       // switches this router to its own view.
@@ -126,7 +142,36 @@ export class Router {
       });
       this.sharedRedis.on('error', () => {}); // counted as failed rounds
       transport = this.sharedRedis;
+      if (settings.sharedState) {
+        // A subscribed connection runs nothing else: its own.
+        const sub = new Redis(sharedUrl, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
+        sub.on('error', () => {}); // counted as failed publishes; ioredis reconnects
+        stateTransport = redisStateTransport(this.sharedRedis, sub, sv.prefix);
+      }
     }
+    const ss = settings.sharedState;
+    if (ss && stateTransport) {
+      this.sharedState = new SharedState(
+        stateTransport,
+        {
+          backend: (name) => this.scheduler.backend(name),
+          remoteDispatch: (req, b) => this.stateInner?.onDispatch?.(req, b, now()),
+          remoteComplete: (req, b, report) => this.stateInner?.onComplete?.(req, b, report, now()),
+          changed: (names) => {
+            const t = now();
+            for (const n of names)
+              if (this.scheduler.hasBackend(n)) this.apply(this.scheduler.updateBackend(n, {}, t));
+          },
+        },
+        {
+          routerId: `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
+          promptChars: ss.promptChars,
+          heartbeatMs: ss.heartbeatMs,
+          ttlMs: ss.ttlMs,
+        },
+      );
+    } else if (ss)
+      log.warn('sharedState needs sharedView over Redis, or serve --workers N: this router shares nothing');
     if (transport) {
       this.sharedView = new SharedView(
         transport,
@@ -139,10 +184,24 @@ export class Router {
             })),
           queued: () => this.scheduler.queueLength,
           applyCaps: (caps) => {
+            if (settings.sharedState && stateTransport) {
+              // One router's view: the scheduler keeps the configured caps, the allowance is
+              // checked on the backend the policy chose (sharing()).
+              for (const [name, cap] of caps) {
+                if (this.allowances.get(name) === cap) continue;
+                this.allowances.set(name, cap);
+                if (this.scheduler.hasBackend(name))
+                  this.apply(this.scheduler.updateBackend(name, {}, now()));
+              }
+              return;
+            }
             for (const [name, cap] of caps)
               if (this.scheduler.hasBackend(name))
                 this.apply(this.scheduler.updateBackend(name, { maxConcurrency: cap }, now()));
           },
+          ...(settings.sharedState && stateTransport
+            ? { demand: (name: string) => this.demandFor(name) }
+            : {}),
         },
         {
           routerId: `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
@@ -192,6 +251,80 @@ export class Router {
           this.set(view.failures);
         },
       });
+    }
+    const state = this.sharedState;
+    if (state) {
+      const gauge = (name: string, help: string, value: () => number): void => {
+        new Gauge({
+          name,
+          help,
+          registers: [this.metrics.registry],
+          collect() {
+            this.set(value());
+          },
+        });
+      };
+      gauge(
+        'llmlb_shared_state_up',
+        '1 while this router publishes its pushes and answers (sharedState)',
+        () => (state.up ? 1 : 0),
+      );
+      gauge(
+        'llmlb_shared_state_routers',
+        'Other routers heard from within sharedState.ttlMs',
+        () => state.liveRouters,
+      );
+      gauge(
+        'llmlb_shared_state_published_bytes',
+        'Bytes of shared-state batches published since start',
+        () => state.stats.publishedBytes,
+      );
+      gauge(
+        'llmlb_shared_state_received_bytes',
+        "Bytes of other routers' shared-state batches received since start",
+        () => state.stats.receivedBytes,
+      );
+      gauge(
+        'llmlb_shared_state_publish_failures',
+        'Shared-state batches that could not be published since start',
+        () => state.stats.publishFailures,
+      );
+      gauge(
+        'llmlb_shared_state_malformed',
+        'Shared-state messages ignored as malformed since start',
+        () => state.stats.malformed,
+      );
+      gauge(
+        'llmlb_shared_state_dropped_events',
+        'Pushes and answers dropped unsent (pending buffer full) since start',
+        () => state.stats.dropped,
+      );
+      gauge(
+        'llmlb_shared_state_received_batches',
+        "Other routers' shared-state batches applied here since start",
+        () => state.stats.received,
+      );
+      gauge(
+        'llmlb_shared_state_lag_ms_sum',
+        'From a batch leaving its router to its applying here (wall clock, ms), summed over batches',
+        () => state.stats.lagMsSum,
+      );
+      gauge('llmlb_shared_state_lag_ms_max', 'The longest such lag (ms)', () => state.stats.lagMsMax);
+      gauge(
+        'llmlb_shared_state_allowance_waits',
+        'Requests that waited for allowance on the backend their policy chose, since start',
+        () => this.allowanceWaits.count,
+      );
+      gauge(
+        'llmlb_shared_state_allowance_wait_ms',
+        'Time those requests waited for allowance, summed (ms)',
+        () => this.allowanceWaits.totalMs,
+      );
+      gauge(
+        'llmlb_shared_state_expired_routers',
+        'Routers presumed gone (silent for ttlMs) since start',
+        () => state.stats.expired,
+      );
     }
     this.dashboard = new Dashboard(this.scheduler, this.stats, {
       backendErrors: (name) => this.fleet.get(name),
@@ -295,6 +428,7 @@ export class Router {
     this.fleet.start();
     this.prober?.start();
     this.sharedView?.start();
+    this.sharedState?.start();
     this.expireTimer = setInterval(() => {
       this.apply(this.scheduler.expire(now(), this.settings.queue.maxWaitMs));
       this.checkStalls();
@@ -320,6 +454,7 @@ export class Router {
     if (this.expireTimer) clearInterval(this.expireTimer);
     this.prober?.stop();
     this.sharedView?.stop();
+    this.sharedState?.stop();
     this.sharedRedis?.disconnect();
     this.dashboard.close();
     for (const srv of [this.server, this.adminServer]) {
@@ -340,8 +475,92 @@ export class Router {
   /** Hooks a new policy's explanations into the decision log. */
   explained(policy: Policy): Policy {
     // With a shared view, in-flight-counting policies see the other routers' requests too.
+    const state = this.sharedState;
+    if (state) return this.decisionLog.explained(this.sharing(policy, state));
     const view = this.sharedView;
     return this.decisionLog.explained(view ? withSharedView(policy, view.othersOf) : policy);
+  }
+
+  /**
+   * sharedState: the policy sees the others' requests in flight (as heard) and their pushes and
+   * answers since the engine metrics were read; every push and answer it makes is published after
+   * it saw it, and the others' are applied to it (the simulator's shared-state, src/sim/federation.ts).
+   */
+  /** Requests held for want of allowance on `backend` in the last second (the round asks for them). */
+  private demandFor(backend: string): number {
+    const t = now();
+    let n = 0;
+    for (const [id, w] of this.waitingFor) {
+      if (t - w.at > 1000)
+        this.waitingFor.delete(id); // gone unseen (cancelled, timed out)
+      else if (w.backend === backend) n++;
+    }
+    return n;
+  }
+
+  private sharing(policy: Policy, state: SharedState): Policy {
+    this.stateInner = policy;
+    const since = (name: string): { readonly dispatched: number; readonly completed: number } => {
+      const m = this.scheduler.backend(name)?.metrics;
+      if (this.stateMetricsSeen.get(name) !== m) {
+        // Metrics read since: they count what every router pushed before.
+        this.stateMetricsSeen.set(name, m);
+        state.resetSince(name);
+      }
+      return state.othersSince(name);
+    };
+    const wrapped = withSharedView(policy, state.othersOf, since);
+    const out: { -readonly [K in keyof Policy]: Policy[K] } = wrapped;
+    // The policy chooses as one router would: among backends with room in the whole fleet (this
+    // router's and the others' requests). The choice goes out only within this router's allowance
+    // (caps stay exact); past it the request waits for allowance there, asked for at once (nudge).
+    const pick = wrapped.pick;
+    const heldByLoad = wrapped.heldByLoad;
+    const heldUntilChange = wrapped.heldUntilChange;
+    let full = false;
+    let waiting = false;
+    const room: BackendView[] = [];
+    out.pick = (req, candidates, at) => {
+      full = false;
+      waiting = false;
+      room.length = 0;
+      for (const b of candidates) if (b.inFlight + state.othersOf(b.name) < b.maxConcurrency) room.push(b);
+      if (room.length === 0) {
+        full = true;
+        return undefined;
+      }
+      const chosen = pick(req, room, at);
+      if (!chosen) return undefined;
+      if (chosen.inFlight >= (this.allowances.get(chosen.name) ?? Infinity)) {
+        waiting = true;
+        const first = this.waitingFor.get(req.id)?.first ?? now();
+        this.waitingFor.set(req.id, { backend: chosen.name, at: now(), first });
+        this.sharedView?.nudge();
+        return undefined;
+      }
+      const w = this.waitingFor.get(req.id);
+      if (w) {
+        this.waitingFor.delete(req.id);
+        this.allowanceWaits.count++;
+        this.allowanceWaits.totalMs += now() - w.first;
+      }
+      return chosen;
+    };
+    out.heldByLoad = () => full || (!waiting && (heldByLoad?.() ?? false));
+    out.heldUntilChange = () => !full && !waiting && (heldUntilChange?.() ?? false);
+    const onDispatch = wrapped.onDispatch;
+    const onComplete = wrapped.onComplete;
+    out.onDispatch = (req, b, at) => {
+      onDispatch?.(req, b, at);
+      state.published(req, b.name);
+    };
+    out.onComplete = (req, b, report, at) => {
+      onComplete?.(req, b, report, at);
+      state.answered(req, b.name, report);
+      // The slot this router held there goes back to the book now, for a router waiting for it.
+      this.sharedView?.nudge();
+    };
+    return wrapped;
   }
 
   /** Gives up the attempts waiting on a backend that was ejected or found stuck: they retry elsewhere. */

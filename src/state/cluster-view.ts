@@ -12,6 +12,7 @@
  */
 import type { RoundAnswer, RoundEntry, SharedViewBook } from './shared-view-book.js';
 import type { SharedViewTransport } from './shared-view.js';
+import type { StateTransport } from './shared-state.js';
 
 export const VIEW_ROUND = 'llmlb:view-round';
 export const METRICS = 'llmlb:metrics';
@@ -24,6 +25,31 @@ export const METRICS_JSON = 'llmlb:metrics-json';
 export const ADMIN_CHANGE = 'llmlb:admin';
 /** Primary → worker: { change } to apply (another worker's, or replayed to a new worker). */
 export const ADMIN_APPLY = 'llmlb:admin-apply';
+
+/**
+ * Worker → primary → every other worker: { payload } a shared-state batch (src/state/shared-state.ts),
+ * relayed as is (no answer).
+ */
+export const STATE = 'llmlb:state';
+
+/** A worker's shared-state batches, relayed by the primary to the other workers. */
+export function clusterStateTransport(end: IpcEnd): StateTransport {
+  let listener: ((m: unknown) => void) | undefined;
+  return {
+    publish: (payload) => {
+      if (!end.send?.({ t: STATE, seq: 0, payload })) throw new Error('IPC channel closed');
+    },
+    subscribe: (onMessage) => {
+      listener = (m: unknown): void => {
+        if (isClusterMessage(m) && m.t === STATE && typeof m.payload === 'string') onMessage(m.payload);
+      };
+      end.on('message', listener);
+    },
+    close: () => {
+      if (listener) end.off('message', listener);
+    },
+  };
+}
 
 export interface ClusterMessage {
   readonly t: string;

@@ -54,6 +54,11 @@ export interface SharedViewHost {
   queued(): number;
   /** The caps to enforce now: allowances, or the configured caps when Redis is lost. */
   applyCaps(caps: ReadonlyMap<string, number>): void;
+  /**
+   * Optional (sharedState): requests held for this backend alone, waiting for allowance there.
+   * Asked for on top of in-flight + headroom; with it `queued` is not spread over every backend.
+   */
+  demand?(backend: string): number;
 }
 
 export interface SharedViewOptions {
@@ -158,19 +163,60 @@ export class SharedView {
     this.timer = undefined;
   }
 
+  private nudged = false;
+  private again = false;
+
+  /**
+   * A round now rather than at the next interval (a request waits for allowance): at most one
+   * queued; one asked for during a round runs right after it.
+   */
+  nudge(delayMs = 1): void {
+    if (!this.timer) return;
+    if (this.inRound) {
+      this.again = true;
+      return;
+    }
+    if (this.nudged) return;
+    this.nudged = true;
+    setTimeout(() => {
+      this.nudged = false;
+      this.sync().catch((err: unknown) =>
+        process.stderr.write(`llmlb: shared view round failed: ${String(err)}\n`),
+      );
+    }, delayMs).unref();
+  }
+
   /** One round; never throws (a failure switches to the router's own view). */
   async sync(): Promise<void> {
     if (this.inRound) return;
     this.inRound = true;
+    let follow = 0;
     const list = this.host.backends();
-    const extra = this.opts.headroom + Math.ceil(this.host.queued() / Math.max(1, list.length));
+    const demand = this.host.demand?.bind(this.host);
+    const extra =
+      this.opts.headroom + (demand ? 0 : Math.ceil(this.host.queued() / Math.max(1, list.length)));
+    if (demand && this.isUp) {
+      // What this router holds beyond what it wants goes back in this round, not the next: it
+      // stops using it now (shrinking is always safe), so the book needs not wait for the answer.
+      const shrunk = new Map<string, number>();
+      for (const b of list) {
+        if (!Number.isFinite(b.cap)) continue;
+        const keep = b.inFlight + this.opts.headroom + demand(b.name);
+        const held = this.enforced.get(b.name) ?? 0;
+        if (held > keep) {
+          this.enforced.set(b.name, keep);
+          shrunk.set(b.name, keep);
+        }
+      }
+      if (shrunk.size > 0) this.host.applyCaps(shrunk);
+    }
     const entries: RoundEntry[] = list.map((b) => {
       const capped = Number.isFinite(b.cap);
       return {
         key: b.name,
         inFlight: b.inFlight,
         cap: capped ? b.cap : -1,
-        want: Math.min(b.inFlight + extra, 1e9),
+        want: Math.min(b.inFlight + extra + (demand ? demand(b.name) : 0), 1e9),
         enforced: capped ? (this.enforced.get(b.name) ?? 0) : -1,
       };
     });
@@ -187,6 +233,8 @@ export class SharedView {
       const rebuilding = now < this.rebuildUntil;
       const caps = new Map<string, number>();
       this.others.clear();
+      let shrank = false;
+      let unmet = false;
       list.forEach((b, i) => {
         const [othersIn, allowance] = res[i]!;
         this.others.set(b.name, othersIn);
@@ -198,11 +246,16 @@ export class SharedView {
         const cap = rebuilding ? Math.min(allowance, held) : allowance;
         caps.set(b.name, cap);
         this.enforced.set(b.name, cap);
+        if (cap < held) shrank = true;
+        if (demand && cap < b.inFlight + demand(b.name)) unmet = true;
       });
       this.isUp = true;
       this.published = true;
       this.lastUpAt = now;
       this.host.applyCaps(caps);
+      // With demand (sharedState): what this router gave up is told at once (the book counts it
+      // held until then), and a request waiting for allowance asks again soon, not an interval on.
+      follow = demand && shrank ? 1 : unmet ? 5 : 0;
     } catch {
       this.failures++;
       this.isUp = false;
@@ -220,6 +273,10 @@ export class SharedView {
       }
     } finally {
       this.inRound = false;
+      if (this.again) {
+        this.again = false;
+        this.nudge();
+      } else if (follow > 0) this.nudge(follow);
     }
   }
 }

@@ -1,0 +1,321 @@
+/**
+ * Shared state between live routers (issue #31, item 2; src/state/shared-state.ts) over real
+ * Redis pub/sub: the shared 127.0.0.1:6379 for the sharing itself (the test fails, loudly, when it
+ * is absent), a private redis-server that the tests kill for the outage. Routers are reduced to a
+ * scheduler whose prefix-trie policy is wired as Router.sharing() wires it: its pushes and answers
+ * published, the others' applied to its policy.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createPolicy } from '../src/core/policies/index.js';
+import { Scheduler } from '../src/core/scheduler.js';
+import { EventEmitter } from 'node:events';
+import type { BackendView, Decision, Policy, RequestInfo } from '../src/core/types.js';
+import { STATE, clusterStateTransport, type ClusterMessage } from '../src/state/cluster-view.js';
+import { withSharedView } from '../src/federation/shared-view-policy.js';
+import { parseConfig, type ParseOptions } from '../src/config/load.js';
+import { configIssues } from '../src/config/testing.js';
+import { RedisServer } from '../src/state/redis-server.testing.js';
+import { SharedState, parseBatch, redisStateTransport } from '../src/state/shared-state.js';
+
+const SHARED_URL = 'redis://127.0.0.1:6379/0';
+const BACKENDS = ['a', 'b', 'c', 'd'];
+const HEARTBEAT = 50;
+const TTL = 400;
+
+const connect = (url: string): Redis => {
+  const r = new Redis(url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: false });
+  r.on('error', () => undefined);
+  return r;
+};
+
+/** One router: a prefix-trie scheduler over four uncapped backends, sharing through `url`. */
+class MiniRouter {
+  readonly scheduler: Scheduler;
+  readonly state: SharedState;
+  readonly pub: Redis;
+  readonly sub: Redis;
+  readonly inner: Policy;
+  readonly decisions: Decision[] = [];
+  private seq = 0;
+
+  constructor(
+    readonly id: string,
+    url: string,
+    prefix: string,
+    opts: { maxPending?: number } = {},
+  ) {
+    this.pub = connect(url);
+    this.sub = connect(url);
+    this.inner = createPolicy({ name: 'prefix-trie' }, () => 0.5);
+    this.state = new SharedState(
+      redisStateTransport(this.pub, this.sub, prefix),
+      {
+        backend: (n) => this.scheduler.backend(n),
+        remoteDispatch: (req, b) => this.inner.onDispatch?.(req, b, performance.now()),
+        remoteComplete: (req, b, r) => this.inner.onComplete?.(req, b, r, performance.now()),
+        changed: (names) => {
+          for (const n of names)
+            this.decisions.push(...this.scheduler.updateBackend(n, {}, performance.now()));
+        },
+      },
+      { routerId: id, heartbeatMs: HEARTBEAT, ttlMs: TTL, ...opts },
+    );
+    const wrapped = withSharedView(this.inner, this.state.othersOf, this.state.othersSince);
+    const out: { -readonly [K in keyof Policy]: Policy[K] } = wrapped;
+    const onDispatch = wrapped.onDispatch;
+    const onComplete = wrapped.onComplete;
+    out.onDispatch = (req, b, at) => {
+      onDispatch?.(req, b, at);
+      this.state.published(req, b.name);
+    };
+    out.onComplete = (req, b, report, at) => {
+      onComplete?.(req, b, report, at);
+      this.state.answered(req, b.name, report);
+    };
+    this.scheduler = new Scheduler({ policy: wrapped });
+    for (const name of BACKENDS)
+      this.scheduler.addBackend({ name, api: 'openai', models: ['m'], maxConcurrency: 100, weight: 1 });
+  }
+
+  async ready(): Promise<void> {
+    this.state.start();
+    const t0 = Date.now();
+    while (this.sub.status !== 'ready' || this.pub.status !== 'ready') {
+      if (Date.now() - t0 > 3000) throw new Error(`${this.id}: Redis not reachable`);
+      await sleep(10);
+    }
+    await sleep(50); // the subscription is in
+  }
+
+  /** Submit a request with this prompt; returns the backend it went to. */
+  send(prompt: string): { id: string; backend: string } {
+    const req: RequestInfo = {
+      id: String(this.seq++),
+      model: 'm',
+      api: 'openai',
+      arrivedAt: performance.now(),
+      promptText: prompt,
+    };
+    const ds = this.scheduler.submit(req, performance.now());
+    const d = ds.find((x) => x.type === 'dispatch' && x.request.id === req.id);
+    assert.ok(d && d.type === 'dispatch', 'dispatched');
+    return { id: req.id, backend: d.backend };
+  }
+
+  finish(id: string): void {
+    const t = performance.now();
+    this.scheduler.complete(id, { ok: true, dispatchedAt: t - 10, firstByteAt: t - 5, finishedAt: t }, t);
+  }
+
+  close(): void {
+    this.state.stop();
+    this.pub.disconnect();
+  }
+}
+
+async function until(what: string, cond: () => boolean, ms: number): Promise<number> {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error(`${what}: not within ${ms} ms`);
+    await sleep(5);
+  }
+  return Date.now() - t0;
+}
+
+const SYSTEM = (g: number): string =>
+  `System ${g}: ` + `you are a careful assistant number ${g}. `.repeat(60);
+
+describe('shared state over Redis pub/sub (real Redis on 127.0.0.1:6379)', () => {
+  const prefix = `test-shared-state-${process.pid}-${Date.now()}`;
+  let a: MiniRouter;
+  let b: MiniRouter;
+  before(async () => {
+    const probe = new Redis(SHARED_URL, { maxRetriesPerRequest: 1, connectTimeout: 2000 });
+    try {
+      assert.equal(await probe.ping(), 'PONG', 'Redis must be running on 127.0.0.1:6379 for this test');
+    } finally {
+      probe.disconnect();
+    }
+    a = new MiniRouter('A', SHARED_URL, prefix);
+    b = new MiniRouter('B', SHARED_URL, prefix);
+    await Promise.all([a.ready(), b.ready()]);
+  });
+  after(() => {
+    a.close();
+    b.close();
+  });
+
+  it("a router's pushes reach the other's policy: its prefix trie sends the same prefix to the same backend", async () => {
+    // Each system prompt first goes through A; B, sent the same prefixes, must follow A's choices.
+    const placed = new Map<number, string>();
+    for (let g = 0; g < 4; g++) placed.set(g, a.send(`${SYSTEM(g)}\nQuestion A${g}`).backend);
+    assert.equal(new Set(placed.values()).size, 4, 'A spread the four prefixes (least loaded)');
+    await until('B hears A’s four pushes', () => BACKENDS.every((n) => b.state.othersOf(n) === 1), 2000);
+    for (let g = 0; g < 4; g++)
+      assert.equal(b.send(`${SYSTEM(g)}\nQuestion B${g}`).backend, placed.get(g), `prefix ${g} on B`);
+    // A hears B's pushes in turn: two requests in flight on each backend, seen from either side.
+    await until('A hears B’s pushes', () => BACKENDS.every((n) => a.state.othersOf(n) === 1), 2000);
+  });
+
+  it('answers leave the counts; bytes and messages are counted', async () => {
+    for (let i = 0; i < 4; i++) a.finish(String(i));
+    await until('B hears A’s answers', () => BACKENDS.every((n) => b.state.othersOf(n) === 0), 2000);
+    assert.ok(a.state.stats.publishedBytes > 4 * SYSTEM(0).length, 'the prompts went out');
+    assert.ok(b.state.stats.received >= 2);
+    assert.equal(b.state.stats.unmatched, 0);
+  });
+
+  it('malformed messages on the channel are counted and ignored', async () => {
+    const before = b.state.stats.malformed;
+    const pub = new Redis(SHARED_URL, { maxRetriesPerRequest: 1 });
+    try {
+      const ch = `${prefix}:shared-state`;
+      for (const m of [
+        'not json',
+        '{"v":1}',
+        JSON.stringify({ v: 1, r: 'X', s: 1, e: [{ k: 'd', id: '1', b: 'a' }] }),
+        JSON.stringify({ v: 1, r: 'X', s: 1, e: [], c: { a: -1 } }),
+        JSON.stringify({ v: 2, r: 'X', s: 1, e: [] }),
+      ])
+        await pub.publish(ch, m);
+    } finally {
+      pub.disconnect();
+    }
+    await until('malformed counted', () => b.state.stats.malformed - before === 5, 2000);
+    assert.equal(b.state.othersOf('a'), 0);
+    assert.equal(parseBatch(JSON.stringify({ v: 1, r: 'X', s: 1, e: [] }))?.r, 'X');
+  });
+
+  it('a lost answer is squared by the next heartbeat', async () => {
+    const { id, backend } = a.send(`${SYSTEM(7)}\nQuestion lost`);
+    await until('B hears the push', () => b.state.othersOf(backend) === 1, 2000);
+    // The answer never goes out (as if its message were lost): A's counts say 0 at the heartbeat.
+    const answered = a.state.answered.bind(a.state);
+    a.state.answered = (req, be, r) => {
+      // Counted as answered at A, but the event is not sent.
+      (a.state as unknown as { mine: Map<string, number> }).mine.set(be, 0);
+      void req;
+      void r;
+    };
+    a.finish(id);
+    a.state.answered = answered;
+    await until('B squares its count with A’s heartbeat', () => b.state.othersOf(backend) === 0, 1000);
+    assert.ok(b.state.stats.reconciled >= 1);
+  });
+
+  it("a dead router's requests leave the others' counts within ttl", async () => {
+    const c = new MiniRouter('C', SHARED_URL, prefix);
+    await c.ready();
+    const { backend } = c.send(`${SYSTEM(5)}\nQuestion C`);
+    await until('B hears C', () => b.state.othersOf(backend) >= 1, 2000);
+    const expired = b.state.stats.expired;
+    // kill -9 as the others see it: nothing more from C.
+    c.state.stop();
+    c.pub.disconnect();
+    const took = await until('C presumed gone', () => b.state.stats.expired > expired, 3000);
+    assert.equal(b.state.othersOf(backend), 0);
+    assert.ok(took <= TTL + 3 * HEARTBEAT, `took ${took} ms`);
+  });
+});
+
+describe('shared state: Redis unreachable (private redis-server, killed)', () => {
+  let server: RedisServer;
+  let r: MiniRouter;
+  before(async () => {
+    server = await RedisServer.start();
+    r = new MiniRouter('R', server.url, 'outage', { maxPending: 50 });
+    await r.ready();
+  });
+  after(async () => {
+    r.close();
+    await server.kill();
+  });
+
+  it('routing continues on local state, publishes fail and are counted, nothing piles up', async () => {
+    await server.kill();
+    await until('connection down', () => r.pub.status !== 'ready', 3000);
+    const placed = new Map<number, string>();
+    for (let i = 0; i < 400; i++) {
+      const g = i % 4;
+      const { id, backend } = r.send(`${SYSTEM(g)}\nQuestion ${i}`);
+      if (placed.has(g)) assert.equal(backend, placed.get(g), 'its own trie still routes');
+      placed.set(g, backend);
+      r.finish(id);
+      if (i % 50 === 0) await sleep(1);
+    }
+    await sleep(3 * HEARTBEAT);
+    assert.ok(r.state.stats.publishFailures > 0, 'publishes failed');
+    assert.equal(r.state.up, false);
+    const pending = (r.state as unknown as { pending: unknown[] }).pending.length;
+    assert.ok(pending <= 50, `pending ${pending} ≤ maxPending`);
+    await server.restart();
+    await until('publishing again', () => r.state.up, 5000);
+  });
+});
+
+describe('shared state over the cluster primary (serve --workers N): IPC relay', () => {
+  it("a worker's batches reach the other worker through the primary's relay, not itself", async () => {
+    // Two workers' ends of IPC; the primary relays STATE messages to every other worker.
+    const ends = [new EventEmitter(), new EventEmitter()].map((em, i, all) =>
+      Object.assign(em, {
+        send(m: ClusterMessage): boolean {
+          // The primary: relayed as is to the other worker, asynchronously as IPC is.
+          if (m.t === STATE) setImmediate(() => all[1 - i]!.emit('message', m));
+          return true;
+        },
+      }),
+    );
+    const got: string[][] = [[], []];
+    const states = ends.map(
+      (end, i) =>
+        new SharedState(
+          clusterStateTransport(end),
+          {
+            backend: (n) =>
+              n === 'a'
+                ? ({ name: 'a', inFlight: 0, maxConcurrency: 4 } as unknown as BackendView)
+                : undefined,
+            remoteDispatch: (req) => got[i]!.push(req.id),
+            remoteComplete: () => undefined,
+            changed: () => undefined,
+          },
+          { routerId: `w${i}`, heartbeatMs: 1000 },
+        ),
+    );
+    for (const s of states) s.start();
+    try {
+      const req: RequestInfo = { id: '7', model: 'm', api: 'openai', arrivedAt: 0, promptText: 'hello' };
+      states[0]!.published(req, 'a');
+      await until('worker 1 hears worker 0', () => got[1]!.length === 1, 1000);
+      assert.deepEqual(got, [[], ['w0/7']]);
+      assert.equal(states[1]!.othersOf('a'), 1);
+      // Garbage over IPC is counted, not applied.
+      ends[1]!.emit('message', { t: STATE, seq: 0, payload: '{"v":1,"r":"x"' });
+      assert.equal(states[1]!.stats.malformed, 1);
+    } finally {
+      for (const s of states) s.stop();
+    }
+  });
+});
+
+describe('sharedState config', () => {
+  const opts: ParseOptions = { knownPolicies: ['estimated-wait'], source: 't.yaml' };
+  const base =
+    "backends:\n  - name: a\n    url: http://127.0.0.1:11434\nsharedView: { redis: 'redis://127.0.0.1:6379/0' }\n";
+  it('takes its defaults, and is refused with an unknown key or a bad value', () => {
+    assert.deepEqual(parseConfig(`${base}sharedState: {}\n`, opts).sharedState, {
+      promptChars: 32768,
+      heartbeatMs: 200,
+      ttlMs: 1500,
+    });
+    assert.equal(parseConfig(base, opts).sharedState, undefined);
+    assert.deepEqual(
+      configIssues(`${base}sharedState: { heartbeatMs: 1 }\n`, opts).map((i) => i.path),
+      ['sharedState.heartbeatMs'],
+    );
+    assert.equal(configIssues(`${base}sharedState: { nope: 1 }\n`, opts).length, 1);
+  });
+});
