@@ -13,6 +13,7 @@ import type {
   RejectReason,
   RequestInfo,
 } from './types.js';
+import { isHold } from './types.js';
 import type { BackendPatch, SchedulerOptions } from './scheduler.js';
 
 /** Mutable backend state; only the scheduler writes it, policies see it as BackendView. */
@@ -81,7 +82,7 @@ export class ReferenceScheduler {
 
   /** How often the policy wants engine metrics (ms), if it says (hosts scrape/probe that fast). */
   get metricsIntervalMs(): number | undefined {
-    return this.policy.metricsIntervalMs;
+    return this.policy.traits?.metricsIntervalMs;
   }
 
   /** Swap the policy at run time; in-flight accounting is untouched. */
@@ -300,7 +301,7 @@ export class ReferenceScheduler {
   pump(now: number): Decision[] {
     const out: Decision[] = [];
     if (this.queue.length === 0) return out;
-    const rr = this.policy.responseRatio;
+    const rr = this.policy.queueOrder?.kind === 'response-ratio' ? this.policy.queueOrder : undefined;
     let order = this.queue;
     if (rr) {
       const epoch = rr.epoch();
@@ -345,7 +346,7 @@ export class ReferenceScheduler {
     }
     if (candidates.length === 0) return undefined;
     const chosen = this.policy.pick(req, candidates, now);
-    if (!chosen) return undefined;
+    if (isHold(chosen)) return undefined;
     const b = this.backends.get(chosen.name);
     if (!b || !candidates.includes(b)) throw new Error(`policy ${this.policy.name} picked a non-candidate`);
     b.inFlight++;

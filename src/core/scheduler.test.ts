@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { Scheduler } from './scheduler.js';
 import { createPolicy } from './policies/index.js';
 import { createRng } from './rng.js';
+import { HOLD } from './types.js';
 import type { BackendSpec, Decision, Policy, RequestInfo } from './types.js';
 
 function spec(name: string, over: Partial<BackendSpec> = {}): BackendSpec {
@@ -127,7 +128,7 @@ test('queue bound and queue timeout reject instead of growing forever', () => {
 test('a holding policy keeps requests queued until pump finds it willing', () => {
   let willing = false;
   const s = new Scheduler({
-    policy: { name: 'hold', pick: (_r, c) => (willing ? c[0] : undefined) },
+    policy: { name: 'hold', pick: (_r, c) => (willing ? c[0]! : HOLD.retry) },
   });
   s.addBackend(spec('a'));
   assert.deepEqual(s.submit(req('1'), 0), []);
@@ -152,12 +153,12 @@ test('holds one by one until a backend changes: a smaller request that joins is 
   const asked: string[] = [];
   const policy: Policy = {
     name: 'by-size',
-    holdsIgnoreMetrics: true,
-    heldByLoad: () => false,
-    heldUntilChange: () => true,
+    traits: { holdsIgnoreMetrics: true },
     pick(r, c) {
       asked.push(r.id);
-      return c.find((b) => b.inFlight === 0 || r.promptText.length <= 10 - 5 * b.inFlight);
+      return (
+        c.find((b) => b.inFlight === 0 || r.promptText.length <= 10 - 5 * b.inFlight) ?? HOLD.untilChange
+      );
     },
   };
   const s = new Scheduler({ policy });
@@ -187,14 +188,12 @@ test('a fit gate: held requests are asked only once a candidate has room for the
   const asked: string[] = [];
   const policy: Policy = {
     name: 'fits',
-    heldUntilChange: () => true,
-    holdsIgnoreMetrics: true,
-    fitGate: { size, bound: (c) => Math.max(...c.map(units)) },
+    traits: { holdsIgnoreMetrics: true, fitGate: { size, bound: (c) => Math.max(...c.map(units)) } },
     pick(r, c) {
       asked.push(r.id);
       let best: (typeof c)[number] | undefined;
       for (const b of c) if (units(b) >= size(r) && (!best || units(b) > units(best))) best = b;
-      return best;
+      return best ?? HOLD.untilChange;
     },
   };
   const s = new Scheduler({ policy });

@@ -1,3 +1,4 @@
+import { HOLD, NO_TRAITS, isHold } from './types.js';
 import type {
   BackendSpec,
   BackendView,
@@ -5,7 +6,9 @@ import type {
   Decision,
   EngineMetrics,
   FitGate,
+  Hold,
   Policy,
+  PolicyTraits,
   RejectReason,
   RequestInfo,
   ResponseRatioOrder,
@@ -42,7 +45,7 @@ interface Queued {
   /** Arrival order in the router queue. */
   seq: number;
   group: Group;
-  /** Its size for the response-ratio order (Policy.responseRatio), as of `sizeEpoch` (NaN: none yet). */
+  /** Its size for the response-ratio order (Policy.queueOrder), as of `sizeEpoch` (NaN: none yet). */
   size: number;
   sizeEpoch: number;
   /** Its place in its group's RatioIndex (-1: none, or left the queue). */
@@ -50,7 +53,7 @@ interface Queued {
   /** The ratio walk that last offered it (RatioWalk: not offered again in the same walk). */
   walk: number;
   /**
-   * Held until it fits (Policy.fitGate): its size then; NaN while not gated. A gated member is
+   * Held until it fits (PolicyTraits.fitGate): its size then; NaN while not gated. A gated member is
    * asked only once the bound of its group's candidates reaches it.
    */
   fit: number;
@@ -83,7 +86,7 @@ interface Group {
   /**
    * The last pump stopped at a member held on load alone or with no backend below its cap: every
    * member, and any that joins, is held until a backend serving the model changes. Otherwise its
-   * members are held one by one (Policy.heldUntilChange) and one that joins is asked.
+   * members are held one by one (HOLD.untilChange) and one that joins is asked.
    */
   allHeld: boolean;
 }
@@ -597,8 +600,8 @@ class GatedWalk implements Iterator<Queued> {
   }
 }
 
-/** What asking for one request gave: pushed, no backend below its cap, or the policy held it. */
-type Attempt = Decision | 'full' | 'held';
+/** What asking for one request gave: pushed, no backend below its cap, or the policy's hold. */
+type Attempt = Decision | 'full' | Hold;
 
 interface Pushed {
   req: RequestInfo;
@@ -628,6 +631,12 @@ const EMPTY: ReadonlySet<string> = new Set();
 const NONE: readonly BackendState[] = [];
 /** Cursors of groups not probed for a hold start with none (gathered at their first offer). */
 const NO_CANDIDATES: BackendState[] = [];
+
+/** The policy's queue order when it is by response ratio (else FIFO: undefined). */
+function responseRatioOf(policy: Policy): ResponseRatioOrder | undefined {
+  const o = policy.queueOrder;
+  return o !== undefined && o.kind === 'response-ratio' ? o : undefined;
+}
 
 function groupKey(model: string, exclude: ReadonlySet<string>): string {
   return JSON.stringify(exclude.size === 0 ? [model] : [model, ...[...exclude].sort()]);
@@ -692,6 +701,9 @@ function nextOf(c: Pick<Cursor, 'rest' | 'order' | 'key'>): Queued | undefined {
  */
 export class Scheduler {
   private policy: Policy;
+  /** The policy's traits (none declared: NO_TRAITS) and its queue order when response ratio. */
+  private traits: PolicyTraits;
+  private ratioOrder_: ResponseRatioOrder | undefined;
   private readonly backends = new Map<string, BackendState>();
   /** The router queue in FIFO order, by request id. */
   private readonly queue = new Map<string, Queued>();
@@ -743,6 +755,8 @@ export class Scheduler {
 
   constructor(opts: SchedulerOptions) {
     this.policy = opts.policy;
+    this.traits = opts.policy.traits ?? NO_TRAITS;
+    this.ratioOrder_ = responseRatioOf(opts.policy);
     this.maxQueueLength = opts.maxQueueLength ?? Infinity;
     this.ratioWalkCandidates = Math.max(1, opts.ratioWalkCandidates ?? WALK_CANDIDATES);
   }
@@ -753,12 +767,14 @@ export class Scheduler {
 
   /** How often the policy wants engine metrics (ms), if it says (hosts scrape/probe that fast). */
   get metricsIntervalMs(): number | undefined {
-    return this.policy.metricsIntervalMs;
+    return this.traits.metricsIntervalMs;
   }
 
   /** Swap the policy at run time; in-flight accounting is untouched. */
   setPolicy(policy: Policy, now: number): Decision[] {
     this.policy = policy;
+    this.traits = policy.traits ?? NO_TRAITS;
+    this.ratioOrder_ = responseRatioOf(policy);
     // Sizes and fit gates came from the old policy.
     for (const q of this.queue.values()) {
       q.sizeEpoch = NaN;
@@ -881,7 +897,7 @@ export class Scheduler {
     b.metrics = metrics;
     // A policy whose holds never read metrics has no held request to ask again for them (probes
     // come every few tens of ms, and hundreds may wait).
-    if (this.policy.holdsIgnoreMetrics !== true) this.touch(b);
+    if (this.traits.holdsIgnoreMetrics !== true) this.touch(b);
     // The scrape already counts what was pushed before it; only later changes are the router's to credit.
     b.dispatchedSinceMetrics = 0;
     b.completedSinceMetrics = 0;
@@ -947,12 +963,12 @@ export class Scheduler {
     // Fast path: nobody waits, so FIFO order is not at stake — decide this request alone.
     if (this.queue.size === 0) {
       const d = this.tryDispatch(req, ex, now);
-      if (typeof d !== 'string') return [d];
+      if (d !== 'full' && !isHold(d)) return [d];
       const q = this.enqueue(req, ex, now);
       const g = q.group;
-      g.allHeld = d === 'full' || this.policy.heldByLoad?.() === true;
+      g.allHeld = d === 'full' || d === HOLD.load;
       if (!g.allHeld) {
-        if (this.policy.heldUntilChange?.() !== true) this.volatile.add(g);
+        if (d !== HOLD.untilChange) this.volatile.add(g);
         else this.gate(q);
       }
       return [];
@@ -1022,7 +1038,7 @@ export class Scheduler {
     this.ratioHeapsInUse = 0;
     this.ratioWalksInUse = 0;
     let pushes = 0;
-    const rr = this.policy.responseRatio;
+    const rr = this.ratioOrder_;
     const epoch = rr?.epoch() ?? 0;
     const dirty = this.dirty.list;
     for (let i = 0; i < this.dirty.end; i++) {
@@ -1047,7 +1063,7 @@ export class Scheduler {
       } else {
         this.candidatesAt(c, pushes);
         if (q.fit === q.fit && this.heldAgain(q, c, now)) {
-          // Still too big for every candidate: held again without asking (Policy.fitGate).
+          // Still too big for every candidate: held again without asking (PolicyTraits.fitGate).
           const next = nextOf(c);
           if (next) {
             c.at = next;
@@ -1057,12 +1073,12 @@ export class Scheduler {
         }
         const d = this.offer(q.req, c.candidates, now);
         // No backend below its cap: the same for every later member, until a slot frees.
-        if (d === 'full' || (d === 'held' && this.policy.heldByLoad?.() === true)) {
+        if (d === 'full' || d === HOLD.load) {
           c.group.allHeld = true;
           continue;
         }
-        if (d === 'held') {
-          if (this.policy.heldUntilChange?.() !== true) this.volatile.add(c.group);
+        if (isHold(d)) {
+          if (d !== HOLD.untilChange) this.volatile.add(c.group);
           else this.gate(q);
         } else {
           this.dequeue(q);
@@ -1074,7 +1090,7 @@ export class Scheduler {
         // The walk picks its next member by the bound: a push lowered it, so lower it first
         // (with the last one most of those the walk would read are above the new bound).
         this.candidatesAt(c, pushes);
-        this.boundOf(c, this.policy.fitGate!, now);
+        this.boundOf(c, this.traits.fitGate!, now);
       }
       const next = nextOf(c);
       if (next) {
@@ -1090,7 +1106,7 @@ export class Scheduler {
    * is ungated, to be asked. The bound is computed once per candidate list.
    */
   private heldAgain(q: Queued, c: Cursor, now: number): boolean {
-    const gate = this.policy.fitGate;
+    const gate = this.traits.fitGate;
     if (gate !== undefined && q.fit > this.boundOf(c, gate, now)) return true;
     this.ungate(q);
     return false;
@@ -1116,9 +1132,9 @@ export class Scheduler {
     return c.bound;
   }
 
-  /** A request held until it fits (Policy.fitGate): asked again only once a bound reaches its size. */
+  /** A request held until it fits (PolicyTraits.fitGate): asked again only once a bound reaches its size. */
   private gate(q: Queued): void {
-    const gate = this.policy.fitGate;
+    const gate = this.traits.fitGate;
     if (gate === undefined) return;
     const f = gate.size(q.req);
     if (f !== f) return; // NaN: no size, asked at every change
@@ -1149,7 +1165,7 @@ export class Scheduler {
     const eligible = this.hasEligible(this.servingOf(g), g.exclude);
     let candidates: BackendState[] = NO_CANDIDATES;
     let dispatchesAt = -1;
-    const gate = this.policy.fitGate;
+    const gate = this.traits.fitGate;
     if (gate && eligible && !rr && single === undefined && g.gated > 0 && g.gated === g.members.size) {
       this.startGated(heap, g, gate, now);
       return;
@@ -1466,7 +1482,7 @@ export class Scheduler {
   private offer(req: RequestInfo, candidates: readonly BackendState[], now: number): Attempt {
     if (candidates.length === 0) return 'full';
     const chosen = this.policy.pick(req, candidates, now);
-    if (!chosen) return 'held';
+    if (isHold(chosen)) return chosen;
     // Policies return one of the candidates: no lookup by name then.
     const b = candidates.includes(chosen as BackendState)
       ? (chosen as BackendState)

@@ -14,6 +14,7 @@ import { createPolicy } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import type { Scheduler } from '../core/scheduler.js';
+import { HOLD } from '../core/types.js';
 import type { CompletionReport, Decision, Policy, RequestInfo } from '../core/types.js';
 import { availableReplicas } from '../federation/availability.js';
 import { Federation } from '../federation/federation.js';
@@ -190,11 +191,9 @@ export function simulateFederation(
       // One queue across routers: a request waits while another router holds one of its model
       // that goes first (higher response ratio, as one router's queue orders them); that router
       // takes the room when it hears of it.
-      const rr = policy.responseRatio;
+      const rr = policy.queueOrder?.kind === 'response-ratio' ? policy.queueOrder : undefined;
       if (rr) {
         const pick = policy.pick.bind(policy);
-        const heldByLoad = policy.heldByLoad;
-        let deferred = false;
         const ratio = (q: RequestInfo, at: number): number => {
           const size = rr.size(q);
           return (Math.max(0, at - q.arrivedAt) / 1000 + size) / size;
@@ -209,11 +208,9 @@ export function simulateFederation(
           }
           return false;
         };
-        policy.pick = (req, c, at) => {
-          deferred = remoteHeld.size > 0 && outranked(req, at);
-          return deferred ? undefined : pick(req, c, at);
-        };
-        if (heldByLoad) policy.heldByLoad = () => !deferred && heldByLoad();
+        // Deferred for another router's request: not a hold on load (asked again at every pump).
+        policy.pick = (req, c, at) =>
+          remoteHeld.size > 0 && outranked(req, at) ? HOLD.retry : pick(req, c, at);
       }
     }
     const scheduler: Scheduler = routerScheduler(
