@@ -14,7 +14,7 @@ import type {
   RequestInfo,
 } from './types.js';
 import { isHold } from './types.js';
-import type { BackendPatch, SchedulerOptions } from './scheduler.js';
+import { priorityOf, type BackendPatch, type SchedulerOptions } from './scheduler.js';
 
 /** Mutable backend state; only the scheduler writes it, policies see it as BackendView. */
 interface BackendState {
@@ -295,14 +295,15 @@ export class ReferenceScheduler {
   }
 
   /**
-   * Reconsider every waiting request (after a slot frees or state changes): in FIFO order, or by
-   * response ratio when the policy asks for it (ties in FIFO order).
+   * Reconsider every waiting request (after a slot frees or state changes): higher priority first,
+   * then in FIFO order, or by response ratio when the policy asks for it (ties in FIFO order).
    */
   pump(now: number): Decision[] {
     const out: Decision[] = [];
     if (this.queue.length === 0) return out;
     const rr = this.policy.queueOrder?.kind === 'response-ratio' ? this.policy.queueOrder : undefined;
     let order = this.queue;
+    if (rr || this.queue.some((q) => priorityOf(q.req) !== 0)) order = [...this.queue];
     if (rr) {
       const epoch = rr.epoch();
       const ratio = new Map<Queued, number>();
@@ -315,8 +316,10 @@ export class ReferenceScheduler {
         ratio.set(q, (Math.max(0, now - q.req.arrivedAt) / 1000 + q.size!) / q.size!);
       }
       // Array.prototype.sort is stable: equal ratios keep FIFO order.
-      order = [...this.queue].sort((a, b) => ratio.get(b)! - ratio.get(a)!);
+      order.sort((a, b) => ratio.get(b)! - ratio.get(a)!);
     }
+    // Higher priority first; equal priorities keep the order above (stable).
+    if (order !== this.queue) order.sort((a, b) => priorityOf(b.req) - priorityOf(a.req));
     const gone = new Set<Queued>();
     for (const q of order) {
       const exclude = q.exclude ?? EMPTY;

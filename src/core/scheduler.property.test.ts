@@ -126,7 +126,7 @@ const build = (i: number): Policy => {
 };
 
 type Event =
-  | { k: 'submit'; model: number; exclude: number; prompt: number }
+  | { k: 'submit'; model: number; exclude: number; prompt: number; priority: number | undefined }
   | { k: 'complete'; pick: number; ok: boolean }
   | { k: 'cancel'; pick: number; queued: boolean }
   | { k: 'health'; b: number; up: boolean }
@@ -151,6 +151,8 @@ const event: fc.Arbitrary<Event> = fc.oneof(
       model: fc.nat(MODELS.length - 1),
       exclude: fc.nat(31),
       prompt: fc.nat(5),
+      // Most without one (the default band), some above it and below it.
+      priority: fc.constantFrom(undefined, undefined, undefined, 0, 1, 2, -1),
     }),
   },
   {
@@ -216,6 +218,7 @@ function step(
           // Long shared prefixes, so the prefix trie matches and may wait for a busy holder; three
           // lengths, so a hold on the request's size (kv-fit-filter) lets a shorter one go.
           promptText: `system prompt ${e.prompt}; `.repeat(20 + 15 * (e.prompt % 3)) + `question ${seq % 2}`,
+          ...(e.priority !== undefined ? { priority: e.priority } : {}),
         };
         const ex = new Set(NAMES.filter((_, i) => e.exclude & (1 << i) && e.exclude % 3 === 0));
         return show(s.submit(req, now, ex.size > 0 ? ex : undefined));
@@ -366,6 +369,8 @@ test('response-ratio walks over long queues order exactly as sorting every held 
         model: fc.constant(0),
         exclude: fc.constant(0),
         prompt: fc.nat(5),
+        // A band above the rest now and then: its members ordered apart, before the others.
+        priority: fc.constantFrom(undefined, undefined, undefined, 1),
       }),
     },
     {

@@ -225,3 +225,30 @@ test('a fit gate: held requests are asked only once a candidate has room for the
   assert.deepEqual(asked, ['r6-8']);
   assert.equal(s.queueLength, 0);
 });
+
+test('priority: a held request of higher priority goes first; equal priorities keep the queue order', () => {
+  for (const policy of ['least-connections', 'estimated-wait']) {
+    const s = sched(policy);
+    s.addBackend(spec('a', { maxConcurrency: 1 }));
+    const p = (id: string, priority: number | undefined, at: number): RequestInfo => ({
+      ...req(id),
+      arrivedAt: at,
+      ...(priority !== undefined ? { priority } : {}),
+    });
+    assert.deepEqual(dispatched(s.submit(p('0', undefined, 0), 0)), ['0->a']);
+    s.submit(p('low', -1, 1), 1);
+    s.submit(p('plain', undefined, 2), 2);
+    s.submit(p('high', 2, 3), 3);
+    s.submit(p('high2', 2, 4), 4);
+    s.submit(p('zero', 0, 5), 5);
+    const order: string[] = [];
+    let last = '0';
+    for (let t = 10; s.queueLength > 0; t++) {
+      const d = dispatched(s.complete(last, ok, t));
+      assert.equal(d.length, 1, `${policy}: one slot frees, one goes`);
+      last = d[0]!.split('->')[0]!;
+      order.push(last);
+    }
+    assert.deepEqual(order, ['high', 'high2', 'plain', 'zero', 'low'], policy);
+  }
+});

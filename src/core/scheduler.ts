@@ -62,14 +62,19 @@ interface Queued {
 }
 
 /**
- * Waiting requests that see the same candidates: one model and the same backends already tried.
+ * Waiting requests that see the same candidates: one model and the same backends already tried
+ * (and, for the order, one priority).
  * Within a pump, the first one held (no backend below its cap, or the policy holding on load)
  * means every later one is held too, so the rest are not asked.
  */
 interface Group {
   model: string;
   exclude: ReadonlySet<string>;
-  /** Its key in Scheduler.groups (the model alone when nothing is excluded, in plainGroups). */
+  /** Its members' RequestInfo.priority (0 when absent): a group holds one priority. */
+  priority: number;
+  /**
+   * Its key in Scheduler.groups, or the model alone in plainGroups (nothing excluded, priority 0).
+   */
   key: string;
   /** Live backends serving the model, as of fleet version `servingAt`. */
   serving: readonly BackendState[];
@@ -638,12 +643,26 @@ function responseRatioOf(policy: Policy): ResponseRatioOrder | undefined {
   return o !== undefined && o.kind === 'response-ratio' ? o : undefined;
 }
 
-function groupKey(model: string, exclude: ReadonlySet<string>): string {
-  return JSON.stringify(exclude.size === 0 ? [model] : [model, ...[...exclude].sort()]);
+/** A request's priority in the router queue: RequestInfo.priority when a finite number, else 0. */
+export function priorityOf(req: RequestInfo): number {
+  const p = req.priority;
+  return p !== undefined && Number.isFinite(p) ? p : 0;
 }
 
-/** Whether cursor a's member is offered before b's: higher key, then earlier in the queue. */
+function groupKey(model: string, exclude: ReadonlySet<string>, priority: number): string {
+  const ex = [...exclude].sort();
+  // A priority is a number, an excluded backend a string: the two kinds of key cannot collide.
+  return JSON.stringify(priority === 0 ? [model, ...ex] : [model, priority, ...ex]);
+}
+
+/**
+ * Whether cursor a's member is offered before b's: higher priority, then higher key (the queue
+ * order's: 0 in FIFO order), then earlier in the queue.
+ */
 function before(a: Cursor, b: Cursor): boolean {
+  const pa = a.group.priority;
+  const pb = b.group.priority;
+  if (pa !== pb) return pa > pb;
   return a.key > b.key || (a.key === b.key && a.at.seq < b.at.seq);
 }
 
@@ -1366,14 +1385,16 @@ export class Scheduler {
   }
 
   private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Queued {
-    const plain = exclude.size === 0;
-    const key = plain ? req.model : groupKey(req.model, exclude);
+    const priority = priorityOf(req);
+    const plain = exclude.size === 0 && priority === 0;
+    const key = plain ? req.model : groupKey(req.model, exclude, priority);
     const groups = plain ? this.plainGroups : this.groups;
     let g = groups.get(key);
     if (!g) {
       g = {
         model: req.model,
         exclude,
+        priority,
         key,
         serving: NONE,
         servingAt: -1,
@@ -1417,7 +1438,7 @@ export class Scheduler {
     this.ungate(q);
     if (g.members.size > 0) return;
     // Empty groups go, so retries' one-off exclude sets do not pile up.
-    (g.exclude.size === 0 ? this.plainGroups : this.groups).delete(g.key);
+    (g.exclude.size === 0 && g.priority === 0 ? this.plainGroups : this.groups).delete(g.key);
     this.groupsByModel.get(g.model)?.delete(g);
     this.dirty.delete(g);
     if (this.volatile.size > 0) this.volatile.delete(g);

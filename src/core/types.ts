@@ -101,6 +101,12 @@ export interface RequestInfo {
    * task" in the prompt.
    */
   readonly taskHint?: string | undefined;
+  /**
+   * Its priority in the router queue (InferenceObjective's priority; absent: 0): a held request of
+   * higher priority is always offered before one of lower; equal priorities go in the policy's
+   * queue order (Policy.queueOrder).
+   */
+  readonly priority?: number | undefined;
 }
 
 /** The performance-aware router's request classes: light/heavy prompt × light/heavy decode, on a given backend. */
