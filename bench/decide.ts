@@ -32,6 +32,7 @@ import { createRng } from '../src/core/rng.js';
 import { Scheduler } from '../src/core/scheduler.js';
 import { ReferenceScheduler } from '../src/core/scheduler-reference.testing.js';
 import { backendView } from '../src/core/testing.js';
+import { isHold } from '../src/core/types.js';
 import type { BackendView, Policy, RequestInfo } from '../src/core/types.js';
 import { percentile as quantile } from '../src/report/stats.js';
 import { formatTable } from '../src/report/table.js';
@@ -153,7 +154,7 @@ function run(spec: PolicySpec | string, n: number): Row {
   /** One decision: pick + onDispatch (then churn moves the world on: loads, a probe now and then). */
   const decide = (r: RequestInfo, now: number): void => {
     const b = policy.pick(r, bs, now);
-    if (b) {
+    if (!isHold(b)) {
       const v = bs[b.index]!;
       v.inFlight++;
       v.dispatchedSinceMetrics++;
@@ -487,7 +488,7 @@ async function longPrompts(n: number, decisions: number): Promise<LongRow> {
     const c0 = process.cpuUsage();
     const t0 = performance.now();
     const b = policy.pick(r, bs, now);
-    if (b) {
+    if (!isHold(b)) {
       const v = bs[b.index]!;
       v.inFlight++;
       policy.onDispatch?.(r, v, now);

@@ -7,6 +7,7 @@
  */
 import { estimatedWait } from '../src/core/policies/estimated-wait/index.js';
 import { createRng, deriveSeed } from '../src/core/rng.js';
+import { isHold } from '../src/core/types.js';
 import type { BackendView, Policy } from '../src/core/types.js';
 import { loadScenario } from '../src/scenario/load.js';
 import { simulateWith } from '../src/sim/simulator.js';
@@ -37,7 +38,7 @@ const policy: Policy = {
     // Estimates first (on a copy of the decision count, they would advance it: read, then pick).
     inner.estimates(req, candidates, now, buf);
     const chosen = inner.pick(req, candidates, now);
-    if (chosen) {
+    if (!isHold(chosen)) {
       const i = candidates.indexOf(chosen);
       let minIf = Infinity;
       let maxIf = 0;

@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { rl, stateSize } from '../src/core/policies/rl.js';
 import { createRng } from '../src/core/rng.js';
 import { backendView, requestInfo } from '../src/core/testing.js';
+import { chosen } from '../src/core/types.js';
 import type { BackendView, Policy, RequestInfo } from '../src/core/types.js';
 import { percentile } from '../src/report/stats.js';
 import { Mlp } from '../src/rl/mlp.js';
@@ -63,7 +64,7 @@ function run(policy: Policy): Figures {
       arrivedAt: now,
     });
     const t0 = performance.now();
-    const b = policy.pick(req, views, now) ?? views[0]!;
+    const b = chosen(policy.pick(req, views, now)) ?? views[0]!;
     policy.onDispatch!(req, b, now);
     const dt = performance.now() - t0;
     if (i === WARMUP) cpu0 = process.cpuUsage();

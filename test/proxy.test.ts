@@ -354,3 +354,42 @@ test('a client that disconnects aborts the upstream request and frees its slot',
     await e.close();
   }
 });
+
+test('InferenceObjective priorities (objectives, x-gateway-inference-objective) order the router queue', async () => {
+  const e = await engine({ profile: (await import('./helpers.js')).fastProfile({ baseStepS: 0.01 }) });
+  const { router: r, url } = await router(
+    settings([backend('e', e.url, { maxConcurrency: 1 })], {
+      objectives: { critical: { priority: 10 }, batch: { priority: -1 } },
+    }),
+  );
+  try {
+    const done: string[] = [];
+    const send = (name: string, objective: string | undefined, tokens: number) =>
+      post(
+        `${url}/api/generate`,
+        { model: 'm1', prompt: name, stream: false },
+        {
+          'x-llmlb-output-tokens': String(tokens),
+          ...(objective ? { 'x-gateway-inference-objective': objective } : {}),
+        },
+      ).then(async (x) => {
+        await x.text();
+        done.push(`${name} ${x.status}`);
+      });
+    const first = send('first', undefined, 40);
+    await waitFor(() => r.scheduler.inFlightTotal === 1, 2000, 'first in flight');
+    const rest = [send('batch', 'batch', 2)];
+    await waitFor(() => r.scheduler.queueLength === 1, 2000, 'batch queued');
+    rest.push(send('plain', undefined, 2));
+    await waitFor(() => r.scheduler.queueLength === 2, 2000, 'plain queued');
+    rest.push(send('unknown', 'no-such-objective', 2));
+    await waitFor(() => r.scheduler.queueLength === 3, 2000, 'unknown queued');
+    rest.push(send('critical', 'critical', 2));
+    await waitFor(() => r.scheduler.queueLength === 4, 2000, 'critical queued');
+    await Promise.all([first, ...rest]);
+    assert.deepEqual(done, ['first 200', 'critical 200', 'plain 200', 'unknown 200', 'batch 200']);
+  } finally {
+    await r.close();
+    await e.close();
+  }
+});

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { backendView, requestInfo } from '../core/testing.js';
+import { backendView, requestInfo, chosen } from '../core/testing.js';
 import { buildProfile } from '../core/policies/endpoint-picker-config.js';
 import type { ScoreExplanation } from '../core/policies/plugin.js';
 import { ConfigError, parseConfig, parseEndpointPickerConfig, type ParseOptions } from './load.js';
@@ -47,7 +47,7 @@ test('GIE default plugins (inference.networking.x-k8s.io/v1alpha1, old kv-cache-
   const p = buildProfile(config, 'default', () => 0.5);
   const m = (waiting: number, kv: number) => ({ running: 1, waiting, kvUsage: kv, at: 0 });
   const bs = [backendView('busy', 0, { metrics: m(9, 0.9) }), backendView('idle', 1, { metrics: m(0, 0.1) })];
-  assert.equal(p.pick(requestInfo('1', 'hello'), bs, 0)?.name, 'idle');
+  assert.equal(chosen(p.pick(requestInfo('1', 'hello'), bs, 0))?.name, 'idle');
   // And embedded as llmlb's scheduling block, named by `policy:`.
   const c = parseConfig(asRouterConfig(fixture('gie-default-plugins-v2.yaml')), opts);
   assert.equal(c.policy.name, 'default');
@@ -81,7 +81,7 @@ test('old plugin names (single-profile, max-score) still load under llm-d.ai/v1a
     "plugins[3]: plugin type 'max-score' is deprecated: use 'max-score-picker'",
   ]);
   const p = buildProfile(config, 'default', () => 0.5);
-  assert.equal(p.pick(requestInfo('1'), [backendView('a', 0)], 0)?.name, 'a');
+  assert.equal(chosen(p.pick(requestInfo('1'), [backendView('a', 0)], 0))?.name, 'a');
 });
 
 test("a plugin llmlb cannot run (llm-d's kvcache-aware-scorer, now precise-prefix-cache-scorer) fails naming it and why", () => {

@@ -329,3 +329,14 @@ test('a pinned policy must name a backend of the file', () => {
     { path: 'policy.backend', message: "names unknown backend 'nope'", line: 4 },
   ]);
 });
+
+test('objectives: InferenceObjective priorities by name (integers); absent by default', () => {
+  assert.equal(parseConfig(minimal, opts).objectives, undefined);
+  const c = parseConfig(
+    `${minimal}objectives:\n  critical: { priority: 10 }\n  batch: { priority: -5 }\n`,
+    opts,
+  );
+  assert.deepEqual(c.objectives, { critical: { priority: 10 }, batch: { priority: -5 } });
+  assert.ok(issues(`${minimal}objectives:\n  x: { priority: 1.5 }\n`).length > 0);
+  assert.ok(issues(`${minimal}objectives:\n  x: { priority: 1, slo: 3 }\n`).length > 0);
+});

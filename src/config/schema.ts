@@ -197,6 +197,10 @@ export const configSchema = z.strictObject({
     })
     .optional(),
   quotas: z.strictObject({ models: z.record(z.string().min(1), quotaLimitsSchema).default({}) }).optional(),
+  // InferenceObjectives by name (the Gateway API Inference Extension's: a request names one in
+  // the x-gateway-inference-objective header): their priority orders the router queue, higher
+  // first; a request naming none, or an unknown one, has priority 0.
+  objectives: z.record(z.string().min(1), z.strictObject({ priority: z.number().int() })).optional(),
   admission: z
     .strictObject({
       leaseTtlMs: positiveInt.default(30_000),
@@ -298,6 +302,8 @@ export interface RouterConfig {
       }
     | undefined;
   readonly quotas?: { readonly models: Readonly<Record<string, QuotaLimitsEntry>> } | undefined;
+  /** InferenceObjective priorities by objective name (x-gateway-inference-objective). */
+  readonly objectives?: Readonly<Record<string, { readonly priority: number }>> | undefined;
   readonly admission?:
     { readonly leaseTtlMs: number; readonly reclaimIntervalMs: number; readonly tickMs: number } | undefined;
   /** Trace capture (absent = off). */
@@ -414,6 +420,7 @@ export function normalize(c: z.output<typeof configSchema>): RouterConfig {
     log: c.log,
     state: c.state,
     quotas: c.quotas,
+    objectives: c.objectives,
     admission: c.admission,
     trace: c.trace,
     region: c.region,

@@ -13,7 +13,8 @@ import type {
   RejectReason,
   RequestInfo,
 } from './types.js';
-import type { BackendPatch, SchedulerOptions } from './scheduler.js';
+import { isHold } from './types.js';
+import { priorityOf, type BackendPatch, type SchedulerOptions } from './scheduler.js';
 
 /** Mutable backend state; only the scheduler writes it, policies see it as BackendView. */
 interface BackendState {
@@ -81,7 +82,7 @@ export class ReferenceScheduler {
 
   /** How often the policy wants engine metrics (ms), if it says (hosts scrape/probe that fast). */
   get metricsIntervalMs(): number | undefined {
-    return this.policy.metricsIntervalMs;
+    return this.policy.traits?.metricsIntervalMs;
   }
 
   /** Swap the policy at run time; in-flight accounting is untouched. */
@@ -294,14 +295,15 @@ export class ReferenceScheduler {
   }
 
   /**
-   * Reconsider every waiting request (after a slot frees or state changes): in FIFO order, or by
-   * response ratio when the policy asks for it (ties in FIFO order).
+   * Reconsider every waiting request (after a slot frees or state changes): higher priority first,
+   * then in FIFO order, or by response ratio when the policy asks for it (ties in FIFO order).
    */
   pump(now: number): Decision[] {
     const out: Decision[] = [];
     if (this.queue.length === 0) return out;
-    const rr = this.policy.responseRatio;
+    const rr = this.policy.queueOrder?.kind === 'response-ratio' ? this.policy.queueOrder : undefined;
     let order = this.queue;
+    if (rr || this.queue.some((q) => priorityOf(q.req) !== 0)) order = [...this.queue];
     if (rr) {
       const epoch = rr.epoch();
       const ratio = new Map<Queued, number>();
@@ -314,8 +316,10 @@ export class ReferenceScheduler {
         ratio.set(q, (Math.max(0, now - q.req.arrivedAt) / 1000 + q.size!) / q.size!);
       }
       // Array.prototype.sort is stable: equal ratios keep FIFO order.
-      order = [...this.queue].sort((a, b) => ratio.get(b)! - ratio.get(a)!);
+      order.sort((a, b) => ratio.get(b)! - ratio.get(a)!);
     }
+    // Higher priority first; equal priorities keep the order above (stable).
+    if (order !== this.queue) order.sort((a, b) => priorityOf(b.req) - priorityOf(a.req));
     const gone = new Set<Queued>();
     for (const q of order) {
       const exclude = q.exclude ?? EMPTY;
@@ -345,7 +349,7 @@ export class ReferenceScheduler {
     }
     if (candidates.length === 0) return undefined;
     const chosen = this.policy.pick(req, candidates, now);
-    if (!chosen) return undefined;
+    if (isHold(chosen)) return undefined;
     const b = this.backends.get(chosen.name);
     if (!b || !candidates.includes(b)) throw new Error(`policy ${this.policy.name} picked a non-candidate`);
     b.inFlight++;

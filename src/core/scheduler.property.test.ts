@@ -5,6 +5,7 @@ import { Scheduler } from './scheduler.js';
 import { ReferenceScheduler } from './scheduler-reference.testing.js';
 import { createPolicy, type PolicySpec } from './policies/index.js';
 import { createRng } from './rng.js';
+import { HOLD } from './types.js';
 import type { BackendSpec, BackendView, Decision, Policy, RequestInfo } from './types.js';
 
 /**
@@ -16,12 +17,12 @@ import type { BackendSpec, BackendView, Decision, Policy, RequestInfo } from './
 const MODELS = ['m1', 'm2', 'm3'];
 const NAMES = ['a', 'b', 'c', 'd', 'e'];
 
-/** A policy without heldByLoad whose holds follow its own state: asked on every pump. */
+/** A policy whose holds follow its own state (HOLD.retry): asked on every pump. */
 function moody(): Policy {
   let calls = 0;
   return {
     name: 'moody',
-    pick: (_r, c) => (++calls % 3 !== 1 ? undefined : c[calls % c.length]),
+    pick: (_r, c) => (++calls % 3 !== 1 ? HOLD.retry : c[calls % c.length]!),
   };
 }
 
@@ -33,18 +34,16 @@ function moody(): Policy {
 function ratio(): Policy {
   let epoch = 0;
   const full = (c: readonly { inFlight: number }[]): boolean => c.every((b) => b.inFlight >= 2);
-  let held = false;
   return {
     name: 'ratio',
-    responseRatio: {
-      size: (r) => 0.5 + ((Number(r.id.slice(1)) * 7 + epoch) % 5),
+    queueOrder: {
+      kind: 'response-ratio',
+      size: (r: RequestInfo) => 0.5 + ((Number(r.id.slice(1)) * 7 + epoch) % 5),
       epoch: () => epoch,
       holdsAll: full,
     },
-    heldByLoad: () => held,
     pick(_r, c) {
-      held = full(c);
-      if (held) return undefined;
+      if (full(c)) return HOLD.load;
       return c.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
     },
     onComplete: () => void epoch++,
@@ -60,11 +59,12 @@ function ratioMoody(): Policy {
   let calls = 0;
   return {
     name: 'ratio-moody',
-    responseRatio: {
-      size: (r) => 0.25 + ((Number(r.id.slice(1)) * 3 + epoch) % 7),
+    queueOrder: {
+      kind: 'response-ratio',
+      size: (r: RequestInfo) => 0.25 + ((Number(r.id.slice(1)) * 3 + epoch) % 7),
       epoch: () => epoch,
     },
-    pick: (_r, c) => (++calls % 3 === 1 ? undefined : c[calls % c.length]),
+    pick: (_r, c) => (++calls % 3 === 1 ? HOLD.retry : c[calls % c.length]!),
     onComplete: () => void (calls % 2 === 0 && epoch++),
   };
 }
@@ -86,12 +86,10 @@ function fits(): Policy {
   };
   return {
     name: 'fits',
-    heldUntilChange: () => true,
-    holdsIgnoreMetrics: true,
-    fitGate: { size, bound: (c) => room(c) },
+    traits: { holdsIgnoreMetrics: true, fitGate: { size, bound: (c) => room(c) } },
     pick(r, c) {
       const s = size(r);
-      return c.find((b) => b.inFlight === 0 || 2 * (b.maxConcurrency - b.inFlight) >= s);
+      return c.find((b) => b.inFlight === 0 || 2 * (b.maxConcurrency - b.inFlight) >= s) ?? HOLD.untilChange;
     },
   };
 }
@@ -128,7 +126,7 @@ const build = (i: number): Policy => {
 };
 
 type Event =
-  | { k: 'submit'; model: number; exclude: number; prompt: number }
+  | { k: 'submit'; model: number; exclude: number; prompt: number; priority: number | undefined }
   | { k: 'complete'; pick: number; ok: boolean }
   | { k: 'cancel'; pick: number; queued: boolean }
   | { k: 'health'; b: number; up: boolean }
@@ -153,6 +151,8 @@ const event: fc.Arbitrary<Event> = fc.oneof(
       model: fc.nat(MODELS.length - 1),
       exclude: fc.nat(31),
       prompt: fc.nat(5),
+      // Most without one (the default band), some above it and below it.
+      priority: fc.constantFrom(undefined, undefined, undefined, 0, 1, 2, -1),
     }),
   },
   {
@@ -218,6 +218,7 @@ function step(
           // Long shared prefixes, so the prefix trie matches and may wait for a busy holder; three
           // lengths, so a hold on the request's size (kv-fit-filter) lets a shorter one go.
           promptText: `system prompt ${e.prompt}; `.repeat(20 + 15 * (e.prompt % 3)) + `question ${seq % 2}`,
+          ...(e.priority !== undefined ? { priority: e.priority } : {}),
         };
         const ex = new Set(NAMES.filter((_, i) => e.exclude & (1 << i) && e.exclude % 3 === 0));
         return show(s.submit(req, now, ex.size > 0 ? ex : undefined));
@@ -368,6 +369,8 @@ test('response-ratio walks over long queues order exactly as sorting every held 
         model: fc.constant(0),
         exclude: fc.constant(0),
         prompt: fc.nat(5),
+        // A band above the rest now and then: its members ordered apart, before the others.
+        priority: fc.constantFrom(undefined, undefined, undefined, 1),
       }),
     },
     {

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { Scheduler } from './scheduler.js';
 import { createPolicy } from './policies/index.js';
 import { createRng } from './rng.js';
+import { HOLD } from './types.js';
 import type { BackendSpec, Decision, Policy, RequestInfo } from './types.js';
 
 function spec(name: string, over: Partial<BackendSpec> = {}): BackendSpec {
@@ -127,7 +128,7 @@ test('queue bound and queue timeout reject instead of growing forever', () => {
 test('a holding policy keeps requests queued until pump finds it willing', () => {
   let willing = false;
   const s = new Scheduler({
-    policy: { name: 'hold', pick: (_r, c) => (willing ? c[0] : undefined) },
+    policy: { name: 'hold', pick: (_r, c) => (willing ? c[0]! : HOLD.retry) },
   });
   s.addBackend(spec('a'));
   assert.deepEqual(s.submit(req('1'), 0), []);
@@ -152,12 +153,12 @@ test('holds one by one until a backend changes: a smaller request that joins is 
   const asked: string[] = [];
   const policy: Policy = {
     name: 'by-size',
-    holdsIgnoreMetrics: true,
-    heldByLoad: () => false,
-    heldUntilChange: () => true,
+    traits: { holdsIgnoreMetrics: true },
     pick(r, c) {
       asked.push(r.id);
-      return c.find((b) => b.inFlight === 0 || r.promptText.length <= 10 - 5 * b.inFlight);
+      return (
+        c.find((b) => b.inFlight === 0 || r.promptText.length <= 10 - 5 * b.inFlight) ?? HOLD.untilChange
+      );
     },
   };
   const s = new Scheduler({ policy });
@@ -187,14 +188,12 @@ test('a fit gate: held requests are asked only once a candidate has room for the
   const asked: string[] = [];
   const policy: Policy = {
     name: 'fits',
-    heldUntilChange: () => true,
-    holdsIgnoreMetrics: true,
-    fitGate: { size, bound: (c) => Math.max(...c.map(units)) },
+    traits: { holdsIgnoreMetrics: true, fitGate: { size, bound: (c) => Math.max(...c.map(units)) } },
     pick(r, c) {
       asked.push(r.id);
       let best: (typeof c)[number] | undefined;
       for (const b of c) if (units(b) >= size(r) && (!best || units(b) > units(best))) best = b;
-      return best;
+      return best ?? HOLD.untilChange;
     },
   };
   const s = new Scheduler({ policy });
@@ -225,4 +224,31 @@ test('a fit gate: held requests are asked only once a candidate has room for the
   assert.deepEqual(dispatched(s.complete('r3-8', ok, 7)), ['r6-8->a']);
   assert.deepEqual(asked, ['r6-8']);
   assert.equal(s.queueLength, 0);
+});
+
+test('priority: a held request of higher priority goes first; equal priorities keep the queue order', () => {
+  for (const policy of ['least-connections', 'estimated-wait']) {
+    const s = sched(policy);
+    s.addBackend(spec('a', { maxConcurrency: 1 }));
+    const p = (id: string, priority: number | undefined, at: number): RequestInfo => ({
+      ...req(id),
+      arrivedAt: at,
+      ...(priority !== undefined ? { priority } : {}),
+    });
+    assert.deepEqual(dispatched(s.submit(p('0', undefined, 0), 0)), ['0->a']);
+    s.submit(p('low', -1, 1), 1);
+    s.submit(p('plain', undefined, 2), 2);
+    s.submit(p('high', 2, 3), 3);
+    s.submit(p('high2', 2, 4), 4);
+    s.submit(p('zero', 0, 5), 5);
+    const order: string[] = [];
+    let last = '0';
+    for (let t = 10; s.queueLength > 0; t++) {
+      const d = dispatched(s.complete(last, ok, t));
+      assert.equal(d.length, 1, `${policy}: one slot frees, one goes`);
+      last = d[0]!.split('->')[0]!;
+      order.push(last);
+    }
+    assert.deepEqual(order, ['high', 'high2', 'plain', 'zero', 'low'], policy);
+  }
 });

@@ -1,3 +1,11 @@
+/**
+ * The Scheduler class (about 850 lines, over the ~500 the house aims for: one class whose private
+ * state — groups, cursors, dirty sets, fit gates — every method reads, so it is kept whole). Its
+ * helpers live beside it: scheduler-state.ts (backend, queued, group and cursor records, the
+ * cursor heap, the dirty list), scheduler-ratio.ts (the response-ratio order), scheduler-fit.ts
+ * (the fit gate's heap and walk).
+ */
+import { HOLD, NO_TRAITS, isHold } from './types.js';
 import type {
   BackendSpec,
   BackendView,
@@ -5,600 +13,40 @@ import type {
   Decision,
   EngineMetrics,
   FitGate,
+  Hold,
   Policy,
+  PolicyTraits,
   RejectReason,
   RequestInfo,
   ResponseRatioOrder,
 } from './types.js';
 
-/** Mutable backend state; only the scheduler writes it, policies see it as BackendView. */
-interface BackendState {
-  name: string;
-  index: number;
-  api: BackendSpec['api'];
-  weight: number;
-  maxConcurrency: number;
-  region: string | undefined;
-  models: Set<string>;
-  healthy: boolean;
-  draining: boolean;
-  inFlight: number;
-  metrics: EngineMetrics | undefined;
-  loadedModels: ReadonlySet<string> | undefined;
-  adapters: ReadonlySet<string> | undefined;
-  dispatchedSinceMetrics: number;
-  completedSinceMetrics: number;
-  /** Left the fleet; kept only until its in-flight requests finish. */
-  removed: boolean;
-  /** The waiting groups of each of its models, in `models` order (undefined: to gather again). */
-  groupSets: Set<Group>[] | undefined;
-}
+import { FitHeap, GatedWalk } from './scheduler-fit.js';
+import {
+  RatioHeap,
+  RatioIndex,
+  RatioWalk,
+  WALK_CANDIDATES,
+  ratioOf,
+  type RatioOrder,
+} from './scheduler-ratio.js';
+import {
+  DirtyGroups,
+  groupKey,
+  heapPop,
+  heapPush,
+  nextOf,
+  priorityOf,
+  type BackendState,
+  type Cursor,
+  type Group,
+  type Queued,
+} from './scheduler-state.js';
 
-interface Queued {
-  req: RequestInfo;
-  /** req.arrivedAt (read for every held member at each response-ratio ordering). */
-  arrivedAt: number;
-  enqueuedAt: number;
-  /** Arrival order in the router queue. */
-  seq: number;
-  group: Group;
-  /** Its size for the response-ratio order (Policy.responseRatio), as of `sizeEpoch` (NaN: none yet). */
-  size: number;
-  sizeEpoch: number;
-  /** Its place in its group's RatioIndex (-1: none, or left the queue). */
-  slot: number;
-  /** The ratio walk that last offered it (RatioWalk: not offered again in the same walk). */
-  walk: number;
-  /**
-   * Held until it fits (Policy.fitGate): its size then; NaN while not gated. A gated member is
-   * asked only once the bound of its group's candidates reaches it.
-   */
-  fit: number;
-  /** Which gating its entry in the group's FitHeap belongs to (older entries are stale). */
-  gateStamp: number;
-}
+export { priorityOf };
 
-/**
- * Waiting requests that see the same candidates: one model and the same backends already tried.
- * Within a pump, the first one held (no backend below its cap, or the policy holding on load)
- * means every later one is held too, so the rest are not asked.
- */
-interface Group {
-  model: string;
-  exclude: ReadonlySet<string>;
-  /** Its key in Scheduler.groups (the model alone when nothing is excluded, in plainGroups). */
-  key: string;
-  /** Live backends serving the model, as of fleet version `servingAt`. */
-  serving: readonly BackendState[];
-  servingAt: number;
-  /** FIFO (a Map keeps insertion order and deletes anywhere in O(1)). */
-  members: Map<string, Queued>;
-  /** The members in slot arrays for the response-ratio order; made at the group's first ordering. */
-  ratio: RatioIndex | undefined;
-  /** Its place in Scheduler.dirty's list (-1: not dirty). */
-  dirtyAt: number;
-  /** Its gated members by size (made at the first gating), and how many are gated. */
-  gate: FitHeap | undefined;
-  gated: number;
-  /**
-   * The last pump stopped at a member held on load alone or with no backend below its cap: every
-   * member, and any that joins, is held until a backend serving the model changes. Otherwise its
-   * members are held one by one (Policy.heldUntilChange) and one that joins is asked.
-   */
-  allHeld: boolean;
-}
-
-/** A group's place in one pump: the member it is at. */
-interface Cursor {
-  group: Group;
-  at: Queued;
-  /** Offer order across groups: higher first, then earlier arrival (0 in FIFO order). */
-  key: number;
-  /** FIFO order: the members after `at` (undefined: `at` alone). */
-  rest: Iterator<Queued> | undefined;
-  /** Response-ratio order: the members not offered yet. */
-  order: RatioOrder | undefined;
-  /** Some backend serving the model is up and untried (fixed during a pump). */
-  eligible: boolean;
-  /** Its candidates below their cap, as of `dispatchesAt` pushes into the pump (only pushes change them). */
-  candidates: BackendState[];
-  dispatchesAt: number;
-  /** FitGate.bound of `candidates`, computed when `boundAt` was `dispatchesAt` (-1: not yet). */
-  bound: number;
-  boundAt: number;
-}
-
-/** A member's response ratio at `now`: (waited + size) / size, waited in seconds. */
-function ratioOf(q: Queued, now: number): number {
-  return (Math.max(0, now - q.arrivedAt) / 1000 + q.size) / q.size;
-}
-
-/** Members in response-ratio order, highest first (then earlier arrival). */
-interface RatioOrder {
-  /** The highest member not offered yet, removed; undefined when none is left. */
-  pop(): Queued | undefined;
-  /** The ratio of the member pop() returned last. */
-  readonly poppedKey: number;
-}
-
-/**
- * Members by response ratio at one instant, highest first (then earlier arrival): built in O(n),
- * popped in O(log n). Reused from pump to pump (a queue of hundreds held by late binding is
- * ordered again at every pump that may let one go; fresh arrays each time were garbage).
- */
-class RatioHeap implements RatioOrder {
-  /** Members in heap order in [0, n); entries past n are stale (overwritten by the next fill). */
-  private readonly items: Queued[] = [];
-  private keys = new Float64Array(64);
-  private n = 0;
-  poppedKey = 0;
-
-  get size(): number {
-    return this.n;
-  }
-
-  /** The highest ratio (the heap must not be empty). */
-  get topKey(): number {
-    return this.keys[0]!;
-  }
-
-  clear(): this {
-    this.n = 0;
-    return this;
-  }
-
-  /** Adds a member with its ratio; build() orders them. */
-  add(q: Queued, key: number): void {
-    const n = this.n;
-    if (n === this.keys.length) {
-      const grown = new Float64Array(n * 2);
-      grown.set(this.keys);
-      this.keys = grown;
-    }
-    this.items[n] = q;
-    this.keys[n] = key;
-    this.n = n + 1;
-  }
-
-  build(): this {
-    for (let i = (this.n >> 1) - 1; i >= 0; i--) this.down(i);
-    return this;
-  }
-
-  pop(): Queued | undefined {
-    const n = this.n;
-    if (n === 0) return undefined;
-    const items = this.items;
-    const keys = this.keys;
-    const top = items[0]!;
-    this.poppedKey = keys[0]!;
-    const last = n - 1;
-    this.n = last;
-    if (last > 0) {
-      items[0] = items[last]!;
-      keys[0] = keys[last]!;
-      this.down(0);
-    }
-    return top;
-  }
-
-  private down(i: number): void {
-    const n = this.n;
-    const items = this.items;
-    const keys = this.keys;
-    const q = items[i]!;
-    const k = keys[i]!;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= n) break;
-      const r = l + 1;
-      let m = l;
-      let km = keys[l]!;
-      if (r < n) {
-        const kr = keys[r]!;
-        if (kr > km || (kr === km && items[r]!.seq < items[l]!.seq)) {
-          m = r;
-          km = kr;
-        }
-      }
-      // Stop when the child is not above the one sinking.
-      if (!(km > k || (km === k && items[m]!.seq < q.seq))) break;
-      items[i] = items[m]!;
-      keys[i] = km;
-      i = m;
-    }
-    items[i] = q;
-    keys[i] = k;
-  }
-}
-
-/**
- * A group's members in slot arrays (a member leaving takes the last one's slot), for ordering
- * them by response ratio without visiting each member object: arrival times and 1 / (1000 size)
- * side by side, read in one tight loop (RatioWalk).
- */
-class RatioIndex {
-  members: Queued[] = [];
-  arrived = new Float64Array(16);
-  /** 1 / (1000 · size), as of the member's size. */
-  rate = new Float64Array(16);
-  n = 0;
-  /** Every member present at the last sizing sweep was sized in this epoch (NaN: sweep again). */
-  sizedEpoch = NaN;
-  /** Members that joined since that sweep, in arrival order (sized at the next walk). */
-  joined: Queued[] = [];
-
-  add(q: Queued): void {
-    const n = this.n;
-    if (n === this.arrived.length) {
-      const arrived = new Float64Array(n * 2);
-      arrived.set(this.arrived);
-      this.arrived = arrived;
-      const rate = new Float64Array(n * 2);
-      rate.set(this.rate);
-      this.rate = rate;
-    }
-    this.members[n] = q;
-    this.arrived[n] = q.arrivedAt;
-    this.rate[n] = 1 / (1000 * q.size);
-    q.slot = n;
-    this.n = n + 1;
-    this.joined.push(q);
-    // A group that is never ordered (always held) must not pile up joiners: sweep it all instead.
-    if (this.joined.length > 64 && this.joined.length > 2 * n) {
-      this.joined.length = 0;
-      this.sizedEpoch = NaN;
-    }
-  }
-
-  remove(q: Queued): void {
-    const i = q.slot;
-    const last = --this.n;
-    if (i !== last) {
-      const moved = this.members[last]!;
-      this.members[i] = moved;
-      this.arrived[i] = this.arrived[last]!;
-      this.rate[i] = this.rate[last]!;
-      moved.slot = i;
-    }
-    this.members.pop(); // (a fast builtin; setting length is a runtime call)
-    q.slot = -1;
-  }
-}
-
-/** Members a walk orders exactly up front (by ratio, computed); the rest only if these run out. */
-const WALK_CANDIDATES = 32;
-
-/**
- * A whole group in response-ratio order at one instant, without computing every member's ratio:
- * a pump usually offers a few members before one is held (the freed room is taken), yet the
- * group may hold hundreds. Each member's ratio is about 1 + waited · rate (rate = 1 / (1000
- * size)); this product, a multiplication instead of two divisions, is within a few units in the
- * last place of the ratio the order uses. The `candidates` members highest by it are ordered
- * by their exact ratio; one is offered only while its exact ratio is above what any other member's
- * could be (the others' highest estimate, widened by 1e-12 — far more than the rounding). Past
- * that, every member not offered yet is ordered exactly, as before. The order is the same as
- * ordering every member exactly: each member offered is the highest by exact ratio (then
- * arrival) of those left.
- */
-class RatioWalk implements RatioOrder {
-  private readonly candidates = new RatioHeap();
-  /** Every member not offered yet, once the candidates are not enough. */
-  private readonly rest = new RatioHeap();
-  private full = false;
-  /** No member outside the candidates has an exact ratio at or above this. */
-  private bound = -Infinity;
-  private index: RatioIndex | undefined;
-  private stamp = 0;
-  private now = 0;
-  /** Every member's estimate, by slot (scratch). */
-  private estimates = new Float64Array(64);
-  private readonly topEstimates: Float64Array;
-  private readonly topSlots: Int32Array;
-  poppedKey = 0;
-
-  constructor(private readonly size: number) {
-    this.topEstimates = new Float64Array(size);
-    this.topSlots = new Int32Array(size);
-  }
-
-  /**
-   * Starts a walk over the index's members (every one sized). False when an estimate is not a
-   * finite number (a NaN arrival, an overflow): the caller orders every member exactly instead.
-   */
-  start(index: RatioIndex, stamp: number, now: number): boolean {
-    this.index = index;
-    this.stamp = stamp;
-    this.now = now;
-    this.full = false;
-    this.candidates.clear();
-    const n = index.n;
-    const members = index.members;
-    const arrived = index.arrived;
-    const rate = index.rate;
-    const most = this.size;
-    if (n <= most) {
-      for (let i = 0; i < n; i++) {
-        const q = members[i]!;
-        const k = ratioOf(q, now);
-        if (!Number.isFinite(k)) return false;
-        this.candidates.add(q, k);
-      }
-      this.candidates.build();
-      this.bound = -Infinity;
-      return true;
-    }
-    // Every estimate first (a tight loop), then the `most` highest: a min-heap of them (its least
-    // is the bar to enter), and the highest of the others.
-    if (this.estimates.length < n) this.estimates = new Float64Array(n * 2);
-    const all = this.estimates;
-    for (let i = 0; i < n; i++) all[i] = Math.max(0, now - arrived[i]!) * rate[i]!;
-    const est = this.topEstimates;
-    const slots = this.topSlots;
-    let size = 0;
-    let bar = -Infinity;
-    let others = -Infinity;
-    for (let i = 0; i < n; i++) {
-      const e = all[i]!;
-      if (e <= bar) {
-        if (e > others) others = e;
-        continue;
-      }
-      if (!(e < Infinity)) return false; // NaN or ∞
-      if (size < most) {
-        let j = size++;
-        while (j > 0) {
-          const p = (j - 1) >> 1;
-          if (est[p]! <= e) break;
-          est[j] = est[p]!;
-          slots[j] = slots[p]!;
-          j = p;
-        }
-        est[j] = e;
-        slots[j] = i;
-        if (size === most) bar = est[0]!;
-        continue;
-      }
-      if (bar > others) others = bar;
-      let j = 0;
-      for (;;) {
-        const l = 2 * j + 1;
-        if (l >= size) break;
-        const r = l + 1;
-        const c = r < size && est[r]! < est[l]! ? r : l;
-        if (est[c]! >= e) break;
-        est[j] = est[c]!;
-        slots[j] = slots[c]!;
-        j = c;
-      }
-      est[j] = e;
-      slots[j] = i;
-      bar = est[0]!;
-    }
-    for (let j = 0; j < size; j++) {
-      const q = members[slots[j]!]!;
-      const k = ratioOf(q, now);
-      if (!Number.isFinite(k)) return false;
-      this.candidates.add(q, k);
-    }
-    this.candidates.build();
-    this.bound = (others + 1) * (1 + 1e-12);
-    return true;
-  }
-
-  pop(): Queued | undefined {
-    if (!this.full) {
-      const c = this.candidates;
-      if (c.size > 0 && c.topKey > this.bound) {
-        const q = c.pop()!;
-        this.poppedKey = c.poppedKey;
-        q.walk = this.stamp;
-        return q;
-      }
-      if (this.bound === -Infinity) return undefined; // the candidates were every member
-      // Past what the candidates can tell: order every member not offered yet exactly.
-      this.full = true;
-      const index = this.index!;
-      const rest = this.rest.clear();
-      for (let i = 0; i < index.n; i++) {
-        const q = index.members[i]!;
-        if (q.walk !== this.stamp) rest.add(q, ratioOf(q, this.now));
-      }
-      rest.build();
-    }
-    const q = this.rest.pop();
-    this.poppedKey = this.rest.poppedKey;
-    return q;
-  }
-}
-
-/**
- * Groups to ask again, in the order they were marked (as a Set keeps them), kept in a list with
- * each group's place on it: marking, checking and clearing after every pump (every metrics probe
- * marks them) without a hash lookup or a new table per clear.
- */
-class DirtyGroups {
-  /**
-   * Marked groups at their place in [0, end); an entry whose group's dirtyAt is not its index is
-   * stale. Entries past `end` are left from earlier pumps: emptying the array (length = 0) would
-   * drop its storage, to be allocated again by the next probe's marks.
-   */
-  readonly list: Group[] = [];
-  end = 0;
-  private count = 0;
-
-  get size(): number {
-    return this.count;
-  }
-
-  has(g: Group): boolean {
-    return g.dirtyAt >= 0;
-  }
-
-  add(g: Group): void {
-    if (g.dirtyAt >= 0) return;
-    g.dirtyAt = this.end;
-    this.list[this.end++] = g;
-    this.count++;
-  }
-
-  delete(g: Group): void {
-    if (g.dirtyAt < 0) return;
-    g.dirtyAt = -1;
-    this.count--;
-  }
-
-  clear(): void {
-    const list = this.list;
-    for (let i = 0; i < this.end; i++) if (list[i]!.dirtyAt === i) list[i]!.dirtyAt = -1;
-    this.end = 0;
-    this.count = 0;
-  }
-}
-
-/**
- * A group's gated members (Queued.fit) by size, smallest first. Entries are (member, stamp): one
- * whose member was ungated, gated again since or left the queue is stale and dropped on the way.
- * A pump asks none of them while the smallest is above the bound, and otherwise lifts out only
- * those at or below it — not a walk over hundreds of held requests at every completion.
- */
-class FitHeap {
-  private items: Queued[] = [];
-  /** Per entry: the gating it was made for, and the member's size then (its key). */
-  private stamps: number[] = [];
-  private fits: number[] = [];
-
-  /** Entry i sorts before a (fit, seq) pair. */
-  private less(fa: number, qa: Queued, fb: number, qb: Queued): boolean {
-    return fa < fb || (fa === fb && qa.seq < qb.seq);
-  }
-
-  /** Entry i is its member's current gating. */
-  private live(i: number): boolean {
-    const q = this.items[i]!;
-    return q.gateStamp === this.stamps[i] && q.fit === q.fit;
-  }
-
-  /** Depth-first stack for takeAtMost (reused). */
-  private readonly stack: number[] = [];
-
-  /**
-   * The earliest-arrived live member at or below `bound` that arrived after `after` (a seq);
-   * undefined when none. Reads only the entries at or below the bound (the heap orders by size:
-   * a subtree whose root is above it is skipped whole) and moves none: a walk whose bound drops
-   * after its first push pays for the few still below it, not for lifting out and putting back
-   * everything the first bound admitted.
-   */
-  firstAtMost(bound: number, after: number): Queued | undefined {
-    const { items, fits, stack } = this;
-    const n = items.length;
-    if (n === 0 || !(fits[0]! <= bound)) return undefined;
-    let best: Queued | undefined;
-    stack.length = 0;
-    stack.push(0);
-    while (stack.length > 0) {
-      const i = stack.pop()!;
-      const q = items[i]!;
-      if (q.seq > after && (best === undefined || q.seq < best.seq) && this.live(i)) best = q;
-      const l = 2 * i + 1;
-      if (l < n && fits[l]! <= bound) stack.push(l);
-      if (l + 1 < n && fits[l + 1]! <= bound) stack.push(l + 1);
-    }
-    return best;
-  }
-
-  push(q: Queued): void {
-    const { items, stamps, fits } = this;
-    const f = q.fit;
-    let i = items.length;
-    items.push(q);
-    stamps.push(0);
-    fits.push(0);
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.less(f, q, fits[p]!, items[p]!)) break;
-      items[i] = items[p]!;
-      stamps[i] = stamps[p]!;
-      fits[i] = fits[p]!;
-      i = p;
-    }
-    items[i] = q;
-    stamps[i] = q.gateStamp;
-    fits[i] = f;
-  }
-
-  /** Whether a live member's size is at or below `bound` (stale entries on top dropped). */
-  hasAtMost(bound: number): boolean {
-    while (this.items.length > 0) {
-      if (this.live(0)) return this.fits[0]! <= bound;
-      this.removeTop();
-    }
-    return false;
-  }
-
-  /** Live entries only, when stale ones outnumber them (members asked again and again). */
-  compact(live: number): void {
-    if (this.items.length <= 2 * live + 32) return;
-    const keep: Queued[] = [];
-    for (let i = 0; i < this.items.length; i++) if (this.live(i)) keep.push(this.items[i]!);
-    this.clear();
-    for (const q of keep) this.push(q);
-  }
-
-  clear(): void {
-    this.items.length = 0;
-    this.stamps.length = 0;
-    this.fits.length = 0;
-  }
-
-  private removeTop(): void {
-    const { items, stamps, fits } = this;
-    const last = items.pop()!;
-    const lastStamp = stamps.pop()!;
-    const lastFit = fits.pop()!;
-    const n = items.length;
-    if (n === 0) return;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= n) break;
-      const r = l + 1;
-      const m = r < n && this.less(fits[r]!, items[r]!, fits[l]!, items[l]!) ? r : l;
-      if (!this.less(fits[m]!, items[m]!, lastFit, last)) break;
-      items[i] = items[m]!;
-      stamps[i] = stamps[m]!;
-      fits[i] = fits[m]!;
-      i = m;
-    }
-    items[i] = last;
-    stamps[i] = lastStamp;
-    fits[i] = lastFit;
-  }
-}
-
-/**
- * A gated group's walk: each step the earliest member after the last one at or below the
- * cursor's bound as last computed. Pushes only lower a bound within a pump, so a bound not yet
- * recomputed after one can only admit more (the pump's fit check then skips those, as the
- * ask-everyone walk would); a member asked and held again is gated anew but lies behind the walk.
- */
-class GatedWalk implements Iterator<Queued> {
-  cursor: Cursor | undefined;
-  constructor(
-    private readonly fits: FitHeap,
-    private after: number,
-  ) {}
-
-  next(): IteratorResult<Queued> {
-    const q = this.fits.firstAtMost(this.cursor!.bound, this.after);
-    if (q === undefined) return { done: true, value: undefined };
-    this.after = q.seq;
-    return { done: false, value: q };
-  }
-}
-
-/** What asking for one request gave: pushed, no backend below its cap, or the policy held it. */
-type Attempt = Decision | 'full' | 'held';
+/** What asking for one request gave: pushed, no backend below its cap, or the policy's hold. */
+type Attempt = Decision | 'full' | Hold;
 
 interface Pushed {
   req: RequestInfo;
@@ -629,56 +77,10 @@ const NONE: readonly BackendState[] = [];
 /** Cursors of groups not probed for a hold start with none (gathered at their first offer). */
 const NO_CANDIDATES: BackendState[] = [];
 
-function groupKey(model: string, exclude: ReadonlySet<string>): string {
-  return JSON.stringify(exclude.size === 0 ? [model] : [model, ...[...exclude].sort()]);
-}
-
-/** Whether cursor a's member is offered before b's: higher key, then earlier in the queue. */
-function before(a: Cursor, b: Cursor): boolean {
-  return a.key > b.key || (a.key === b.key && a.at.seq < b.at.seq);
-}
-
-/** A binary heap of cursors in offer order across groups (FIFO, or response ratio). */
-function heapPush(h: Cursor[], c: Cursor): void {
-  let i = h.push(c) - 1;
-  while (i > 0) {
-    const p = (i - 1) >> 1;
-    if (!before(c, h[p]!)) break;
-    h[i] = h[p]!;
-    i = p;
-  }
-  h[i] = c;
-}
-
-function heapPop(h: Cursor[]): Cursor {
-  const top = h[0]!;
-  const last = h.pop()!;
-  if (h.length > 0) {
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= h.length) break;
-      const r = l + 1;
-      const m = r < h.length && before(h[r]!, h[l]!) ? r : l;
-      if (!before(h[m]!, last)) break;
-      h[i] = h[m]!;
-      i = m;
-    }
-    h[i] = last;
-  }
-  return top;
-}
-
-/** The group's next member in offer order (and its key in `c.key`); undefined when none is left. */
-function nextOf(c: Pick<Cursor, 'rest' | 'order' | 'key'>): Queued | undefined {
-  if (c.order) {
-    const q = c.order.pop();
-    c.key = c.order.poppedKey;
-    return q;
-  }
-  if (c.rest === undefined) return undefined; // a walk of one member
-  const next = c.rest.next();
-  return next.done ? undefined : next.value;
+/** The policy's queue order when it is by response ratio (else FIFO: undefined). */
+function responseRatioOf(policy: Policy): ResponseRatioOrder | undefined {
+  const o = policy.queueOrder;
+  return o !== undefined && o.kind === 'response-ratio' ? o : undefined;
 }
 
 /**
@@ -692,6 +94,9 @@ function nextOf(c: Pick<Cursor, 'rest' | 'order' | 'key'>): Queued | undefined {
  */
 export class Scheduler {
   private policy: Policy;
+  /** The policy's traits (none declared: NO_TRAITS) and its queue order when response ratio. */
+  private traits: PolicyTraits;
+  private ratioOrder_: ResponseRatioOrder | undefined;
   private readonly backends = new Map<string, BackendState>();
   /** The router queue in FIFO order, by request id. */
   private readonly queue = new Map<string, Queued>();
@@ -743,6 +148,8 @@ export class Scheduler {
 
   constructor(opts: SchedulerOptions) {
     this.policy = opts.policy;
+    this.traits = opts.policy.traits ?? NO_TRAITS;
+    this.ratioOrder_ = responseRatioOf(opts.policy);
     this.maxQueueLength = opts.maxQueueLength ?? Infinity;
     this.ratioWalkCandidates = Math.max(1, opts.ratioWalkCandidates ?? WALK_CANDIDATES);
   }
@@ -753,12 +160,14 @@ export class Scheduler {
 
   /** How often the policy wants engine metrics (ms), if it says (hosts scrape/probe that fast). */
   get metricsIntervalMs(): number | undefined {
-    return this.policy.metricsIntervalMs;
+    return this.traits.metricsIntervalMs;
   }
 
   /** Swap the policy at run time; in-flight accounting is untouched. */
   setPolicy(policy: Policy, now: number): Decision[] {
     this.policy = policy;
+    this.traits = policy.traits ?? NO_TRAITS;
+    this.ratioOrder_ = responseRatioOf(policy);
     // Sizes and fit gates came from the old policy.
     for (const q of this.queue.values()) {
       q.sizeEpoch = NaN;
@@ -881,7 +290,7 @@ export class Scheduler {
     b.metrics = metrics;
     // A policy whose holds never read metrics has no held request to ask again for them (probes
     // come every few tens of ms, and hundreds may wait).
-    if (this.policy.holdsIgnoreMetrics !== true) this.touch(b);
+    if (this.traits.holdsIgnoreMetrics !== true) this.touch(b);
     // The scrape already counts what was pushed before it; only later changes are the router's to credit.
     b.dispatchedSinceMetrics = 0;
     b.completedSinceMetrics = 0;
@@ -947,12 +356,12 @@ export class Scheduler {
     // Fast path: nobody waits, so FIFO order is not at stake — decide this request alone.
     if (this.queue.size === 0) {
       const d = this.tryDispatch(req, ex, now);
-      if (typeof d !== 'string') return [d];
+      if (d !== 'full' && !isHold(d)) return [d];
       const q = this.enqueue(req, ex, now);
       const g = q.group;
-      g.allHeld = d === 'full' || this.policy.heldByLoad?.() === true;
+      g.allHeld = d === 'full' || d === HOLD.load;
       if (!g.allHeld) {
-        if (this.policy.heldUntilChange?.() !== true) this.volatile.add(g);
+        if (d !== HOLD.untilChange) this.volatile.add(g);
         else this.gate(q);
       }
       return [];
@@ -1022,7 +431,7 @@ export class Scheduler {
     this.ratioHeapsInUse = 0;
     this.ratioWalksInUse = 0;
     let pushes = 0;
-    const rr = this.policy.responseRatio;
+    const rr = this.ratioOrder_;
     const epoch = rr?.epoch() ?? 0;
     const dirty = this.dirty.list;
     for (let i = 0; i < this.dirty.end; i++) {
@@ -1047,7 +456,7 @@ export class Scheduler {
       } else {
         this.candidatesAt(c, pushes);
         if (q.fit === q.fit && this.heldAgain(q, c, now)) {
-          // Still too big for every candidate: held again without asking (Policy.fitGate).
+          // Still too big for every candidate: held again without asking (PolicyTraits.fitGate).
           const next = nextOf(c);
           if (next) {
             c.at = next;
@@ -1057,12 +466,12 @@ export class Scheduler {
         }
         const d = this.offer(q.req, c.candidates, now);
         // No backend below its cap: the same for every later member, until a slot frees.
-        if (d === 'full' || (d === 'held' && this.policy.heldByLoad?.() === true)) {
+        if (d === 'full' || d === HOLD.load) {
           c.group.allHeld = true;
           continue;
         }
-        if (d === 'held') {
-          if (this.policy.heldUntilChange?.() !== true) this.volatile.add(c.group);
+        if (isHold(d)) {
+          if (d !== HOLD.untilChange) this.volatile.add(c.group);
           else this.gate(q);
         } else {
           this.dequeue(q);
@@ -1074,7 +483,7 @@ export class Scheduler {
         // The walk picks its next member by the bound: a push lowered it, so lower it first
         // (with the last one most of those the walk would read are above the new bound).
         this.candidatesAt(c, pushes);
-        this.boundOf(c, this.policy.fitGate!, now);
+        this.boundOf(c, this.traits.fitGate!, now);
       }
       const next = nextOf(c);
       if (next) {
@@ -1090,7 +499,7 @@ export class Scheduler {
    * is ungated, to be asked. The bound is computed once per candidate list.
    */
   private heldAgain(q: Queued, c: Cursor, now: number): boolean {
-    const gate = this.policy.fitGate;
+    const gate = this.traits.fitGate;
     if (gate !== undefined && q.fit > this.boundOf(c, gate, now)) return true;
     this.ungate(q);
     return false;
@@ -1116,9 +525,9 @@ export class Scheduler {
     return c.bound;
   }
 
-  /** A request held until it fits (Policy.fitGate): asked again only once a bound reaches its size. */
+  /** A request held until it fits (PolicyTraits.fitGate): asked again only once a bound reaches its size. */
   private gate(q: Queued): void {
-    const gate = this.policy.fitGate;
+    const gate = this.traits.fitGate;
     if (gate === undefined) return;
     const f = gate.size(q.req);
     if (f !== f) return; // NaN: no size, asked at every change
@@ -1149,7 +558,7 @@ export class Scheduler {
     const eligible = this.hasEligible(this.servingOf(g), g.exclude);
     let candidates: BackendState[] = NO_CANDIDATES;
     let dispatchesAt = -1;
-    const gate = this.policy.fitGate;
+    const gate = this.traits.fitGate;
     if (gate && eligible && !rr && single === undefined && g.gated > 0 && g.gated === g.members.size) {
       this.startGated(heap, g, gate, now);
       return;
@@ -1350,14 +759,16 @@ export class Scheduler {
   }
 
   private enqueue(req: RequestInfo, exclude: ReadonlySet<string>, now: number): Queued {
-    const plain = exclude.size === 0;
-    const key = plain ? req.model : groupKey(req.model, exclude);
+    const priority = priorityOf(req);
+    const plain = exclude.size === 0 && priority === 0;
+    const key = plain ? req.model : groupKey(req.model, exclude, priority);
     const groups = plain ? this.plainGroups : this.groups;
     let g = groups.get(key);
     if (!g) {
       g = {
         model: req.model,
         exclude,
+        priority,
         key,
         serving: NONE,
         servingAt: -1,
@@ -1401,7 +812,7 @@ export class Scheduler {
     this.ungate(q);
     if (g.members.size > 0) return;
     // Empty groups go, so retries' one-off exclude sets do not pile up.
-    (g.exclude.size === 0 ? this.plainGroups : this.groups).delete(g.key);
+    (g.exclude.size === 0 && g.priority === 0 ? this.plainGroups : this.groups).delete(g.key);
     this.groupsByModel.get(g.model)?.delete(g);
     this.dirty.delete(g);
     if (this.volatile.size > 0) this.volatile.delete(g);
@@ -1466,7 +877,7 @@ export class Scheduler {
   private offer(req: RequestInfo, candidates: readonly BackendState[], now: number): Attempt {
     if (candidates.length === 0) return 'full';
     const chosen = this.policy.pick(req, candidates, now);
-    if (!chosen) return 'held';
+    if (isHold(chosen)) return chosen;
     // Policies return one of the candidates: no lookup by name then.
     const b = candidates.includes(chosen as BackendState)
       ? (chosen as BackendState)

@@ -2,7 +2,9 @@ import './policies/builtin-plugins.js';
 import type { Plugin, Scorer } from './policies/plugin.js';
 import { pluginFactory } from './policies/plugins.js';
 import { createRng } from './rng.js';
-import type { BackendView, CompletionReport, Policy, RequestInfo } from './types.js';
+import { isHold } from './types.js';
+import type { BackendView, CompletionReport, Hold, Policy, RequestInfo } from './types.js';
+export { chosen } from './types.js';
 
 /** A backend view for policy tests: healthy, uncapped, serving model 'm'. */
 export function backendView(name: string, index: number, over: Partial<BackendView> = {}): BackendView {
@@ -99,4 +101,9 @@ export function warmRates(p: Policy, views: readonly BackendView[]): number {
     t += 10_000;
   }
   return t;
+}
+
+/** A picker's answer as a list (a hold: empty), for tests that ignore the hold's reason. */
+export function listOf(r: readonly BackendView[] | Hold): readonly BackendView[] {
+  return isHold(r) ? [] : r;
 }

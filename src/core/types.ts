@@ -101,13 +101,42 @@ export interface RequestInfo {
    * task" in the prompt.
    */
   readonly taskHint?: string | undefined;
+  /**
+   * Its priority in the router queue (InferenceObjective's priority; absent: 0): a held request of
+   * higher priority is always offered before one of lower; equal priorities go in the policy's
+   * queue order (Policy.queueOrder).
+   */
+  readonly priority?: number | undefined;
 }
 
 /** The performance-aware router's request classes: light/heavy prompt × light/heavy decode, on a given backend. */
 export type RequestClass = 'LL' | 'LH' | 'HL' | 'HH';
 
-/** See Policy.responseRatio. */
+/**
+ * The order held requests are offered in (Policy.queueOrder), the router queue's own slot, apart
+ * from picking (as the Gateway API Inference Extension's flow control separates ordering from
+ * scheduling). Requests of higher `RequestInfo.priority` always go first; this orders those of
+ * equal priority. Absent: FIFO (arrival order).
+ */
+export type QueueOrder = FifoOrder | ResponseRatioOrder;
+
+/** Arrival order (the default). */
+export interface FifoOrder {
+  readonly kind: 'fifo';
+}
+
+/** The FIFO order, shared. */
+export const FIFO: FifoOrder = Object.freeze({ kind: 'fifo' });
+
+/**
+ * Highest response ratio first — (waited + size) / size, waited since `arrivedAt` — instead of
+ * arrival order (HRRN: short requests are not stuck behind long ones, and every request's ratio
+ * grows, so none starves). `size` is the request's predicted service seconds (> 0); the scheduler
+ * asks it once per waiting request and again whenever `epoch()` changes, so a policy bumps the
+ * epoch when what sizes depend on has changed enough.
+ */
 export interface ResponseRatioOrder {
+  readonly kind: 'response-ratio';
   size(req: RequestInfo): number;
   /**
    * Optional: writes to out[i] what size(reqs[i]) would give, the requests sized one after another
@@ -117,15 +146,15 @@ export interface ResponseRatioOrder {
   sizes?(reqs: readonly RequestInfo[], out: Float64Array): void;
   epoch(): number;
   /**
-   * True when any request offered these candidates now would be held on load alone (as
-   * heldByLoad says after a pick): the scheduler then holds the whole group without ordering it.
+   * True when any request offered these candidates now would be held on load alone (a pick would
+   * return HOLD.load): the scheduler then holds the whole group without ordering it.
    */
   holdsAll?(candidates: readonly BackendView[]): boolean;
 }
 
 /**
- * See Policy.fitGate. The promise: a request the policy held until a change, whose `size` is above
- * `bound(candidates, now)`, would be held again if asked — so the scheduler does not ask it.
+ * See PolicyTraits.fitGate. The promise: a request the policy held until a change, whose `size` is
+ * above `bound(candidates, now)`, would be held again if asked — so the scheduler does not ask it.
  */
 export interface FitGate {
   /** The request's size in the policy's unit (KV tokens: prompt + predicted answer); fixed while it waits. */
@@ -136,6 +165,82 @@ export interface FitGate {
    */
   bound(candidates: readonly BackendView[], now: number): number;
 }
+
+/**
+ * Why `pick` held a request, which says when the scheduler asks it again:
+ * - `load`: the hold came from the candidates' load alone (their views: in flight, engine metrics
+ *   and the counts since), as selective pushing does — not from the request, the time, or policy
+ *   state a dispatch could change — and a dispatch only adds load, so it never lifts such a hold.
+ *   The scheduler holds the model's later requests without asking and asks again only when a
+ *   backend serving the model changes.
+ * - `until-change`: this request's hold stands until a backend serving its model changes — it
+ *   depends on the request (its size) and the candidates' state, never on the time passing, and a
+ *   dispatch only adds load (kv-fit-filter: fits in no backend's KV). It is not asked again on
+ *   every pump (nor, with a fit gate, before it fits); the model's other waiters still are.
+ * - `retry`: anything else (the time, policy state): asked again on every pump. The safe answer
+ *   when unsure: a wrong `load` or `until-change` silently stops a held request from being asked.
+ */
+export type HoldReason = 'load' | 'until-change' | 'retry';
+
+/** A held pick (one shared, frozen object per reason: returning one allocates nothing). */
+export interface Hold {
+  readonly hold: HoldReason;
+}
+
+/** The three holds a pick may return. */
+export const HOLD: { readonly load: Hold; readonly untilChange: Hold; readonly retry: Hold } = Object.freeze({
+  load: Object.freeze({ hold: 'load' }),
+  untilChange: Object.freeze({ hold: 'until-change' }),
+  retry: Object.freeze({ hold: 'retry' }),
+});
+
+/** What `pick` decides: the backend to push to, or a hold with its reason. */
+export type PickResult = BackendView | Hold;
+
+/** Whether a pick held its request (one of the HOLD objects). */
+export function isHold(r: unknown): r is Hold {
+  return r === HOLD.load || r === HOLD.retry || r === HOLD.untilChange;
+}
+
+/** The backend a pick chose, or undefined when it held (tests and tools that ignore the reason). */
+export function chosen(r: PickResult): BackendView | undefined {
+  return isHold(r) ? undefined : r;
+}
+
+/**
+ * What a policy (or a plugin: PluginTraits) says of itself once, at construction; every field is
+ * optional and absent means the cautious answer.
+ */
+export interface PolicyTraits {
+  /**
+   * Engine metrics wanted at least this often (ms), e.g. selective pushing on pending requests:
+   * the live fleet scrapes and the simulator probes that fast while this policy is in use.
+   */
+  readonly metricsIntervalMs?: number | undefined;
+  /**
+   * false: nothing it does reads engine metrics (EngineMetrics, dispatchedSinceMetrics,
+   * completedSinceMetrics). With `holds: false` too, setMetrics and a pump with nothing else
+   * changed decide nothing new: a host may skip them (the simulator does not probe).
+   */
+  readonly readsMetrics?: boolean | undefined;
+  /** false: it never holds a request (returns a candidate whenever it is given one). */
+  readonly holds?: boolean | undefined;
+  /**
+   * No hold of it reads engine metrics (EngineMetrics and the counts since): a metrics update
+   * alone lifts none, so the scheduler asks no held request again for one.
+   */
+  readonly holdsIgnoreMetrics?: boolean | undefined;
+  /**
+   * For `until-change` holds because the request fits nowhere: the scheduler asks such a request
+   * again only once `bound` of its candidates reaches its `size` (see FitGate). Without it, every
+   * such request is asked again at every change — hundreds per completion when a fleet is short
+   * of KV.
+   */
+  readonly fitGate?: FitGate | undefined;
+}
+
+/** No traits declared: every answer the cautious one. */
+export const NO_TRAITS: PolicyTraits = Object.freeze({});
 
 /**
  * How a pushed request ended, reported back to the core by the host. Valid for the call that
@@ -174,61 +279,17 @@ export interface CompletionReport {
 /**
  * A routing policy: one file each under core/policies. `pick` chooses among candidates that
  * serve the model, are healthy, not draining, not yet tried for this request, and below their
- * concurrency cap. Returning undefined holds the request in the router queue (selective pushing);
- * the host calls `Scheduler.pump` when state changes so held requests are reconsidered.
+ * concurrency cap, or holds the request in the router queue (selective pushing) and says why
+ * (HOLD.load, HOLD.untilChange, HOLD.retry): the reason decides when the scheduler asks again.
+ * The host calls `Scheduler.pump` when state changes so held requests are reconsidered.
  */
 export interface Policy {
   readonly name: string;
-  /**
-   * Engine metrics wanted at least this often (ms), e.g. selective pushing on pending requests:
-   * the live fleet scrapes and the simulator probes that fast while this policy is in use.
-   */
-  readonly metricsIntervalMs?: number | undefined;
-  pick(req: RequestInfo, candidates: readonly BackendView[], now: number): BackendView | undefined;
-  /**
-   * Asked right after `pick` held a request: true when the hold came from the candidates' load
-   * alone (their views: in flight, engine metrics and the counts since), as selective pushing
-   * does — not from the request, the time, or policy state a dispatch could change — and a
-   * dispatch only adds load, so it never lifts such a hold. The scheduler then holds the model's
-   * later requests without asking and asks again only when a backend serving the model changes.
-   * Absent or false: the held request is asked again on every pump.
-   */
-  heldByLoad?(): boolean;
-  /**
-   * Asked right after `pick` held a request when heldByLoad did not say true: true when this
-   * request's hold stands until a backend serving its model changes — it depends on the request
-   * (its size) and the candidates' state, never on the time passing, and a dispatch only adds load
-   * (kv-fit-filter: fits in no backend's KV, which only fills as answers are generated). The
-   * scheduler then does not ask it again on every pump; the model's other waiters still are.
-   * A policy may also choose to decide held requests only at such changes (rl's `redecide`).
-   */
-  heldUntilChange?(): boolean;
-  /**
-   * For holds that stand until a change (heldUntilChange) because the request fits nowhere: the
-   * scheduler asks such a request again only once `bound` of its candidates reaches its `size`
-   * (see FitGate). Without it, every such request is asked again at every change — hundreds per
-   * completion when a fleet is short of KV.
-   */
-  readonly fitGate?: FitGate | undefined;
-  /**
-   * No hold of this policy reads engine metrics (EngineMetrics and the counts since): a metrics
-   * update alone lifts none, so it asks no held request again.
-   */
-  readonly holdsIgnoreMetrics?: boolean | undefined;
-  /**
-   * false: no pick reads engine metrics (EngineMetrics and the counts since) and the policy never
-   * holds a request, so setMetrics and a pump with nothing else changed decide nothing new: a host
-   * may skip them (the simulator does not probe). Absent or true: it may need them.
-   */
-  readonly readsMetrics?: boolean | undefined;
-  /**
-   * Offer waiting requests in highest-response-ratio order — (waited + size) / size, waited since
-   * `arrivedAt` — instead of arrival order (HRRN: short requests are not stuck behind long ones,
-   * and every request's ratio grows, so none starves). `size` is the request's predicted service
-   * seconds (> 0); the scheduler asks it once per waiting request and again whenever `epoch()`
-   * changes, so a policy bumps the epoch when what sizes depend on has changed enough.
-   */
-  readonly responseRatio?: ResponseRatioOrder | undefined;
+  /** What it declares of itself once (metrics it reads, whether it holds, its fit gate). */
+  readonly traits?: PolicyTraits | undefined;
+  /** The order its held requests are offered in (absent: FIFO). */
+  readonly queueOrder?: QueueOrder | undefined;
+  pick(req: RequestInfo, candidates: readonly BackendView[], now: number): PickResult;
   /** The request was pushed to `backend` (inFlight already counts it). */
   onDispatch?(req: RequestInfo, backend: BackendView, now: number): void;
   /** A pushed request ended (inFlight no longer counts it). */

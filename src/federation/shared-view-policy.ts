@@ -1,4 +1,5 @@
-import type { BackendView, Policy } from '../core/types.js';
+import { isHold } from '../core/types.js';
+import type { BackendView, Policy, ResponseRatioOrder } from '../core/types.js';
 
 /**
  * Several routers in front of one fleet (issue #19, SkyLB §3.1's hot-spot problem): each router
@@ -9,8 +10,8 @@ import type { BackendView, Policy } from '../core/types.js';
  * The scheduler still caps on the router's own count; shared caps are the allowance's business
  * (src/state/shared-view.ts).
  *
- * Every other hook of the inner policy passes through (issue #31): holds on load (heldByLoad,
- * holdsAll) read the shown counts, and held requests keep the inner policy's order (estimated-wait's
+ * Every other hook of the inner policy passes through (issue #31): its holds (HOLD.load, the
+ * order's holdsAll) read the shown counts, its traits are its own, and held requests keep the inner policy's order (estimated-wait's
  * response ratio). Dropping them made three estimated-wait routers sharing a view 1.86× one router's
  * mean E2E on replicas-3: their held requests went FIFO. A host that changes the others' counts
  * must tell its scheduler the backends changed (a hold on load is asked again only then).
@@ -49,28 +50,24 @@ export function withSharedView(
   };
   const wrapped: Policy = {
     name: inner.name,
-    metricsIntervalMs: inner.metricsIntervalMs,
+    traits: inner.traits,
     pick(req, candidates, now) {
       const view = show(candidates);
       const chosen = inner.pick(req, view, now);
-      if (!chosen || view === candidates) return chosen;
+      if (isHold(chosen) || view === candidates) return chosen;
       // The scheduler wants its own view object back.
       const i = shown.indexOf(chosen);
-      return i >= 0 ? candidates[i] : chosen;
+      return i >= 0 ? candidates[i]! : chosen;
     },
   };
-  const rr = inner.responseRatio;
-  const holdsAll = rr?.holdsAll;
+  const order = inner.queueOrder;
   const out: { -readonly [K in keyof Policy]: Policy[K] } = wrapped;
-  if (inner.fitGate) out.fitGate = inner.fitGate;
-  if (inner.holdsIgnoreMetrics !== undefined) out.holdsIgnoreMetrics = inner.holdsIgnoreMetrics;
-  if (inner.readsMetrics !== undefined) out.readsMetrics = inner.readsMetrics;
-  if (rr)
-    out.responseRatio = holdsAll
-      ? { ...bindAll(rr), holdsAll: (candidates) => holdsAll.call(rr, show(candidates)) }
-      : bindAll(rr);
-  if (inner.heldByLoad) out.heldByLoad = inner.heldByLoad.bind(inner);
-  if (inner.heldUntilChange) out.heldUntilChange = inner.heldUntilChange.bind(inner);
+  if (order?.kind === 'response-ratio') {
+    const holdsAll = order.holdsAll;
+    out.queueOrder = holdsAll
+      ? { ...bindAll(order), holdsAll: (candidates) => holdsAll.call(order, show(candidates)) }
+      : bindAll(order);
+  } else if (order) out.queueOrder = order;
   if (inner.onDispatch) out.onDispatch = inner.onDispatch.bind(inner);
   if (inner.onComplete) out.onComplete = inner.onComplete.bind(inner);
   if (inner.onBackendRemoved) out.onBackendRemoved = inner.onBackendRemoved.bind(inner);
@@ -81,8 +78,9 @@ export function withSharedView(
 }
 
 /** The order's methods bound to it (they may use `this`). */
-function bindAll(rr: NonNullable<Policy['responseRatio']>): NonNullable<Policy['responseRatio']> {
+function bindAll(rr: ResponseRatioOrder): ResponseRatioOrder {
   return {
+    kind: 'response-ratio',
     size: rr.size.bind(rr),
     ...(rr.sizes ? { sizes: rr.sizes.bind(rr) } : {}),
     epoch: rr.epoch.bind(rr),

@@ -24,7 +24,9 @@ import { sendError, type ErrorFormat } from '../http/errors.js';
 import {
   BadRequest,
   parseBody,
+  OBJECTIVE_HEADER,
   TASK_HINT_HEADER,
+  objectivePriority,
   taskHintOf,
   type ParsedRequest,
   type ProxyRoute,
@@ -263,6 +265,7 @@ export class Flight {
       maxTokens: this.parsed.maxTokens,
       sessionKey: this.sessionKey(),
       taskHint: taskHintOf(this.req.headers[this.host.settings.server.taskHintHeader ?? TASK_HINT_HEADER]),
+      priority: objectivePriority(this.host.settings.objectives, this.req.headers[OBJECTIVE_HEADER]),
     };
     // Forward the client's headers as a flat raw list (no object rebuild), minus hop-by-hop ones.
     const rh = this.req.rawHeaders;

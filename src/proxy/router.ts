@@ -5,6 +5,7 @@ import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
 import { createPolicy, type PolicyDeps } from '../core/policies/index.js';
 import type { BackendView, Decision, Policy } from '../core/types.js';
+import { HOLD, isHold } from '../core/types.js';
 import { Fleet, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
 import { LiveStats } from '../dashboard/live-stats.js';
@@ -515,28 +516,20 @@ export class Router {
     // router's and the others' requests). The choice goes out only within this router's allowance
     // (caps stay exact); past it the request waits for allowance there, asked for at once (nudge).
     const pick = wrapped.pick;
-    const heldByLoad = wrapped.heldByLoad;
-    const heldUntilChange = wrapped.heldUntilChange;
-    let full = false;
-    let waiting = false;
     const room: BackendView[] = [];
     out.pick = (req, candidates, at) => {
-      full = false;
-      waiting = false;
       room.length = 0;
       for (const b of candidates) if (b.inFlight + state.othersOf(b.name) < b.maxConcurrency) room.push(b);
-      if (room.length === 0) {
-        full = true;
-        return undefined;
-      }
+      // No room anywhere in the fleet: load alone holds it (an answer anywhere lifts it).
+      if (room.length === 0) return HOLD.load;
       const chosen = pick(req, room, at);
-      if (!chosen) return undefined;
+      if (isHold(chosen)) return chosen;
       if (chosen.inFlight >= (this.allowances.get(chosen.name) ?? Infinity)) {
-        waiting = true;
         const first = this.waitingFor.get(req.id)?.first ?? now();
         this.waitingFor.set(req.id, { backend: chosen.name, at: now(), first });
         this.sharedView?.nudge();
-        return undefined;
+        // Waiting for allowance, which a round brings without a backend changing: asked every pump.
+        return HOLD.retry;
       }
       const w = this.waitingFor.get(req.id);
       if (w) {
@@ -546,8 +539,6 @@ export class Router {
       }
       return chosen;
     };
-    out.heldByLoad = () => full || (!waiting && (heldByLoad?.() ?? false));
-    out.heldUntilChange = () => !full && !waiting && (heldUntilChange?.() ?? false);
     const onDispatch = wrapped.onDispatch;
     const onComplete = wrapped.onComplete;
     out.onDispatch = (req, b, at) => {

@@ -3,6 +3,7 @@
  * of its requests to its backends with the engine model and report the best and worst achievable
  * mean latency — the physical limit of routing, against which each policy can be placed.
  */
+import { HOLD } from '../core/types.js';
 import type { Policy } from '../core/types.js';
 import type { Scenario } from '../scenario/types.js';
 import type { ClientDriver, ScheduledRequest } from '../workloads/types.js';
@@ -52,7 +53,7 @@ function fixed(assignment: readonly string[]): Policy {
         order.set(req.id, k);
       }
       const want = assignment[k];
-      return candidates.find((c) => c.name === want);
+      return candidates.find((c) => c.name === want) ?? HOLD.retry;
     },
   };
 }
@@ -101,7 +102,7 @@ export function exhaustiveOracle(scenario: Scenario, opts: { seed: number }): Or
   }
   // A closed-loop client sends follow-ups when requests finish: run it once with every request
   // dispatched (to the first candidate) and see whether more were sent than it started with.
-  const first: Policy = { name: 'first', pick: (_req, candidates) => candidates[0] };
+  const first: Policy = { name: 'first', pick: (_req, candidates) => candidates[0] ?? HOLD.retry };
   const probe = simulateWith(scenario, first, 'first', {
     seed: opts.seed,
     probeEveryS: Infinity,

@@ -5,6 +5,7 @@
  * tries, workload classes as one router's), and the requests the others hold in their queues (one
  * queue order across routers). federation.ts runs the routers; this is the policy side.
  */
+import { HOLD } from '../core/types.js';
 import type { CompletionReport, Policy, RequestInfo } from '../core/types.js';
 import type { Scheduler } from '../core/scheduler.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
@@ -81,11 +82,9 @@ export function sharedPolicy(
  * when it hears of it. Only for policies that order held requests by response ratio.
  */
 function oneQueueOrder(policy: Policy, remoteHeld: Map<string, RequestInfo>): void {
-  const rr = policy.responseRatio;
+  const rr = policy.queueOrder?.kind === 'response-ratio' ? policy.queueOrder : undefined;
   if (!rr) return;
   const pick = policy.pick.bind(policy);
-  const heldByLoad = policy.heldByLoad;
-  let deferred = false;
   const ratio = (q: RequestInfo, at: number): number => {
     const size = rr.size(q);
     return (Math.max(0, at - q.arrivedAt) / 1000 + size) / size;
@@ -100,11 +99,8 @@ function oneQueueOrder(policy: Policy, remoteHeld: Map<string, RequestInfo>): vo
     }
     return false;
   };
-  policy.pick = (req, c, at) => {
-    deferred = remoteHeld.size > 0 && outranked(req, at);
-    return deferred ? undefined : pick(req, c, at);
-  };
-  if (heldByLoad) policy.heldByLoad = () => !deferred && heldByLoad();
+  // Deferred for another router's request: not a hold on load (asked again at every pump).
+  policy.pick = (req, c, at) => (remoteHeld.size > 0 && outranked(req, at) ? HOLD.retry : pick(req, c, at));
 }
 
 /**

@@ -216,7 +216,7 @@ test('the core sees milliseconds, engine metrics at the probe interval, and Olla
     name: 'spy',
     pick(_req, candidates, now) {
       seen.push({ now, metrics: candidates[0]!.metrics });
-      return candidates[0];
+      return candidates[0]!;
     },
     onComplete(_req, _b, report) {
       reports.push(report);
@@ -285,10 +285,10 @@ test('a policy that asks for faster engine metrics (SP-P) is probed at its inter
   const seen: number[] = [];
   const spy: Policy = {
     name: 'spy',
-    metricsIntervalMs: 100,
+    traits: { metricsIntervalMs: 100 },
     pick(_req, candidates) {
       seen.push(candidates[0]!.metrics?.at ?? -1);
-      return candidates[0];
+      return candidates[0]!;
     },
   };
   const profile = unit(1, { prefillPerTokenS: 0.01, slots: 2 });
@@ -314,10 +314,10 @@ test("a policy that reads no metrics and never holds is not probed, and its resu
     let next = 0;
     const policy: Policy = {
       name: 'spy',
-      readsMetrics,
+      traits: readsMetrics === false ? { readsMetrics, holds: false } : { readsMetrics },
       pick(_req, candidates) {
         seen.push(candidates[0]!.metrics);
-        return candidates[next++ % candidates.length];
+        return candidates[next++ % candidates.length]!;
       },
     };
     return { policy, seen };

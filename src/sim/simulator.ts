@@ -251,8 +251,9 @@ function runSimulation(
   // engines to the present (in exact steps: EngineModel.quietRun), hands their load to the core
   // and pumps, and such a policy's pump decides nothing new. The same-instant `lateSeen` a probe
   // sets matters only to submits after it at that instant: its own pump's.
-  const wanted = policy.metricsIntervalMs;
-  const skipProbes = policy.readsMetrics === false && wanted === undefined;
+  const wanted = policy.traits?.metricsIntervalMs;
+  const skipProbes =
+    policy.traits?.readsMetrics === false && policy.traits.holds === false && wanted === undefined;
   const probeBase = skipProbes ? Infinity : (opts.probeEveryS ?? 0.05);
   loop.setOpening(openingRequests(r.driver, scenario.durationS));
   loop.every(PROBE, {

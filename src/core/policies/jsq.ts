@@ -1,3 +1,4 @@
+import { HOLD } from '../types.js';
 import type { Policy, PolicyContext } from '../types.js';
 import { parseParams } from './params.js';
 import { trackedHooks } from './tracked-policy.js';
@@ -22,7 +23,7 @@ export function jsq(ctx: PolicyContext): Policy {
           best = c;
         }
       }
-      return best;
+      return best ?? HOLD.retry;
     },
     ...trackedHooks(tracker),
   };

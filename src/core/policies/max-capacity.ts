@@ -1,3 +1,4 @@
+import { HOLD } from '../types.js';
 import type { Policy, PolicyContext } from '../types.js';
 import { KvFitParams, kvFitFilter } from './filters/kv-fit-filter.js';
 import { parseParams } from './params.js';
@@ -26,7 +27,7 @@ export function maxCapacityPolicy(tracker: WorkloadTracker): Policy {
           best = c;
         }
       }
-      return best;
+      return best ?? HOLD.retry;
     },
     ...trackedHooks(tracker),
   };

@@ -1,3 +1,4 @@
+import { HOLD } from '../types.js';
 import type { Policy, PolicyContext } from '../types.js';
 import { parseParams } from './params.js';
 import { trackedHooks } from './tracked-policy.js';
@@ -40,7 +41,7 @@ export function minMin(ctx: PolicyContext): Policy {
           best = c;
         }
       }
-      return best;
+      return best ?? HOLD.retry;
     },
     ...trackedHooks(tracker),
   };

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { collapsedLength, ollamaRouter } from './ollama-router.js';
-import { backendView, requestInfo } from '../testing.js';
+import { backendView, requestInfo, chosen } from '../testing.js';
 
 const view = (name: string, index: number) => backendView(name, index);
 const req = (id: string, promptText: string) => requestInfo(id, promptText);
@@ -35,11 +35,11 @@ test('Algorithm 1: untimed idle backends first, then the smallest estimated wait
   const b = view('b', 1);
   // Nothing timed: all candidates, W = 0 everywhere, tie → smaller queue → a.
   const r1 = req('1', 'x'.repeat(400));
-  assert.equal(p.pick(r1, [a, b], 0)?.name, 'a');
+  assert.equal(chosen(p.pick(r1, [a, b], 0))?.name, 'a');
   p.onDispatch?.(r1, a, 0);
   // a now has a queue and no estimate; b is idle and untimed → b.
   const r2 = req('2', 'x'.repeat(400));
-  assert.equal(p.pick(r2, [a, b], 0)?.name, 'b');
+  assert.equal(chosen(p.pick(r2, [a, b], 0))?.name, 'b');
   p.onDispatch?.(r2, b, 0);
   // a answers: T = 100 + 100 = 200 tokens in 20 s → t̂_a = 0.1 s/token; f ← 0.5·200/400 + 0.5·0.25 = 0.375.
   p.onComplete?.(
@@ -54,7 +54,7 @@ test('Algorithm 1: untimed idle backends first, then the smallest estimated wait
   assert.equal(d.queueWeight, 1); // Ŵ was 0 at dispatch → γ = 1
   assert.equal(d.queueChars, 0);
   // Now a is timed and b (untimed) has a queue → b is not a candidate.
-  assert.equal(p.pick(req('3', 'y'), [a, b], 20_000)?.name, 'a');
+  assert.equal(chosen(p.pick(req('3', 'y'), [a, b], 20_000))?.name, 'a');
 });
 
 test('an empty prompt, zero tokens and failures leave estimates finite', () => {

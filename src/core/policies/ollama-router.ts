@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { finiteOr } from '../estimators/guard.js';
+import { HOLD } from '../types.js';
 import type { BackendView, Policy, PolicyContext, RequestInfo } from '../types.js';
 import { parseParams } from './params.js';
 
@@ -79,7 +80,7 @@ export function ollamaRouter(ctx: PolicyContext): Policy {
     name: 'ollama-router',
     // Its own queue estimates decide, never engine metrics, and some candidate is always chosen
     // (a timed one when any is timed): no probes needed.
-    readsMetrics: false,
+    traits: { readsMetrics: false, holds: false },
     pick(req: RequestInfo, candidates: readonly BackendView[]) {
       const requestTokens = charsOf(req.promptText) * f;
       let anyTimed = false;
@@ -101,7 +102,7 @@ export function ollamaRouter(ctx: PolicyContext): Policy {
           bestQueue = queueTokens;
         }
       }
-      return chosen;
+      return chosen ?? HOLD.retry;
     },
     onDispatch(req, backend) {
       const b = state(backend.name);

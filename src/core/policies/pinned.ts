@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { HOLD } from '../types.js';
 import type { Policy, PolicyContext } from '../types.js';
 import { parseParams } from './params.js';
 
@@ -13,7 +14,7 @@ export function pinned(ctx: PolicyContext): Policy {
   return {
     name: 'pinned',
     pick(_req, candidates) {
-      return candidates.find((c) => c.name === backend);
+      return candidates.find((c) => c.name === backend) ?? HOLD.retry;
     },
   };
 }

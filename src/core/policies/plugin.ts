@@ -1,11 +1,13 @@
 import type {
   BackendView,
   CompletionReport,
-  FitGate,
+  Hold,
+  HoldReason,
   PolicyParams,
+  PolicyTraits,
+  QueueOrder,
   RequestClass,
   RequestInfo,
-  ResponseRatioOrder,
 } from '../types.js';
 
 /**
@@ -29,17 +31,30 @@ export interface PluginHooks {
   describe?(backend: string): Readonly<Record<string, number>>;
   /** A dispatched request's class on its backend (Policy.requestClass), when the plugin tracks it. */
   requestClass?(requestId: string, backend: string): RequestClass | undefined;
-  /** Engine metrics wanted at least this often (ms) while in use: hosts probe/scrape that fast. */
-  readonly metricsIntervalMs?: number;
   /** Plugins this one reads: the profile runs their hooks too, even when they are not in it. */
   readonly uses?: readonly Plugin[];
   /**
-   * false: nothing it does reads engine metrics (BackendView.metrics, dispatchedSinceMetrics,
-   * completedSinceMetrics), so a profile of such plugins needs no probes (Policy.readsMetrics).
-   * Absent: it may read them.
+   * What it declares of itself, in a policy's vocabulary (PolicyTraits): metricsIntervalMs,
+   * readsMetrics (false: a profile of such plugins needs no probes), holds (a picker: false when
+   * it never holds), holdsIgnoreMetrics, fitGate (it holds exactly the requests whose size is above
+   * the candidates' bound); a filter also says what its empty result means (`hold`).
    */
-  readonly readsMetrics?: boolean;
+  readonly traits?: PluginTraits | undefined;
 }
+
+/** PolicyTraits, plus a filter's hold reason. */
+export interface PluginTraits extends PolicyTraits {
+  /**
+   * A filter: why an empty result holds the request (HoldReason; absent: 'retry'). `load` when
+   * the answer depends only on each candidate's view (not the request or the time) and keeps no
+   * more backends as their load grows; `until-change` when it depends on the request too but
+   * stands until a candidate changes.
+   */
+  readonly hold?: HoldReason | undefined;
+}
+
+/** A picker's traits when it never holds and reads no engine metrics (most do). */
+export const NEVER_HOLDS: PluginTraits = Object.freeze({ holds: false, readsMetrics: false });
 
 /** Drops backends. An empty result holds the request in the router queue (selective pushing). */
 export interface Filter extends PluginHooks {
@@ -48,21 +63,6 @@ export interface Filter extends PluginHooks {
   readonly type: string;
   /** The instance name (defaults to the type). */
   readonly name: string;
-  /**
-   * True when the answer depends only on each candidate's view (not the request or the time) and
-   * keeps no more backends as their load grows: a hold from it stands until one of them changes,
-   * so the scheduler need not ask again for every waiting request (Policy.heldByLoad).
-   */
-  readonly byLoad?: boolean;
-  /** Its holds stand until a candidate changes, though they depend on the request (Policy.heldUntilChange). */
-  readonly untilChange?: boolean;
-  /** It reads no engine metrics (Policy.holdsIgnoreMetrics). */
-  readonly ignoresMetrics?: boolean;
-  /**
-   * It holds exactly the requests whose size is above the candidates' bound (Policy.fitGate):
-   * kv-fit-filter, a request that fits in no backend's KV.
-   */
-  readonly fitGate?: FitGate | undefined;
   filter(req: RequestInfo, candidates: readonly BackendView[], now: number): readonly BackendView[];
 }
 
@@ -77,7 +77,8 @@ export interface Scorer extends PluginHooks {
 
 /**
  * Chooses among scored candidates. Returns the chosen backend first, then fallbacks in retry
- * order (max-score-picker's maxNumOfEndpoints); an empty list holds the request.
+ * order (max-score-picker's maxNumOfEndpoints); or holds the request with its reason (HOLD; an
+ * empty list is HOLD.retry). A picker that never holds says so: traits.holds false.
  */
 export interface Picker extends PluginHooks {
   readonly kind: 'picker';
@@ -88,21 +89,11 @@ export interface Picker extends PluginHooks {
     candidates: readonly BackendView[],
     scores: Float64Array,
     now: number,
-  ): readonly BackendView[];
+  ): readonly BackendView[] | Hold;
   /** A whole-decision policy's own numbers for the last pick (Policy.explainLast). */
   explainLast?(): { readonly name: string; readonly scores: readonly number[] } | undefined;
-  /** Its last hold came from the candidates' load alone (Policy.heldByLoad). */
-  heldByLoad?(): boolean;
-  /** It never holds a request (returns at least one candidate whenever it is given one). */
-  readonly neverHolds?: boolean;
-  /** Its last hold stands until a candidate changes (Policy.heldUntilChange). */
-  heldUntilChange?(): boolean;
-  /** None of its holds reads engine metrics (Policy.holdsIgnoreMetrics). */
-  readonly holdsIgnoreMetrics?: boolean | undefined;
-  /** A request it held is held again while its size is above the candidates' bound (Policy.fitGate). */
-  readonly fitGate?: FitGate | undefined;
-  /** The order it wants waiting requests offered in (Policy.responseRatio). */
-  readonly responseRatio?: ResponseRatioOrder | undefined;
+  /** The order it wants waiting requests offered in (Policy.queueOrder). */
+  readonly queueOrder?: QueueOrder | undefined;
 }
 
 export type Plugin = Filter | Scorer | Picker;

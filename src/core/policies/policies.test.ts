@@ -2,8 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPolicy, policyNames } from './index.js';
 import { createRng } from '../rng.js';
-import type { BackendView } from '../types.js';
-import { backendView, requestInfo } from '../testing.js';
+import { HOLD } from '../types.js';
+import type { BackendView, Policy } from '../types.js';
+import { backendView, requestInfo, chosen } from '../testing.js';
 
 const view = backendView;
 const req = requestInfo('r');
@@ -11,7 +12,7 @@ const req = requestInfo('r');
 function picks(policy: string, backends: BackendView[], n: number): string[] {
   const p = createPolicy(policy, createRng(7));
   const out: string[] = [];
-  for (let i = 0; i < n; i++) out.push(p.pick(req, backends, i)?.name ?? '-');
+  for (let i = 0; i < n; i++) out.push(chosen(p.pick(req, backends, i))?.name ?? '-');
   return out;
 }
 
@@ -19,9 +20,9 @@ test('round-robin rotates and skips non-candidates', () => {
   const all = [view('a', 0), view('b', 1), view('c', 2)];
   assert.deepEqual(picks('round-robin', all, 4), ['a', 'b', 'c', 'a']);
   const p = createPolicy('round-robin', createRng(1));
-  assert.equal(p.pick(req, all, 0)?.name, 'a');
-  assert.equal(p.pick(req, [all[0]!, all[2]!], 0)?.name, 'c');
-  assert.equal(p.pick(req, all, 0)?.name, 'a');
+  assert.equal(chosen(p.pick(req, all, 0))?.name, 'a');
+  assert.equal(chosen(p.pick(req, [all[0]!, all[2]!], 0))?.name, 'c');
+  assert.equal(chosen(p.pick(req, all, 0))?.name, 'a');
 });
 
 test('least-connections picks the fewest in flight, ties round-robin', () => {
@@ -49,14 +50,14 @@ test('unknown policy names are rejected with the known list', () => {
 
 test('pinned sends everything to its backend and holds while it is busy', () => {
   const p = createPolicy({ name: 'pinned', params: { backend: 'b' } }, createRng(1));
-  assert.equal(p.pick(req, [view('a', 0), view('b', 1)], 0)?.name, 'b');
-  assert.equal(p.pick(req, [view('a', 0)], 0), undefined);
+  assert.equal(chosen(p.pick(req, [view('a', 0), view('b', 1)], 0))?.name, 'b');
+  assert.equal(p.pick(req, [view('a', 0)], 0), HOLD.retry);
   assert.throws(() => createPolicy('pinned', createRng(1)), /pinned.*backend/);
 });
 
 test('readsMetrics: false only for profiles that read no engine metrics and never hold', () => {
   const reads = (spec: Parameters<typeof createPolicy>[0]): boolean | undefined =>
-    createPolicy(spec, createRng(1)).readsMetrics;
+    quietOf(createPolicy(spec, createRng(1)));
   for (const name of [
     'round-robin',
     'least-connections',
@@ -79,9 +80,14 @@ test('readsMetrics: false only for profiles that read no engine metrics and neve
 
 test("holdsIgnoreMetrics: SP-O holds on the router's own counts, SP-P on engine metrics", () => {
   const ignores = (spec: Parameters<typeof createPolicy>[0]): boolean | undefined =>
-    createPolicy(spec, createRng(1)).holdsIgnoreMetrics;
+    createPolicy(spec, createRng(1)).traits?.holdsIgnoreMetrics;
   for (const name of ['round-robin', 'prefix-trie', 'sglang-cache-aware', 'consistent-hash'])
     assert.equal(ignores({ name, params: { push: 'sp-o' } }), true, name);
   for (const name of ['round-robin', 'prefix-trie', 'sglang-cache-aware'])
     assert.equal(ignores({ name, params: { push: 'sp-p' } }), false, name);
 });
+
+/** false when it reads no engine metrics and never holds (a host may skip probes); else true. */
+function quietOf(p: Policy): boolean {
+  return !(p.traits?.readsMetrics === false && p.traits.holds === false);
+}

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { PrefixCredit } from './prefix-credit.js';
 import { estimatedWait } from './estimated-wait/index.js';
 import type { BackendView, RequestInfo } from '../types.js';
-import { backendView, distinctText, engineReport, requestInfo, warmRates } from '../testing.js';
+import { backendView, distinctText, engineReport, requestInfo, warmRates, chosen } from '../testing.js';
 
 const text = distinctText;
 
@@ -94,7 +94,7 @@ function secondTurn(params: Record<string, unknown>): string | undefined {
   const rep = report(t, 2000, 2000, 50);
   p.onComplete?.(turn1, b, rep, rep.finishedAt);
   t += 10_000;
-  return p.pick(req('turn2', `${turn1.promptText}\n${text('follow-up', 399)}`), [a, b], t)?.name;
+  return chosen(p.pick(req('turn2', `${turn1.promptText}\n${text('follow-up', 399)}`), [a, b], t))?.name;
 }
 
 test('estimated-wait with prefix credit: the backend holding the prefix wins over an equal idle one', () => {
@@ -109,7 +109,7 @@ test('estimated-wait with prefix credit: the backend holding the prefix wins ove
   const turn1 = req('turn1', text('conversation', 8000));
   p.onDispatch?.(turn1, b, 0);
   p.onBackendRemoved?.('b');
-  assert.equal(p.pick(req('turn2', `${turn1.promptText}!`), [view('a', 0), b], 1)?.name, 'a');
+  assert.equal(chosen(p.pick(req('turn2', `${turn1.promptText}!`), [view('a', 0), b], 1))?.name, 'a');
 });
 
 test('estimated-wait with prefix credit: a backend that remembers too little gets too little credit', () => {

@@ -45,15 +45,15 @@ test('prefix-trie, consistent-hash and sglang-cache-aware are built-ins; every p
     for (const push of ['blind', 'sp-o', 'sp-p']) createPolicy({ name, params: { push } }, createRng(1));
   }
   assert.equal(
-    createPolicy({ name: 'prefix-trie', params: { push: 'sp-p' } }, createRng(1)).metricsIntervalMs,
+    createPolicy({ name: 'prefix-trie', params: { push: 'sp-p' } }, createRng(1)).traits?.metricsIntervalMs,
     50,
   );
   assert.equal(
-    createPolicy({ name: 'round-robin', params: { push: 'sp-p', probeIntervalMs: 20 } }, createRng(1))
-      .metricsIntervalMs,
+    createPolicy({ name: 'round-robin', params: { push: 'sp-p', probeIntervalMs: 20 } }, createRng(1)).traits
+      ?.metricsIntervalMs,
     20,
   );
-  assert.equal(createPolicy('consistent-hash', createRng(1)).metricsIntervalMs, undefined);
+  assert.equal(createPolicy('consistent-hash', createRng(1)).traits?.metricsIntervalMs, undefined);
 });
 
 test('bad push parameters are reported with the policy name', () => {
@@ -145,7 +145,7 @@ schedulingProfiles:
 `),
   );
   const p = createPolicy('skylb', createRng(1), cfg);
-  assert.equal(p.metricsIntervalMs, 25);
+  assert.equal(p.traits?.metricsIntervalMs, 25);
   const s = new Scheduler({ policy: p });
   s.addBackend(spec('a'));
   s.addBackend(spec('b'));
@@ -154,5 +154,5 @@ schedulingProfiles:
   s.complete('1', ok, 1);
   assert.deepEqual(sent(s.submit(req('2', text + 'more'), 2)), [`2->${home}`]);
   const ch = createPolicy('skylb-ch', createRng(1), cfg);
-  assert.equal(ch.metricsIntervalMs, undefined);
+  assert.equal(ch.traits?.metricsIntervalMs, undefined);
 });

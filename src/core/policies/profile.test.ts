@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backendView, makePlugin, requestInfo } from '../testing.js';
-import type { Filter, ScoreExplanation } from './plugin.js';
+import { backendView, makePlugin, requestInfo, chosen } from '../testing.js';
+import type { Filter, Picker, ScoreExplanation } from './plugin.js';
+import { HOLD, type Hold, type HoldReason } from '../types.js';
 import { ProfilePolicy } from './profile.js';
 
 const ok = { ok: true, dispatchedAt: 0, finishedAt: 1 };
@@ -26,7 +27,7 @@ test('a profile sums weighted scores and explains each decision', () => {
     backendView('a', 0, { metrics: m(0), inFlight: 4 }),
     backendView('b', 1, { metrics: m(6), inFlight: 0 }),
   ];
-  assert.equal(p.pick(requestInfo('1'), bs, 0)?.name, 'a');
+  assert.equal(chosen(p.pick(requestInfo('1'), bs, 0))?.name, 'a');
   assert.deepEqual(seen[0]!.backends, ['a', 'b']);
   assert.deepEqual(seen[0]!.totals, [2, 1]);
   assert.deepEqual(
@@ -49,8 +50,47 @@ test('an empty filter result holds the request and names the filter', () => {
   });
   let held: string | undefined;
   p.explain = (e) => (held = e.heldBy);
-  assert.equal(p.pick(requestInfo('1'), [backendView('a', 0)], 0), undefined);
+  assert.equal(p.pick(requestInfo('1'), [backendView('a', 0)], 0), HOLD.retry); // no hold trait: retry
   assert.equal(held, 'nothing-free');
+});
+
+test('a hold stands as the weakest of the filters up to the one that held (and of the picker)', () => {
+  const filter = (name: string, hold: HoldReason | undefined, empty: () => boolean): Filter => ({
+    kind: 'filter',
+    type: name,
+    name,
+    ...(hold ? { traits: { hold } } : {}),
+    filter: (_r, c) => (empty() ? [] : c),
+  });
+  let emptyAt = '';
+  const f = (name: string, hold: HoldReason | undefined): Filter =>
+    filter(name, hold, () => emptyAt === name);
+  let pickerHold: Hold = HOLD.load;
+  const picker: Picker = { kind: 'picker', type: 'p', name: 'p', pick: () => pickerHold };
+  const p = new ProfilePolicy({
+    name: 'mix',
+    filters: [f('load', 'load'), f('change', 'until-change'), f('plain', undefined)],
+    scorers: [],
+    picker,
+  });
+  const ask = () => p.pick(requestInfo('1'), [backendView('a', 0)], 0);
+  emptyAt = 'load';
+  assert.equal(ask(), HOLD.load);
+  emptyAt = 'change';
+  assert.equal(ask(), HOLD.untilChange);
+  emptyAt = 'plain';
+  assert.equal(ask(), HOLD.retry);
+  // The picker's hold stands only when every filter's would: here one holds on neither.
+  emptyAt = '';
+  assert.equal(ask(), HOLD.retry);
+  const q = new ProfilePolicy({ name: 'q', filters: [f('load', 'load')], scorers: [], picker });
+  assert.equal(q.pick(requestInfo('1'), [backendView('a', 0)], 0), HOLD.load);
+  pickerHold = HOLD.untilChange;
+  assert.equal(q.pick(requestInfo('1'), [backendView('a', 0)], 0), HOLD.untilChange);
+  const r = new ProfilePolicy({ name: 'r', filters: [f('change', 'until-change')], scorers: [], picker });
+  assert.equal(r.pick(requestInfo('1'), [backendView('a', 0)], 0), HOLD.untilChange);
+  pickerHold = HOLD.load; // a load hold behind an until-change filter: asked again at every pump
+  assert.equal(r.pick(requestInfo('1'), [backendView('a', 0)], 0), HOLD.retry);
 });
 
 test("maxNumOfEndpoints: a retried request goes to the picker's next endpoint", () => {
@@ -66,14 +106,14 @@ test("maxNumOfEndpoints: a retried request goes to the picker's next endpoint", 
     backendView('c', 2, { inFlight: 1 }),
   ];
   const r = requestInfo('1');
-  assert.equal(p.pick(r, bs, 0)?.name, 'b');
+  assert.equal(chosen(p.pick(r, bs, 0))?.name, 'b');
   p.onComplete(r, bs[1]!, { ...ok, ok: false }, 1);
   // b failed and is excluded by the router now; the remembered order says c, then a — even if a looks better now.
   const now = [backendView('a', 0, { inFlight: 0 }), backendView('c', 2, { inFlight: 5 })];
-  assert.equal(p.pick(r, now, 2)?.name, 'c');
+  assert.equal(chosen(p.pick(r, now, 2))?.name, 'c');
   // A success forgets the order.
   p.onComplete(r, bs[2]!, ok, 3);
-  assert.equal(p.pick(r, now, 4)?.name, 'a');
+  assert.equal(chosen(p.pick(r, now, 4))?.name, 'a');
 });
 
 test('dynamic weights switch on above the threshold and off below (with hysteresis)', () => {
@@ -95,15 +135,15 @@ test('dynamic weights switch on above the threshold and off below (with hysteres
     backendView('b', 1, { metrics: m(wb), inFlight: 1 }),
   ];
   // Light traffic: queue-scorer is off; the idle a wins on active requests.
-  assert.equal(p.pick(requestInfo('1'), at(8, 0), 0)?.name, 'a');
+  assert.equal(chosen(p.pick(requestInfo('1'), at(8, 0), 0))?.name, 'a');
   assert.deepEqual(p.currentWeights(), { 'queue-scorer': 0, 'active-request-scorer': 1 });
   // a's engine queue passes 10: queue-scorer weighs 3 and b (empty queue) wins.
-  assert.equal(p.pick(requestInfo('2'), at(12, 0), 0)?.name, 'b');
+  assert.equal(chosen(p.pick(requestInfo('2'), at(12, 0), 0))?.name, 'b');
   assert.equal(p.currentWeights()['queue-scorer'], 3);
   // Between below and above: stays on.
-  assert.equal(p.pick(requestInfo('3'), at(7, 0), 0)?.name, 'b');
+  assert.equal(chosen(p.pick(requestInfo('3'), at(7, 0), 0))?.name, 'b');
   // Under 5: back to the profile's weights.
-  assert.equal(p.pick(requestInfo('4'), at(4, 0), 0)?.name, 'a');
+  assert.equal(chosen(p.pick(requestInfo('4'), at(4, 0), 0))?.name, 'a');
   assert.equal(p.currentWeights()['queue-scorer'], 0);
 });
 
@@ -174,7 +214,8 @@ test('a scorer returning NaN or out-of-range values cannot poison the totals', (
   let totals: readonly number[] = [];
   p.explain = (e) => (totals = e.totals);
   assert.equal(
-    p.pick(requestInfo('1'), [backendView('a', 0), backendView('b', 1), backendView('c', 2)], 0)?.name,
+    chosen(p.pick(requestInfo('1'), [backendView('a', 0), backendView('b', 1), backendView('c', 2)], 0))
+      ?.name,
     'b',
   );
   assert.deepEqual(totals, [0, 1, 0]);
@@ -189,14 +230,14 @@ test('readsMetrics: a profile of metric-free plugins that never holds needs no m
     scorers: [{ scorer: active(), weight: 1 }],
     picker: picker(),
   });
-  assert.equal(free.readsMetrics, false);
+  assert.equal(free.traits.readsMetrics, false);
   const queue = new ProfilePolicy({
     name: 'q',
     filters: [],
     scorers: [{ scorer: makePlugin('scorer', 'queue-scorer'), weight: 1 }],
     picker: picker(),
   });
-  assert.equal(queue.readsMetrics, true);
+  assert.equal(queue.traits.readsMetrics, true);
   // A dynamic weight on the engines' waiting counts reads metrics; one on in-flight counts does not.
   const rule = (signal: 'maxEngineWaiting' | 'maxInFlight') =>
     new ProfilePolicy({
@@ -206,8 +247,8 @@ test('readsMetrics: a profile of metric-free plugins that never holds needs no m
       picker: picker(),
       dynamicWeights: [{ signal, above: 1, set: { 'active-request-scorer': 2 } }],
     });
-  assert.equal(rule('maxEngineWaiting').readsMetrics, true);
-  assert.equal(rule('maxInFlight').readsMetrics, false);
+  assert.equal(rule('maxEngineWaiting').traits.readsMetrics, true);
+  assert.equal(rule('maxInFlight').traits.readsMetrics, false);
   // A filter may hold, whatever it reads.
   const filtered = new ProfilePolicy({
     name: 'k',
@@ -215,5 +256,5 @@ test('readsMetrics: a profile of metric-free plugins that never holds needs no m
     scorers: [],
     picker: picker(),
   });
-  assert.equal(filtered.readsMetrics, true);
+  assert.equal(filtered.traits.holds, true);
 });

@@ -1,11 +1,14 @@
+import { HOLD, isHold } from '../types.js';
 import type {
   BackendView,
   CompletionReport,
-  FitGate,
+  Hold,
+  PickResult,
   Policy,
+  PolicyTraits,
+  QueueOrder,
   RequestClass,
   RequestInfo,
-  ResponseRatioOrder,
 } from '../types.js';
 import type { Filter, Picker, Plugin, ScoreExplanation, Scorer } from './plugin.js';
 
@@ -51,6 +54,8 @@ export interface ProfileDefinition {
   readonly dynamicWeights?: readonly DynamicWeightRule[] | undefined;
 }
 
+const NOTHING: readonly BackendView[] = Object.freeze([]);
+
 /** Fallbacks remembered per request for retries; bounded so abandoned requests cannot grow it. */
 const MAX_REMEMBERED = 4096;
 
@@ -72,18 +77,16 @@ interface RuleState {
  */
 export class ProfilePolicy implements Policy {
   readonly name: string;
-  readonly metricsIntervalMs: number | undefined;
-  /** Its filters read no engine metrics and its picker never holds (Policy.holdsIgnoreMetrics). */
-  readonly holdsIgnoreMetrics: boolean;
-  /** Some plugin or dynamic-weight rule may read engine metrics, or it may hold (Policy.readsMetrics). */
-  readonly readsMetrics: boolean;
-  /** The picker's queue order (estimated-wait: response ratio), if it has one. */
-  readonly responseRatio: ResponseRatioOrder | undefined;
   /**
-   * The fit gate of the one plugin that can hold (Policy.fitGate): the picker's when there are no
-   * filters, or a lone filter's when the picker never holds; none otherwise.
+   * metricsIntervalMs: the least its plugins want. holdsIgnoreMetrics: its filters' holds read no
+   * engine metrics and its picker never holds or its holds read none. readsMetrics: some plugin or
+   * dynamic-weight rule may read them. holds: it has a filter, or a picker that may hold.
+   * fitGate: that of the one plugin that can hold — the picker's when there are no filters, or a
+   * lone filter's when the picker never holds; none otherwise.
    */
-  readonly fitGate: FitGate | undefined;
+  readonly traits: PolicyTraits;
+  /** The picker's queue order (estimated-wait: response ratio), if it has one. */
+  readonly queueOrder: QueueOrder | undefined;
   /** Set by the host to receive each decision's scores (debug log, /admin/decisions). */
   explain: ((e: ScoreExplanation, req: RequestInfo) => void) | undefined;
   private readonly filters: readonly Filter[];
@@ -93,12 +96,19 @@ export class ProfilePolicy implements Policy {
   private readonly rules: RuleState[];
   private readonly plugins: readonly Plugin[];
   private readonly fallbacks = new Map<string, readonly string[]>();
-  /** Filters before this position all hold on load alone (Filter.byLoad). */
-  private readonly byLoadUpTo: number;
-  /** Filters before this position all hold on load or until a candidate changes (Filter.untilChange). */
-  private readonly untilChangeUpTo: number;
-  private lastHoldByLoad = false;
-  private lastHoldUntilChange = false;
+  /**
+   * Per filter: the hold its empty result means, given the filters before it (each may have
+   * narrowed what it saw): `load` while every filter so far holds on load alone, `until-change`
+   * while every one holds on load or until a change, else `retry`.
+   */
+  private readonly filterHolds: readonly Hold[];
+  /**
+   * A picker's hold of each reason as the profile's: it stands only when every filter's would
+   * (a picker's `load` stands as `load` only behind filters that all hold on load, its
+   * `until-change` only behind filters that all hold until a change; else `retry`).
+   */
+  private readonly pickerLoad: Hold;
+  private readonly pickerUntilChange: Hold;
   /** Score buffers, and views of them sized to the last candidate count (subarray allocates). */
   private scratchBuffer = new Float64Array(16);
   private totalsBuffer = new Float64Array(16);
@@ -108,23 +118,23 @@ export class ProfilePolicy implements Policy {
   constructor(def: ProfileDefinition) {
     this.name = def.name;
     this.filters = def.filters;
-    const i = def.filters.findIndex((f) => f.byLoad !== true);
-    this.byLoadUpTo = i < 0 ? def.filters.length : i;
-    const j = def.filters.findIndex((f) => f.byLoad !== true && f.untilChange !== true);
-    this.untilChangeUpTo = j < 0 ? def.filters.length : j;
-    this.holdsIgnoreMetrics =
-      def.filters.every((f) => f.ignoresMetrics === true) &&
-      (def.picker.neverHolds === true || def.picker.holdsIgnoreMetrics === true);
+    const filterHolds: Hold[] = [];
+    let allLoad = true;
+    let allUntilChange = true;
+    for (const f of def.filters) {
+      const h = f.traits?.hold;
+      if (h !== 'load') allLoad = false;
+      if (h !== 'load' && h !== 'until-change') allUntilChange = false;
+      filterHolds.push(allLoad ? HOLD.load : allUntilChange ? HOLD.untilChange : HOLD.retry);
+    }
+    this.filterHolds = filterHolds;
+    this.pickerLoad = allLoad ? HOLD.load : HOLD.retry;
+    this.pickerUntilChange = allUntilChange ? HOLD.untilChange : HOLD.retry;
+    const pickerHolds = def.picker.traits?.holds !== false;
     this.scorers = def.scorers;
     this.weights = Float64Array.from(def.scorers, (s) => s.weight);
     this.picker = def.picker;
-    this.responseRatio = def.picker.responseRatio;
-    this.fitGate =
-      def.filters.length === 0
-        ? def.picker.fitGate
-        : def.filters.length === 1 && def.picker.neverHolds === true
-          ? def.filters[0]!.fitGate
-          : undefined;
+    this.queueOrder = def.picker.queueOrder;
     this.rules = (def.dynamicWeights ?? []).map((rule) => {
       const size = rule.signal === 'ttftSloMissRatio' ? (rule.window ?? 50) : 0;
       return {
@@ -140,15 +150,28 @@ export class ProfilePolicy implements Policy {
     const own: Plugin[] = [...def.filters, ...def.scorers.map((s) => s.scorer), def.picker];
     this.plugins = [...new Set<Plugin>([...own.flatMap((p) => p.uses ?? []), ...own])];
     const wanted = this.plugins.flatMap((p) =>
-      p.metricsIntervalMs === undefined ? [] : [p.metricsIntervalMs],
+      p.traits?.metricsIntervalMs === undefined ? [] : [p.traits.metricsIntervalMs],
     );
-    this.metricsIntervalMs = wanted.length > 0 ? Math.min(...wanted) : undefined;
-    this.readsMetrics = !(
-      def.filters.length === 0 &&
-      def.picker.neverHolds === true &&
-      this.plugins.every((p) => p.readsMetrics === false) &&
+    const readsMetrics = !(
+      this.plugins.every((p) => p.traits?.readsMetrics === false) &&
       this.rules.every((r) => r.rule.signal !== 'maxEngineWaiting')
     );
+    const holds = def.filters.length > 0 || pickerHolds;
+    const fitGate =
+      def.filters.length === 0
+        ? def.picker.traits?.fitGate
+        : def.filters.length === 1 && !pickerHolds
+          ? def.filters[0]!.traits?.fitGate
+          : undefined;
+    this.traits = Object.freeze({
+      metricsIntervalMs: wanted.length > 0 ? Math.min(...wanted) : undefined,
+      holdsIgnoreMetrics:
+        def.filters.every((f) => f.traits?.holdsIgnoreMetrics === true) &&
+        (!pickerHolds || def.picker.traits?.holdsIgnoreMetrics === true),
+      readsMetrics,
+      holds,
+      fitGate,
+    });
   }
 
   /** Every plugin the profile runs hooks for (benches and tests inspect their state). */
@@ -163,19 +186,17 @@ export class ProfilePolicy implements Policy {
     return out;
   }
 
-  pick(req: RequestInfo, candidates: readonly BackendView[], now: number): BackendView | undefined {
+  pick(req: RequestInfo, candidates: readonly BackendView[], now: number): PickResult {
     let c = candidates;
     for (let i = 0; i < this.filters.length; i++) {
       const f = this.filters[i]!;
       c = f.filter(req, c, now);
       if (c.length === 0) {
-        this.lastHoldByLoad = i < this.byLoadUpTo;
-        this.lastHoldUntilChange = i < this.untilChangeUpTo;
         this.explain?.(
           { profile: this.name, backends: [], scorers: [], totals: [], picked: [], heldBy: f.name },
           req,
         );
-        return undefined;
+        return this.filterHolds[i]!;
       }
     }
     const retry = this.fallbacks.size > 0 ? this.fallbacks.get(req.id) : undefined;
@@ -214,7 +235,8 @@ export class ProfilePolicy implements Policy {
       }
       detail?.push({ name: this.scorers[s]!.scorer.name, weight: w, scores: Array.from(scratch) });
     }
-    const picked = this.picker.pick(req, c, totals, now);
+    const answer = this.picker.pick(req, c, totals, now);
+    const picked = isHold(answer) ? NOTHING : answer;
     if (detail) {
       // A whole-decision picker (estimated-wait) scores nothing here: show its own numbers.
       const own = this.picker.explainLast?.();
@@ -233,11 +255,10 @@ export class ProfilePolicy implements Policy {
       );
     if (picked.length === 0) {
       // A picker's hold may depend on the request or the time, unless it says it does not; and
-      // only filters that hold on load alone may have narrowed what it saw.
-      this.lastHoldByLoad = this.byLoadUpTo === this.filters.length && this.picker.heldByLoad?.() === true;
-      this.lastHoldUntilChange =
-        this.untilChangeUpTo === this.filters.length && this.picker.heldUntilChange?.() === true;
-      return undefined;
+      // only filters that hold on load alone (or until a change) may have narrowed what it saw.
+      if (answer === HOLD.load) return this.pickerLoad;
+      if (answer === HOLD.untilChange) return this.pickerUntilChange;
+      return HOLD.retry;
     }
     if (picked.length > 1) {
       if (this.fallbacks.size >= MAX_REMEMBERED) this.fallbacks.delete(this.fallbacks.keys().next().value!);
@@ -246,17 +267,7 @@ export class ProfilePolicy implements Policy {
         picked.slice(1).map((b) => b.name),
       );
     }
-    return picked[0];
-  }
-
-  /** Whether the last hold came from filters that hold on load alone (see Policy.heldByLoad). */
-  heldByLoad(): boolean {
-    return this.lastHoldByLoad;
-  }
-
-  /** Whether the last hold stands until a candidate changes (see Policy.heldUntilChange). */
-  heldUntilChange(): boolean {
-    return this.lastHoldUntilChange;
+    return picked[0]!;
   }
 
   onDispatch(req: RequestInfo, backend: BackendView, now: number): void {

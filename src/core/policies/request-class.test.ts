@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPolicy } from './index.js';
 import { createRng } from '../rng.js';
-import { backendView, requestInfo } from '../testing.js';
+import { backendView, requestInfo, chosen } from '../testing.js';
 
 const backends = [backendView('a', 0), backendView('b', 1)];
 // Priors: 3.2e-4 s a prompt token, 0.02 s a decode step; heavy at 0.5 s / 5 s.
@@ -27,7 +27,7 @@ for (const spec of TRACKING) {
       [heavy, 'HH'],
       [light, 'LL'],
     ] as const) {
-      const b = p.pick(req, backends, 0) ?? backends[0]!;
+      const b = chosen(p.pick(req, backends, 0)) ?? backends[0]!;
       p.onDispatch?.(req, b, 0);
       assert.equal(p.requestClass?.(req.id, b.name), cls, `${req.id} on ${b.name}`);
       const other = backends.find((x) => x !== b)!;
@@ -39,7 +39,7 @@ for (const spec of TRACKING) {
 test('policies that do not track workload know no class', () => {
   for (const name of ['round-robin', 'least-connections', 'estimated-wait']) {
     const p = createPolicy({ name, params: {} }, createRng(1));
-    const b = p.pick(heavy, backends, 0)!;
+    const b = chosen(p.pick(heavy, backends, 0))!;
     p.onDispatch?.(heavy, b, 0);
     assert.equal(p.requestClass?.(heavy.id, b.name), undefined, name);
   }

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MlpNet } from '../estimators/mlp.js';
 import { createRng } from '../rng.js';
-import { backendView, requestInfo } from '../testing.js';
+import { backendView, requestInfo, chosen } from '../testing.js';
+import { HOLD } from '../types.js';
 import type { BackendView, Policy } from '../types.js';
 import { Scheduler } from '../scheduler.js';
 import { createPolicy } from './index.js';
@@ -53,9 +54,9 @@ const busy = (name: string, i: number) => backendView(name, i, { inFlight: 1 });
 test('picks the backend with the highest Q among the candidates', () => {
   const p = rl({ random: Math.random, params: { weights: weights(3, [0, 0, 5, -1]) } });
   const bs = [backendView('a', 0), backendView('b', 1), backendView('c', 2)];
-  assert.equal(p.pick(requestInfo('r1', 'hello'), bs, 0)?.name, 'c');
+  assert.equal(chosen(p.pick(requestInfo('r1', 'hello'), bs, 0))?.name, 'c');
   // c filtered out (at its cap): the next best of those asked.
-  assert.equal(p.pick(requestInfo('r2', 'hello'), bs.slice(0, 2), 0)?.name, 'a');
+  assert.equal(chosen(p.pick(requestInfo('r2', 'hello'), bs.slice(0, 2), 0))?.name, 'a');
 });
 
 test('"wait" holds the request only while it fits nowhere and every candidate has work in flight', () => {
@@ -63,20 +64,20 @@ test('"wait" holds the request only while it fits nowhere and every candidate ha
   const req = requestInfo('r1', 'x'.repeat(400));
   const [a, b] = [busy('a', 0), busy('b', 1)];
   // Room in the KV of both: no waiting.
-  assert.equal(p.pick(req, [a, b], 0)?.name, 'b');
+  assert.equal(chosen(p.pick(req, [a, b], 0))?.name, 'b');
   // a full (2,300 of its 2,304 tokens), b idle: waiting could hold it with nothing left to re-ask it.
   p.onDispatch!(requestInfo('big-a', 'x'.repeat(4 * 2300)), a, 0);
-  assert.equal(p.pick(req, [a, backendView('b', 1)], 0)?.name, 'b');
+  assert.equal(chosen(p.pick(req, [a, backendView('b', 1)], 0))?.name, 'b');
   // Both full and busy: hold it.
   p.onDispatch!(requestInfo('big-b', 'x'.repeat(4 * 2300)), b, 0);
-  assert.equal(p.pick(req, [a, b], 0), undefined);
+  assert.equal(p.pick(req, [a, b], 0), HOLD.untilChange); // redecide on-change
 });
 
 test('backends past the trained slots are used only when no slotted one can be', () => {
   const p = rl({ random: Math.random, params: { weights: weights(2, [3, 0, -9]) } });
   const bs = [backendView('a', 0), backendView('b', 1), backendView('z', 2)];
-  assert.equal(p.pick(requestInfo('r1'), bs, 0)?.name, 'a');
-  assert.equal(p.pick(requestInfo('r2'), [bs[2]!], 0)?.name, 'z');
+  assert.equal(chosen(p.pick(requestInfo('r1'), bs, 0))?.name, 'a');
+  assert.equal(chosen(p.pick(requestInfo('r2'), [bs[2]!], 0))?.name, 'z');
 });
 
 test('bad weights documents are clear errors', () => {
@@ -111,7 +112,7 @@ test('bad weights documents are clear errors', () => {
 
 test('as a built-in: createPolicy with weights given; unknown parameters rejected', () => {
   const p = createPolicy({ name: 'rl', params: { weights: weights(2, [0, 4, 0]) } }, Math.random);
-  assert.equal(p.pick(requestInfo('r'), [backendView('a', 0), backendView('b', 1)], 0)?.name, 'b');
+  assert.equal(chosen(p.pick(requestInfo('r'), [backendView('a', 0), backendView('b', 1)], 0))?.name, 'b');
   assert.throws(
     () => createPolicy({ name: 'rl', params: { weights: weights(2, [0, 0, 0]), nope: 1 } }, Math.random),
     /nope/,
@@ -125,7 +126,7 @@ test('shared head: scores every candidate with one network, whatever the fleet s
   const bs = Array.from({ length: 16 }, (_, i) => busy(`b${i}`, i));
   for (let i = 0; i < 16; i++) if (i !== 12) p.onDispatch!(requestInfo(`x${i}`, 'x'.repeat(800)), bs[i]!, 0);
   p.onDispatch!(requestInfo('x12', 'x'.repeat(40)), bs[12]!, 0);
-  assert.equal(p.pick(requestInfo('r', 'hello'), bs, 0)?.name, 'b12');
+  assert.equal(chosen(p.pick(requestInfo('r', 'hello'), bs, 0))?.name, 'b12');
 });
 
 test("shared head: permutation-equivariant (the candidates' order does not change the choice)", () => {
@@ -145,8 +146,8 @@ test("shared head: permutation-equivariant (the candidates' order does not chang
   for (let k = 0; k < 30; k++) {
     const req = requestInfo(`r${k}`, 'y'.repeat(Math.floor(rng() * 2000)));
     const shuffled = [...bs].sort(() => rng() - 0.5);
-    const x = a.pick(req, bs, k * 100)!;
-    const y = b.pick(req, shuffled, k * 100)!;
+    const x = chosen(a.pick(req, bs, k * 100))!;
+    const y = chosen(b.pick(req, shuffled, k * 100))!;
     assert.equal(y.name, x.name);
     a.onDispatch!(req, x, k * 100);
     b.onDispatch!(req, y, k * 100);
@@ -157,11 +158,11 @@ test('shared head: "wait" is scored only while the request fits nowhere and all 
   const p = rl({ random: Math.random, params: { weights: shared({ [WAIT]: 5, [FREE]: 1 }) } });
   const req = requestInfo('r1', 'x'.repeat(400));
   const [a, b] = [busy('a', 0), busy('b', 1)];
-  assert.equal(p.pick(req, [a, b], 0)?.name, 'a'); // fits: no wait row
+  assert.equal(chosen(p.pick(req, [a, b], 0))?.name, 'a'); // fits: no wait row
   p.onDispatch!(requestInfo('big-a', 'x'.repeat(4 * 2300)), a, 0);
-  assert.equal(p.pick(req, [a, backendView('b', 1)], 0)?.name, 'b'); // b idle
+  assert.equal(chosen(p.pick(req, [a, backendView('b', 1)], 0))?.name, 'b'); // b idle
   p.onDispatch!(requestInfo('big-b', 'x'.repeat(4 * 2300)), b, 0);
-  assert.equal(p.pick(req, [a, b], 0), undefined);
+  assert.equal(p.pick(req, [a, b], 0), HOLD.untilChange); // redecide on-change
 });
 
 test('a held request is decided again when a backend changes (redecide: on-change), or at every event', () => {
@@ -221,9 +222,9 @@ test('weights record the cadence they were trained under; a bad one is refused',
   assert.throws(() => parseRlWeights({ ...doc, redecide: 'sometimes' }), /redecide must be one of/);
   // The policy follows the file unless its parameters say otherwise.
   const p = createPolicy({ name: 'rl', params: { weights: doc } }, Math.random);
-  assert.ok(p.fitGate, 'when-fits from the file');
+  assert.ok(p.traits?.fitGate, 'when-fits from the file');
   const q = createPolicy({ name: 'rl', params: { weights: doc, redecide: 'on-change' } }, Math.random);
-  assert.equal(q.fitGate, undefined);
+  assert.equal(q.traits?.fitGate, undefined);
 });
 
 test('shared head: option rows are clipped to the training range', () => {

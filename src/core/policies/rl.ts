@@ -1,6 +1,15 @@
 import { z } from 'zod';
 import { MlpNet } from '../estimators/mlp.js';
-import type { BackendView, FitGate, Policy, PolicyContext, RequestInfo } from '../types.js';
+import { HOLD } from '../types.js';
+import type {
+  BackendView,
+  FitGate,
+  Hold,
+  Policy,
+  PolicyContext,
+  PolicyTraits,
+  RequestInfo,
+} from '../types.js';
 import { parseParams } from './params.js';
 import { trackedHooks } from './tracked-policy.js';
 import { WorkloadParams, WorkloadTracker, type BackendWork } from './workload-tracker.js';
@@ -195,22 +204,29 @@ export function rlPolicyFrom(
     kvCapacityTokens: meta.kvCapacityTokens,
   });
   // Its features read the tracker and in-flight counts, never engine metrics. A held head holds
-  // its whole group (heldByLoad): the scheduler asks no one behind it until a backend changes.
-  const cadence =
+  // its whole group (HOLD.load): the scheduler asks no one behind it until a backend changes.
+  const hold: Hold =
+    redecide === 'head' ? HOLD.load : redecide === 'every-event' ? HOLD.retry : HOLD.untilChange;
+  const traits: PolicyTraits =
     redecide === 'when-fits'
-      ? { heldUntilChange: () => true, holdsIgnoreMetrics: true, fitGate: fitGate(tracker) }
-      : redecide === 'head'
-        ? { heldByLoad: () => true, holdsIgnoreMetrics: true }
-        : redecide === 'on-change'
-          ? { heldUntilChange: () => true, holdsIgnoreMetrics: true }
-          : {};
+      ? { holdsIgnoreMetrics: true, fitGate: fitGate(tracker) }
+      : redecide === 'every-event'
+        ? {}
+        : { holdsIgnoreMetrics: true };
   const hooks = trackedHooks(tracker);
   if (meta.arch !== 'shared-head') {
     if (explore) throw new Error('rl: training needs the shared-head layout');
     if (redecide === 'when-fits') throw new Error('rl: redecide when-fits needs the shared-head layout');
-    return { name: 'rl', tracker, pick: flatPicker(meta, net, tracker), ...cadence, ...hooks };
   }
-  return { name: 'rl', tracker, pick: sharedPicker(meta, net, tracker, explore), ...cadence, ...hooks };
+  const decide =
+    meta.arch !== 'shared-head' ? flatPicker(meta, net, tracker) : sharedPicker(meta, net, tracker, explore);
+  return {
+    name: 'rl',
+    tracker,
+    traits,
+    pick: (req, candidates, now) => decide(req, candidates, now) ?? hold,
+    ...hooks,
+  };
 }
 
 /**
@@ -264,12 +280,15 @@ function scanBackend(tracker: WorkloadTracker, name: string, now: number, out: S
   return w;
 }
 
+/** A network's decision: a candidate, or undefined to hold (the policy adds its hold reason). */
+type RawPick = (req: RequestInfo, candidates: readonly BackendView[], now: number) => BackendView | undefined;
+
 function sharedPicker(
   meta: RlWeights,
   net: MlpNet,
   tracker: WorkloadTracker,
   explore: RlExplore | undefined,
-): Policy['pick'] {
+): RawPick {
   const nb = meta.bucketEdges.length + 1;
   const G = sharedGlobalSize(nb);
   const F = sharedRowSize(nb);
@@ -386,7 +405,7 @@ function sharedPicker(
 }
 
 /** The older flat layout: one network over every trained slot's features. */
-function flatPicker(meta: RlWeights, net: MlpNet, tracker: WorkloadTracker): Policy['pick'] {
+function flatPicker(meta: RlWeights, net: MlpNet, tracker: WorkloadTracker): RawPick {
   const m = meta.backends;
   const nb = meta.bucketEdges.length + 1;
   const per = perBackendFeatures(nb);

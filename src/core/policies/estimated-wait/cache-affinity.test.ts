@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { estimatedWait } from './policy.js';
 import type { BackendView, EngineMetrics, RequestInfo } from '../../types.js';
-import { backendView, distinctText, engineReport, requestInfo, warmRates } from '../../testing.js';
+import { backendView, distinctText, engineReport, requestInfo, warmRates, chosen } from '../../testing.js';
 
 const text = distinctText;
 const req = (id: string, promptText: string): RequestInfo => requestInfo(id, promptText, { api: 'openai' });
@@ -35,7 +35,7 @@ function reRead(params: Record<string, unknown>): string | undefined {
   for (let i = 0; i < 4; i++) p.onDispatch?.(req(`busy${i}`, text(`busy-${i}`, 400)), b, t);
   b = view('b', 1, { inFlight: 4, metrics: metrics(4, 2) });
   a = view('a', 0, { metrics: metrics(0, 0) });
-  return p.pick(req('again', `${doc} another question?`), [a, b], t + 100)?.name;
+  return chosen(p.pick(req('again', `${doc} another question?`), [a, b], t + 100))?.name;
 }
 
 test('estimated-wait queues a request for the full engine that holds its prefix when that is cheaper', () => {
@@ -118,7 +118,7 @@ function reReadSaturated(params: Record<string, unknown>, queued: number): strin
   a = view('a', 0, { metrics: metrics(0, 0) });
   b = view('b', 1, { inFlight: 4 + queued, metrics: metrics(4, queued) });
   c = view('c', 2, { inFlight: 4 + queued, metrics: metrics(4, queued) });
-  return p.pick(req('again', `${doc} another question?`), [a, b, c], t + 100)?.name;
+  return chosen(p.pick(req('again', `${doc} another question?`), [a, b, c], t + 100))?.name;
 }
 
 test('estimated-wait: the deeper the fleet queues, the more a lost hit costs (missQueueWeight)', () => {
@@ -153,7 +153,7 @@ test('estimated-wait: a prompt the learned record forgot still leans to where it
       p.onComplete?.(r, b, rep, rep.finishedAt);
       t += 10_000;
     }
-    return p.pick(req('again', `${doc} another question?`), [a, b], t)?.name;
+    return chosen(p.pick(req('again', `${doc} another question?`), [a, b], t))?.name;
   };
   assert.equal(pick({}), 'b');
   // Without it both look cold: the tie goes round-robin, after b.

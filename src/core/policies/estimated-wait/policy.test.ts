@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { estimatedWait } from './index.js';
 import { Scheduler } from '../../scheduler.js';
 import { createPolicy } from '../index.js';
-import type { BackendView, Policy, RequestInfo } from '../../types.js';
-import { backendView } from '../../testing.js';
+import type { BackendView, Policy, RequestInfo, ResponseRatioOrder } from '../../types.js';
+import { backendView, chosen } from '../../testing.js';
 
 const view = (name: string, index: number, inFlight = 0): BackendView =>
   backendView(name, index, { inFlight });
@@ -57,7 +57,7 @@ test('learns engine rates and prefers the faster backend', () => {
   teach(p, fast, 't1', 1, 10, 0);
   teach(p, slow, 't2', 10, 100, 0);
   assert.equal(p.describe!('fast').decodeSPerToken, 0.01);
-  assert.equal(p.pick(req('r'), [fast, slow], 5000)?.name, 'fast');
+  assert.equal(chosen(p.pick(req('r'), [fast, slow], 5000))?.name, 'fast');
 });
 
 test('a busy fast backend loses to an idle slow one once its queue outweighs the speed gap', () => {
@@ -71,7 +71,7 @@ test('a busy fast backend loses to an idle slow one once its queue outweighs the
     const r = req(`f${i}`);
     p.onDispatch?.(r, view('fast', 0, i), 10_000);
   }
-  assert.equal(p.pick(req('n'), [view('fast', 0, 3), slow], 10_000)?.name, 'slow');
+  assert.equal(chosen(p.pick(req('n'), [view('fast', 0, 3), slow], 10_000))?.name, 'slow');
 });
 
 test('backends that run several sequences at once are not charged a queue below their slots', () => {
@@ -83,7 +83,7 @@ test('backends that run several sequences at once are not charged a queue below 
   teach(p, b, 't2', 1, 12, 0);
   for (let i = 0; i < 3; i++) p.onDispatch?.(req(`a${i}`), view('a', 0, i), 1000);
   // a has 3 in flight but 4 slots: the new request starts at once there, and a is faster.
-  assert.equal(p.pick(req('n'), [view('a', 0, 3), b], 1000)?.name, 'a');
+  assert.equal(chosen(p.pick(req('n'), [view('a', 0, 3), b], 1000))?.name, 'a');
 });
 
 test('issue #20: a pick is priced with the stall it adds to the batch it joins', () => {
@@ -94,7 +94,7 @@ test('issue #20: a pick is priced with the stall it adds to the batch it joins',
   teach(p, b, 't2', 1, 12, 0);
   for (let i = 0; i < 3; i++) p.onDispatch?.(req(`a${i}`), view('a', 0, i), 1000);
   // Same as above, but its 0.1 s prefill would stall a's three (0.3 s): more than b is slower.
-  assert.equal(p.pick(req('n'), [view('a', 0, 3), b], 1000)?.name, 'b');
+  assert.equal(chosen(p.pick(req('n'), [view('a', 0, 3), b], 1000))?.name, 'b');
 });
 
 test('no winner-takes-all: an unmeasured or stale idle backend is tried', () => {
@@ -103,12 +103,12 @@ test('no winner-takes-all: an unmeasured or stale idle backend is tried', () => 
   const b = view('b', 1);
   teach(p, a, 't1', 1, 10, 0);
   // b has never answered: costed with the best rates, it ties with a and wins on round-robin.
-  assert.equal(p.pick(req('x'), [a, b], 10)?.name, 'b');
+  assert.equal(chosen(p.pick(req('x'), [a, b], 10))?.name, 'b');
   teach(p, b, 't2', 5, 50, 100);
-  assert.equal(p.pick(req('y'), [a, b], 200)?.name, 'a');
-  assert.equal(p.pick(req('y2'), [a, b], 300)?.name, 'a');
+  assert.equal(chosen(p.pick(req('y'), [a, b], 200))?.name, 'a');
+  assert.equal(chosen(p.pick(req('y2'), [a, b], 300))?.name, 'a');
   // two decisions later, b's estimate is stale and b is idle → it is re-measured
-  assert.equal(p.pick(req('z'), [view('a', 0), b], 400)?.name, 'b');
+  assert.equal(chosen(p.pick(req('z'), [view('a', 0), b], 400))?.name, 'b');
 });
 
 test('predicted output length follows observed answers and the client cap', () => {
@@ -178,7 +178,7 @@ test('issue #20: identical replicas whose fits differ only by noise split load b
   }
   for (let i = 0; i < 3; i++) p.onDispatch?.(req(`x${i}`), view('a', 0, i), 400_000);
   // a is "faster" but has 3 in flight to b's none: within noise, the lighter one wins.
-  assert.equal(p.pick(req('n'), [view('a', 0, 3), view('b', 1, 0)], 400_000)?.name, 'b');
+  assert.equal(chosen(p.pick(req('n'), [view('a', 0, 3), view('b', 1, 0)], 400_000))?.name, 'b');
 });
 
 test('issue #20: a request pushed behind a long prefill is costed the rest of that prefill', () => {
@@ -253,15 +253,18 @@ test('issue #20: late binding — held in the router while every engine would qu
   const p = estimatedWait({ random: () => 0, params: {} });
   teach(p, view('a', 0), 't1', 1, 10, 0);
   teach(p, view('b', 1), 't2', 1, 10, 0);
-  assert.equal(p.pick(req('r'), [engine('a', 0, 3), engine('b', 1, 1)], 1000), undefined);
+  assert.equal(chosen(p.pick(req('r'), [engine('a', 0, 3), engine('b', 1, 1)], 1000)), undefined);
   // b's queue drained: r goes there, though a's estimate alone would not be worse.
-  assert.equal(p.pick(req('r'), [engine('a', 0, 3), engine('b', 1, 0)], 1100)?.name, 'b');
+  assert.equal(chosen(p.pick(req('r'), [engine('a', 0, 3), engine('b', 1, 0)], 1100))?.name, 'b');
   // What this router pushed since the read waits too (one beyond the batch seen is allowed).
   const since = { dispatchedSinceMetrics: 2 };
-  assert.equal(p.pick(req('s'), [engine('a', 0, 0, since), engine('b', 1, 0, since)], 1200), undefined);
+  assert.equal(
+    chosen(p.pick(req('s'), [engine('a', 0, 0, since), engine('b', 1, 0, since)], 1200)),
+    undefined,
+  );
   // Without engine metrics: in flight beyond the one sequence known to run at once would wait.
-  assert.equal(p.pick(req('u'), [view('a', 0, 5), view('b', 1, 9)], 1300), undefined);
-  assert.equal(p.pick(req('u'), [view('a', 0, 5), view('b', 1, 1)], 1300)?.name, 'b');
+  assert.equal(chosen(p.pick(req('u'), [view('a', 0, 5), view('b', 1, 9)], 1300)), undefined);
+  assert.equal(chosen(p.pick(req('u'), [view('a', 0, 5), view('b', 1, 1)], 1300))?.name, 'b');
   const off = estimatedWait({ random: () => 0, params: { lateBinding: false } });
   assert.ok(off.pick(req('r'), [engine('a', 0, 3), engine('b', 1, 1)], 1000));
 });
@@ -341,7 +344,7 @@ test('response-ratio sizes: memoised per prompt length, yet always what a fresh 
     ['other', undefined],
   ] as const)
     asked.push({ ...req(`${model}-${max}`, 400, max), model });
-  const sizes = (p: Policy): number[] => asked.map((r) => p.responseRatio!.size(r));
+  const sizes = (p: Policy): number[] => asked.map((r) => ratioOrder(p).size(r));
   const event = (p: Policy, i: number): void => {
     if (i === 12) return p.onBackendRemoved!('a');
     const r = req(`t${i}`, 100 + 300 * i, i % 3 === 0 ? 50 : undefined);
@@ -373,7 +376,7 @@ test('response-ratio sizes: memoised per prompt length, yet always what a fresh 
     const batch = new Float64Array(asked.length);
     const other = estimatedWait({ random: () => 0, params: {} });
     for (let j = 0; j <= i; j++) event(other, j);
-    other.responseRatio!.sizes!(asked, batch);
+    ratioOrder(other).sizes!(asked, batch);
     assert.deepEqual([...batch], after, `all at once after event ${i}`);
     if (i < 12) assert.notDeepEqual(after, before, `event ${i} changed what sizes depend on`);
   }
@@ -450,15 +453,15 @@ test('picks reuse what each backend’s flights add to an estimate, and cost exa
       continue;
     }
     const r = req(id, chars);
-    const chosen = warm.pick(r, views, now)!;
+    const to = chosen(warm.pick(r, views, now))!;
     const fresh = estimatedWait({ random: () => 0, params });
     for (const h of history) h(fresh);
     fresh.pick(r, views, now);
     assert.ok(warm.explainLast?.()?.scores.length === 4);
     assert.deepEqual(warm.explainLast?.()?.scores, fresh.explainLast?.()?.scores, `estimates for ${id}`);
     if (dispatched) {
-      warm.onDispatch!(r, chosen, now);
-      history.push((p) => p.onDispatch!(r, chosen, now));
+      warm.onDispatch!(r, to, now);
+      history.push((p) => p.onDispatch!(r, to, now));
     }
   }
 });
@@ -492,7 +495,7 @@ test('a dispatch right after its pick records what the pick found; after learnin
     const direct = estimatedWait({ random: () => 0, params: {} });
     history(picked);
     history(direct);
-    const to = picked.pick(r, [a, b], 2000)!;
+    const to = chosen(picked.pick(r, [a, b], 2000))!;
     direct.pick(req('other', 10), [a, b], 2000); // the same count of decisions
     if (learnBetween) {
       learnMore(picked);
@@ -604,3 +607,10 @@ test('issue #34: whole answers alone, of varied sizes, teach a prefill : decode 
   assert.ok(d.prefillSPerToken! > 0.00004 && d.prefillSPerToken! < 0.00006, `prefill ${d.prefillSPerToken}`);
   assert.ok(d.decodeSPerToken! > 0.018 && d.decodeSPerToken! < 0.022, `decode ${d.decodeSPerToken}`);
 });
+
+/** The policy's response-ratio queue order (it must have one). */
+function ratioOrder(p: Policy): ResponseRatioOrder {
+  const o = p.queueOrder;
+  assert.ok(o?.kind === 'response-ratio');
+  return o;
+}

@@ -1,3 +1,4 @@
+import { HOLD } from '../../types.js';
 import type { BackendView, Policy, PolicyContext, RequestInfo } from '../../types.js';
 import { WaitEstimator } from './estimator.js';
 import { parseEstimatedWaitParams } from './params.js';
@@ -80,14 +81,12 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
   /** Per candidate of the current pick: 1 where it may be pushed now (late binding). */
   let open = new Uint8Array(8);
   let lastCount = 0;
-  /** Whether the last pick held its request because no candidate had room (Policy.heldByLoad). */
-  let heldOnLoad = false;
 
   /**
    * Late binding: marks in `open` the candidates with room for the request (see roomInside), and
    * says whether to hold it in the router instead: when none has room. The room depends on the
    * candidates' load alone, so the scheduler holds the model's other waiters without asking until a
-   * backend changes (heldByLoad), and offers them in response-ratio order (responseRatio) when
+   * backend changes (HOLD.load), and offers them in response-ratio order (queueOrder) when
    * one does: the room that frees goes to the highest ratio first.
    */
   const holdForLater = (candidates: readonly BackendView[]): boolean => {
@@ -163,10 +162,10 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
 
   return {
     name: 'estimated-wait',
-    heldByLoad: () => heldOnLoad,
-    responseRatio:
+    queueOrder:
       p.lateBinding && p.heldOrder === 'ratio'
         ? {
+            kind: 'response-ratio',
             size: (req) => est.sizing.size(req, est.registry.list),
             sizes: (reqs, out) => est.sizing.sizesOf(reqs, out, est.registry.list),
             epoch: () => est.sizing.epoch,
@@ -178,12 +177,11 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       est.lastNow = now;
       est.forgetPick();
       const n = candidates.length;
-      if (n === 0) return undefined;
+      if (n === 0) return HOLD.retry;
       if (scratch.length < n) {
         scratch = new Float64Array(n * 2);
         open = new Uint8Array(n * 2);
       }
-      heldOnLoad = false;
       const adapter = lora !== undefined && LoraSlots.anyAdapter(req, candidates);
       if (!p.lateBinding || adapter) {
         // An adapter's request is not held for room: a LoRA engine's waiting count is mostly
@@ -191,10 +189,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         // loraPenalty prices the wait for a slot instead.
         open.fill(1, 0, n);
         est.bind(candidates);
-      } else if (holdForLater(candidates)) {
-        heldOnLoad = true;
-        return undefined;
-      }
+      } else if (holdForLater(candidates)) return HOLD.load;
       const promptTokens = est.sizing.promptTokensOf(req);
       const predicted = est.sizing.predictOf(req, promptTokens);
       const best = est.bestCost(promptTokens, predicted);
@@ -205,7 +200,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       }
       if (adapter) loraPenalty(lora, req, candidates, n, p.loraSwapS, scratch);
       const chosen = choose(candidates, n, promptTokens, predicted);
-      if (chosen < 0) return undefined;
+      if (chosen < 0) return HOLD.retry;
       const view = candidates[chosen]!;
       cursor = view.index + 1;
       est.decisions++;

@@ -50,7 +50,7 @@ export class Sizing {
    */
   private sizeMemo: SizeMemo | undefined;
   /**
-   * Version of the HRRN sizes (Policy.responseRatio): bumped when the learning has grown by a
+   * Version of the HRRN sizes (Policy.queueOrder): bumped when the learning has grown by a
    * sixteenth since the last bump (at least every 64 completions) and when a backend leaves.
    * Sizing every waiting request again at each completion cost more than the rest of the
    * simulation (issue #18); sizes from an untrained predictor are still replaced early (every
@@ -78,7 +78,7 @@ export class Sizing {
     return this.output.version;
   }
 
-  /** Version of the HRRN sizes (Policy.responseRatio.epoch). */
+  /** Version of the HRRN sizes (ResponseRatioOrder.epoch). */
   get epoch(): number {
     return this.sizeEpoch;
   }

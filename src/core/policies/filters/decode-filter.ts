@@ -16,9 +16,7 @@ export function decodeFilter(ctx: PluginContext): Filter {
     kind: 'filter',
     type: 'decode-filter',
     name: ctx.name,
-    byLoad: true,
-    ignoresMetrics: true,
-    readsMetrics: false,
+    traits: { hold: 'load', holdsIgnoreMetrics: true, readsMetrics: false },
     filter: (_req, candidates) => candidates,
   };
 }

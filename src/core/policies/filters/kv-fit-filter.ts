@@ -33,27 +33,30 @@ export function kvFitFilter(ctx: PluginContext, shared?: WorkloadTracker): Filte
     kind: 'filter',
     type: 'kv-fit-filter',
     name: ctx.name,
-    byLoad: !p.backfill,
-    // Fits nowhere stands until a backend's flights change: KV only fills as answers are generated.
-    untilChange: true,
-    ignoresMetrics: true,
-    // It holds exactly a request that fits nowhere: need above every busy backend's free KV, none
-    // idle. (A held request's need is its memoised prediction; the tracker forgets those only past
-    // 65,536 undispatched requests, when a re-prediction may differ.)
-    fitGate: {
-      size(req) {
-        const { promptTokens, expectedOut } = tracker.predict(req);
-        return promptTokens + expectedOut;
-      },
-      bound(candidates, now) {
-        let best = -Infinity;
-        for (const c of candidates) {
-          if (tracker.flights(c.name) === 0) return Infinity;
-          // The same number fits() compares: capacity less the context at `now`.
-          const free = tracker.freeTokens(c.name, now);
-          if (free > best) best = free;
-        }
-        return best;
+    traits: {
+      // Without backfill a request that fits nowhere holds the rest (load); with it, each is held
+      // on its own: fits nowhere stands until a backend's flights change (KV only fills as answers
+      // are generated).
+      hold: p.backfill ? 'until-change' : 'load',
+      holdsIgnoreMetrics: true,
+      // It holds exactly a request that fits nowhere: need above every busy backend's free KV, none
+      // idle. (A held request's need is its memoised prediction; the tracker forgets those only past
+      // 65,536 undispatched requests, when a re-prediction may differ.)
+      fitGate: {
+        size(req) {
+          const { promptTokens, expectedOut } = tracker.predict(req);
+          return promptTokens + expectedOut;
+        },
+        bound(candidates, now) {
+          let best = -Infinity;
+          for (const c of candidates) {
+            if (tracker.flights(c.name) === 0) return Infinity;
+            // The same number fits() compares: capacity less the context at `now`.
+            const free = tracker.freeTokens(c.name, now);
+            if (free > best) best = free;
+          }
+          return best;
+        },
       },
     },
     filter(req, candidates, now) {

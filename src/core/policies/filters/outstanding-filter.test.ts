@@ -23,5 +23,5 @@ test('outstanding-filter keeps backends below the threshold (SP-O)', () => {
 test('outstanding-filter validates its parameter', () => {
   assert.throws(() => makePlugin('filter', 'outstanding-filter', { maxOutstanding: 0 }), /maxOutstanding/);
   assert.throws(() => makePlugin('filter', 'outstanding-filter', { max: 3 }), /max/);
-  assert.equal(makePlugin('filter', 'outstanding-filter').metricsIntervalMs, undefined);
+  assert.equal(makePlugin('filter', 'outstanding-filter').traits?.metricsIntervalMs, undefined);
 });

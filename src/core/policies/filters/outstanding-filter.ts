@@ -24,10 +24,8 @@ export function outstandingFilter(ctx: PluginContext): Filter {
     kind: 'filter',
     type: 'outstanding-filter',
     name: ctx.name,
-    byLoad: true,
     // The router's own in-flight counts only: a probe's metrics lift none of its holds.
-    ignoresMetrics: true,
-    readsMetrics: false,
+    traits: { hold: 'load', holdsIgnoreMetrics: true, readsMetrics: false },
     filter: (_req, candidates, now) => keepWhere(candidates, ok, now, kept),
   };
 }

@@ -46,8 +46,8 @@ test('maxWaiting lets a small engine queue through; without metrics a backend ta
 });
 
 test('pending-filter asks for probes at its interval (default 50 ms) and validates parameters', () => {
-  assert.equal(makePlugin('filter', 'pending-filter').metricsIntervalMs, 50);
-  assert.equal(makePlugin('filter', 'pending-filter', { probeIntervalMs: 20 }).metricsIntervalMs, 20);
+  assert.equal(makePlugin('filter', 'pending-filter').traits?.metricsIntervalMs, 50);
+  assert.equal(makePlugin('filter', 'pending-filter', { probeIntervalMs: 20 }).traits?.metricsIntervalMs, 20);
   assert.throws(() => makePlugin('filter', 'pending-filter', { probeIntervalMs: 0 }), /probeIntervalMs/);
   assert.throws(() => makePlugin('filter', 'pending-filter', { maxWaiting: -1 }), /maxWaiting/);
 });

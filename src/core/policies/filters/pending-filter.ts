@@ -34,8 +34,7 @@ export function pendingFilter(ctx: PluginContext): Filter {
     kind: 'filter',
     type: 'pending-filter',
     name: ctx.name,
-    byLoad: true,
-    metricsIntervalMs: p.probeIntervalMs,
+    traits: { hold: 'load', metricsIntervalMs: p.probeIntervalMs },
     filter: (_req, candidates, now) => keepWhere(candidates, ok, now, kept),
   };
 }

@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backendView, makePlugin, requestInfo } from '../../testing.js';
+import { backendView, makePlugin, requestInfo, listOf } from '../../testing.js';
 
 const none = new Float64Array(16);
 const fleet = Array.from({ length: 6 }, (_, i) => backendView(`b${i}`, i));
 const pick = (p: ReturnType<typeof make>, key: string | undefined, bs = fleet) =>
-  p.pick(requestInfo(`r-${key}`, '', { sessionKey: key }), bs, none, 0)[0]?.name;
+  listOf(p.pick(requestInfo(`r-${key}`, '', { sessionKey: key }), bs, none, 0))[0]?.name;
 const make = (params: Record<string, unknown> = {}) => makePlugin('picker', 'consistent-hash-picker', params);
 
 test('the same session key always lands on the same backend; keys spread over all', () => {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { HashRing } from '../../prefix/hash-ring.js';
 import { leastOutstanding } from '../least-outstanding.js';
 import type { Picker, PluginContext } from '../plugin.js';
+import { NEVER_HOLDS } from '../plugin.js';
 import { parseParams } from '../params.js';
 
 const Params = z.strictObject({
@@ -35,8 +36,7 @@ export function consistentHashPicker(ctx: PluginContext): Picker & { readonly ri
     name: ctx.name,
     // Every candidate is on the ring (weights are positive), so a lookup always finds one; the
     // session key and in-flight counts decide, never engine metrics.
-    neverHolds: true,
-    readsMetrics: false,
+    traits: NEVER_HOLDS,
     ring,
     pick(req, candidates) {
       const n = candidates.length;

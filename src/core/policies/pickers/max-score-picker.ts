@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { BackendView } from '../../types.js';
 import type { Picker, PluginContext } from '../plugin.js';
+import { NEVER_HOLDS } from '../plugin.js';
 import { parseParams } from '../params.js';
 
 const Params = z.strictObject({
@@ -19,8 +20,7 @@ export function maxScorePicker(ctx: PluginContext): Picker {
     kind: 'picker',
     type: 'max-score-picker',
     name: ctx.name,
-    neverHolds: true,
-    readsMetrics: false,
+    traits: NEVER_HOLDS,
     // Round-robin ties start after the last backend picked or pushed to (issue #31: routers that
     // share their pushes share the order; a pick is pushed where it was picked, so one router's
     // order is unchanged).

@@ -1,13 +1,14 @@
+import { isHold } from '../../types.js';
 import type { BackendView, Policy } from '../../types.js';
 import type { Picker } from '../plugin.js';
 
 /**
  * A whole-decision policy (estimated-wait, ollama-router, pinned) as a profile's picker: it picks
  * from the filtered candidates on its own estimates and ignores the profile's scores. This keeps
- * those policies exactly as measured while every policy still runs as a profile.
+ * those policies exactly as measured while every policy still runs as a profile. Its holds pass
+ * through as values and its traits and queue order as they are: nothing to forward by hand but
+ * the lifecycle hooks.
  */
-const NONE: readonly BackendView[] = Object.freeze([]);
-
 export function policyPicker(policy: Policy): Picker {
   // The answer, reused: a profile reads it before its next pick (a pick is made per request).
   const one: BackendView[] = [];
@@ -15,10 +16,13 @@ export function policyPicker(policy: Policy): Picker {
     kind: 'picker',
     type: `${policy.name}-picker`,
     name: policy.name,
+    traits: policy.traits,
+    queueOrder: policy.queueOrder,
     pick(req, candidates, _scores, now) {
       const b = policy.pick(req, candidates, now);
-      if (b) one[0] = b;
-      return b ? one : NONE;
+      if (isHold(b)) return b;
+      one[0] = b;
+      return one;
     },
     ...(policy.onDispatch ? { onDispatch: policy.onDispatch.bind(policy) } : {}),
     ...(policy.onComplete ? { onComplete: policy.onComplete.bind(policy) } : {}),
@@ -26,12 +30,5 @@ export function policyPicker(policy: Policy): Picker {
     ...(policy.describe ? { describe: policy.describe.bind(policy) } : {}),
     ...(policy.requestClass ? { requestClass: policy.requestClass.bind(policy) } : {}),
     ...(policy.explainLast ? { explainLast: policy.explainLast.bind(policy) } : {}),
-    ...(policy.heldByLoad ? { heldByLoad: policy.heldByLoad.bind(policy) } : {}),
-    ...(policy.heldUntilChange ? { heldUntilChange: policy.heldUntilChange.bind(policy) } : {}),
-    ...(policy.holdsIgnoreMetrics ? { holdsIgnoreMetrics: true } : {}),
-    // A policy that reads no metrics never holds either (Policy.readsMetrics).
-    ...(policy.readsMetrics === false ? { neverHolds: true, readsMetrics: false } : {}),
-    ...(policy.fitGate ? { fitGate: policy.fitGate } : {}),
-    ...(policy.responseRatio ? { responseRatio: policy.responseRatio } : {}),
   };
 }

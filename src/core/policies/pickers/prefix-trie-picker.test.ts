@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backendView, makePlugin, requestInfo } from '../../testing.js';
+import { backendView, makePlugin, requestInfo, listOf } from '../../testing.js';
 import type { BackendView } from '../../types.js';
 import type { Picker } from '../plugin.js';
 import type { PrefixTrieDecision } from './prefix-trie-picker.js';
@@ -13,7 +13,7 @@ let ids = 0;
 /** Pick, then dispatch to the chosen backend as the scheduler would. */
 function route(p: Picker, text: string, bs: readonly BackendView[]): string {
   const req = requestInfo(`q${ids++}`, text);
-  const b = p.pick(req, bs, none, 0)[0]!;
+  const b = listOf(p.pick(req, bs, none, 0))[0]!;
   p.onDispatch!(req, b, 0);
   return b.name;
 }
@@ -75,7 +75,7 @@ test('among backends holding the longest match, the least loaded wins', () => {
     backendView('b', 1, { inFlight: 1 }),
     backendView('c', 2),
   ];
-  assert.equal(p.pick(requestInfo('z', text + 'tail'), bs, none, 0)[0]!.name, 'b');
+  assert.equal(listOf(p.pick(requestInfo('z', text + 'tail'), bs, none, 0))[0]!.name, 'b');
 });
 
 test('only available candidates match: a held backend is skipped for the next longest prefix', () => {
@@ -84,7 +84,7 @@ test('only available candidates match: a held backend is skipped for the next lo
   route(p, long, [backendView('a', 0)]);
   route(p, long.slice(0, 20), [backendView('b', 1)]);
   // a is not a candidate (filtered out as busy): b has 20 of 32 chars.
-  const got = p.pick(requestInfo('z', long), [backendView('b', 1), backendView('c', 2)], none, 0);
+  const got = listOf(p.pick(requestInfo('z', long), [backendView('b', 1), backendView('c', 2)], none, 0));
   assert.equal(got[0]!.name, 'b');
   assert.equal(p.lastDecision()!.matchedChars, 20);
 });
@@ -119,16 +119,16 @@ test('waitForMatchMs holds a request for a busy backend with a longer match, for
   // a is filtered out (busy): b and c have nothing of it. Held while younger than 1 s…
   const others = [backendView('b', 1), backendView('c', 2)];
   const r = requestInfo('h', text + 'next turn', { arrivedAt: 100 });
-  assert.deepEqual(p.pick(r, others, none, 600), []);
+  assert.deepEqual(listOf(p.pick(r, others, none, 600)), []);
   assert.equal(p.lastDecision()!.reason, 'wait-for-match');
   // …then it goes by load rather than wait longer.
-  assert.equal(p.pick(r, others, none, 1100)[0]!.name, 'b');
+  assert.equal(listOf(p.pick(r, others, none, 1100))[0]!.name, 'b');
   // Its home available again: no wait.
-  assert.equal(p.pick(r, [backendView('a', 0), ...others], none, 600)[0]!.name, 'a');
+  assert.equal(listOf(p.pick(r, [backendView('a', 0), ...others], none, 600))[0]!.name, 'a');
   // Without the option the request never waits.
   const q = make();
   route(q, text, [backendView('a', 0)]);
-  assert.equal(q.pick(r, others, none, 600).length, 1);
+  assert.equal(listOf(q.pick(r, others, none, 600)).length, 1);
 });
 
 test('trie ids reused after a removal are not mistaken for the old backend', () => {
@@ -139,19 +139,13 @@ test('trie ids reused after a removal are not mistaken for the old backend', () 
   p.onBackendRemoved!('a');
   route(p, t2, [backendView('b', 1)]); // b takes the freed id
   // a is back (same registration index): it holds nothing, b is not a candidate.
-  const got = p.pick(
-    requestInfo('x', t2),
-    [backendView('a', 0, { inFlight: 1 }), backendView('c', 2)],
-    none,
-    0,
+  const got = listOf(
+    p.pick(requestInfo('x', t2), [backendView('a', 0, { inFlight: 1 }), backendView('c', 2)], none, 0),
   );
   assert.equal(p.lastDecision()!.reason, 'short-match');
   assert.equal(got[0]!.name, 'c');
-  const back = p.pick(
-    requestInfo('y', t2),
-    [backendView('a', 0), backendView('b', 1, { inFlight: 1 })],
-    none,
-    0,
+  const back = listOf(
+    p.pick(requestInfo('y', t2), [backendView('a', 0), backendView('b', 1, { inFlight: 1 })], none, 0),
   );
   assert.equal(back[0]!.name, 'b');
   assert.equal(p.lastDecision()!.reason, 'prefix');

@@ -1,3 +1,4 @@
+import { HOLD } from '../../types.js';
 import { z } from 'zod';
 import type { PrefixTrie } from '../../prefix/prefix-trie.js';
 import type { BackendView } from '../../types.js';
@@ -83,8 +84,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
     name: ctx.name,
     // It reads the candidates' in-flight counts and its trie, never engine metrics; it holds only
     // to wait for a match (waitForMatchMs), so without that a blind profile of it needs no probes.
-    neverHolds: p.waitForMatchMs === 0,
-    readsMetrics: false,
+    traits: { holds: p.waitForMatchMs !== 0, readsMetrics: false },
     trie,
     lastDecision: () => (lastChars < 0 ? undefined : { matchedChars: lastChars, reason: lastReason }),
     pick(req, candidates, _scores, now) {
@@ -101,7 +101,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
         if (all.chars > m.chars && !short(all.chars, indexed)) {
           lastChars = m.chars;
           lastReason = 'wait-for-match';
-          return [];
+          return HOLD.retry;
         }
       }
       if (short(m.chars, indexed)) return byLoad(candidates, m.chars, 'short-match');

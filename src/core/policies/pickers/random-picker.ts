@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Picker, PluginContext } from '../plugin.js';
+import { NEVER_HOLDS } from '../plugin.js';
 import { parseParams } from '../params.js';
 
 const Params = z.strictObject({ maxNumOfEndpoints: z.number().int().positive().default(1) });
@@ -11,8 +12,7 @@ export function randomPicker(ctx: PluginContext): Picker {
     kind: 'picker',
     type: 'random-picker',
     name: ctx.name,
-    neverHolds: true,
-    readsMetrics: false,
+    traits: NEVER_HOLDS,
     pick(_req, candidates) {
       if (candidates.length === 0) return [];
       if (p.maxNumOfEndpoints === 1) return [candidates[Math.floor(ctx.random() * candidates.length)]!];

@@ -1,4 +1,5 @@
 import type { Picker, PluginContext } from '../plugin.js';
+import { NEVER_HOLDS } from '../plugin.js';
 import { parseParams } from '../params.js';
 import { nextInRotation } from '../rotation.js';
 import { z } from 'zod';
@@ -13,8 +14,7 @@ export function roundRobinPicker(ctx: PluginContext): Picker {
     kind: 'picker',
     type: 'round-robin-picker',
     name: ctx.name,
-    neverHolds: true,
-    readsMetrics: false,
+    traits: NEVER_HOLDS,
     pick(_req, candidates) {
       const chosen = nextInRotation(candidates, next);
       if (!chosen) return [];

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backendView, makePlugin, requestInfo } from '../../testing.js';
+import { backendView, makePlugin, requestInfo, listOf } from '../../testing.js';
 import type { BackendView } from '../../types.js';
 import type { Picker } from '../plugin.js';
 import type { PrefixTrie } from '../../prefix/prefix-trie.js';
@@ -16,7 +16,7 @@ const none = new Float64Array(8);
 let ids = 0;
 function route(p: Picker, text: string, bs: readonly BackendView[]): string {
   const req = requestInfo(`s${ids++}`, text);
-  const b = p.pick(req, bs, none, 0)[0]!;
+  const b = listOf(p.pick(req, bs, none, 0))[0]!;
   p.onDispatch!(req, b, 0);
   return b.name;
 }

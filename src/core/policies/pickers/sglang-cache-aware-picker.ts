@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { PrefixTrie } from '../../prefix/prefix-trie.js';
 import type { BackendView } from '../../types.js';
 import type { Picker, PluginContext } from '../plugin.js';
+import { NEVER_HOLDS } from '../plugin.js';
 import { parseParams } from '../params.js';
 import { trieParams, TrieRouting } from '../trie-routing.js';
 
@@ -58,8 +59,7 @@ export function sglangCacheAwarePicker(ctx: PluginContext): Picker & {
     type: 'sglang-cache-aware-picker',
     name: ctx.name,
     // In-flight counts and its trie decide; it never holds (a blind profile of it needs no probes).
-    neverHolds: true,
-    readsMetrics: false,
+    traits: NEVER_HOLDS,
     trie,
     lastDecision: () => (lastChars < 0 ? undefined : { matchedChars: lastChars, reason: lastReason }),
     pick(req, candidates) {

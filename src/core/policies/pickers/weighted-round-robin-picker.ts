@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { BackendView } from '../../types.js';
 import type { Picker, PluginContext } from '../plugin.js';
+import { NEVER_HOLDS } from '../plugin.js';
 import { parseParams } from '../params.js';
 
 const Params = z.strictObject({});
@@ -17,8 +18,7 @@ export function weightedRoundRobinPicker(ctx: PluginContext): Picker {
     kind: 'picker',
     type: 'weighted-round-robin-picker',
     name: ctx.name,
-    neverHolds: true,
-    readsMetrics: false,
+    traits: NEVER_HOLDS,
     pick(_req, candidates) {
       let total = 0;
       let best: BackendView | undefined;

@@ -36,7 +36,7 @@ export function activeRequestScorer(ctx: PluginContext): Scorer {
     kind: 'scorer',
     type: 'active-request-scorer',
     name: ctx.name,
-    readsMetrics: false,
+    traits: { readsMetrics: false },
     score(_req, candidates, now, out) {
       let max = 0;
       for (let i = 0; i < candidates.length; i++) {
