@@ -31,14 +31,16 @@ export interface CountedEngine {
 
 /**
  * An HTTP hop to `target` that counts open POSTs (generation requests) from the request's arrival
- * to the end of its response. GETs (probes, /metrics scrapes) pass uncounted.
+ * to the end of its response. GETs (probes, /metrics scrapes) and the router's marked route probes
+ * (`x-llmlb-probe`) pass uncounted.
  */
 export async function countingHop(target: string): Promise<CountedEngine> {
   const agent = new Agent({ connections: 256, keepAliveTimeout: 30_000 });
   let open = 0;
   let peak = 0;
   const srv = createHttpServer((req: IncomingMessage, res: ServerResponse) => {
-    const counted = req.method === 'POST';
+    // The router's route probes (an empty body, refused: no generation) are marked and not counted.
+    const counted = req.method === 'POST' && req.headers['x-llmlb-probe'] === undefined;
     if (counted) {
       open++;
       if (open > peak) peak = open;

@@ -19,8 +19,10 @@ import { backend, engine, post, router, settings, waitFor } from './helpers.js';
 type Obj = Record<string, unknown>;
 
 /** A chat-completions server for model `tools`: it calls get_weather until it sees a tool result. */
-async function toolServer(): Promise<{ url: string; seen: Obj[]; close(): Promise<void> }> {
+async function toolServer(): Promise<{ url: string; seen: Obj[]; probes: string[]; close(): Promise<void> }> {
   const seen: Obj[] = [];
+  /** POSTs to routes it lacks: `path probe-header` (the router's capability probes). */
+  const probes: string[] = [];
   const usage = { prompt_tokens: 11, completion_tokens: 5, total_tokens: 16 };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -32,6 +34,7 @@ async function toolServer(): Promise<{ url: string; seen: Obj[]; close(): Promis
         return;
       }
       if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+        if (req.method === 'POST') probes.push(`${req.url} ${String(req.headers['x-llmlb-probe'])}`);
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: 'no route', type: 'not_found' } }));
         return;
@@ -121,6 +124,7 @@ async function toolServer(): Promise<{ url: string; seen: Obj[]; close(): Promis
   return {
     url: `http://127.0.0.1:${port}`,
     seen,
+    probes,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }
@@ -261,6 +265,14 @@ describe('Anthropic Messages through the router (native and translated)', () => 
     assert.equal(a.usage.input_tokens, Math.ceil('Weather?\n{"city":"Paris"}\nsunny'.length / 4));
     assert.equal(b.usage.input_tokens, Math.ceil('Weather?\n\nsunny'.length / 4));
     assert.deepEqual(b.content, a.content, 'the same answer text either way');
+  });
+
+  test('the capability probe is marked as one (x-llmlb-probe), so engines and proxies can tell it from generation', () => {
+    assert.ok(tools.probes.includes('/v1/messages route'), `probes seen: ${tools.probes.join(', ')}`);
+    assert.ok(
+      tools.probes.every((p) => p.endsWith(' route')),
+      `every probe POST marked: ${tools.probes.join(', ')}`,
+    );
   });
 
   test('count_tokens: forwarded where served, the router’s estimate (said so) where not', async () => {

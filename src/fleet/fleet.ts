@@ -447,7 +447,9 @@ export class Fleet {
       const res = await rt.control.request({
         path: rt.basePath + path,
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        // Marked as a probe: an engine's logs (and a counting proxy in front of it) can tell this
+        // empty, refused body from a generation request.
+        headers: { 'content-type': 'application/json', 'x-llmlb-probe': 'route' },
         body: '{}',
         headersTimeout: this.opts.probeTimeoutMs,
         bodyTimeout: this.opts.probeTimeoutMs,
