@@ -285,6 +285,7 @@ test('references hold: selectors, ports, probes, config mounts, RBAC, the pool, 
           ['get', 'list', 'watch'].every((v) => r.verbs.includes(v)),
       );
     assert.ok(grants('', 'pods') && grants('inference.networking.k8s.io', 'inferencepools'), b.metadata.name);
+    assert.ok(grants('llm-d.ai', 'inferenceobjectives'), `${b.metadata.name}: InferenceObjective priorities`);
     assert.ok(
       role.rules.every((r) => r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))),
       'read-only',

@@ -104,7 +104,8 @@ export function watchConfig(
 
 /**
  * `discovery.kubernetes`: the InferencePool's ready pods join the fleet as backends (marked
- * discovered: hot reload leaves them to discovery) and leave through the admin API's remove.
+ * discovered: hot reload leaves them to discovery) and leave through the admin API's remove;
+ * the InferenceObjectives naming the pool feed the router queue's priorities.
  * The Kubernetes client is loaded only here.
  */
 export async function startDiscovery(
@@ -118,6 +119,7 @@ export async function startDiscovery(
     {
       add: (entry) => router.fleet.add(entry, 'discovery'),
       remove: (name) => router.adminOps.removeBackend(name),
+      objectives: (table) => router.objectives.setDiscovered(table),
     },
     log,
   );

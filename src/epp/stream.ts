@@ -27,7 +27,6 @@ import {
   PROXY_ROUTES,
   OBJECTIVE_HEADER,
   TASK_HINT_HEADER,
-  objectivePriority,
   taskHintOf,
   type ParsedRequest,
   type ProxyRoute,
@@ -310,7 +309,7 @@ export class EppStream {
       maxTokens: parsed.maxTokens,
       sessionKey: this.sessionKey(parsed),
       taskHint: taskHintOf(this.headers[h.settings.server.taskHintHeader ?? TASK_HINT_HEADER]),
-      priority: objectivePriority(h.settings.objectives, this.headers[OBJECTIVE_HEADER]),
+      priority: h.objectives.priority(h.settings.objectives, this.headers[OBJECTIVE_HEADER]),
     };
     this.info = info;
     if (h.admission.hasQuota(parsed.model))

@@ -26,7 +26,6 @@ import {
   parseBody,
   OBJECTIVE_HEADER,
   TASK_HINT_HEADER,
-  objectivePriority,
   taskHintOf,
   type ParsedRequest,
   type ProxyRoute,
@@ -35,6 +34,7 @@ import type { StallWatch } from './stall-watch.js';
 import type { TraceCapture } from '../trace/capture.js';
 import { upstreamTranslation } from './translate.js';
 import type { AttemptBook } from './attempt-book.js';
+import type { ObjectiveTable } from './objectives.js';
 import { UpstreamExchange, type ExchangeEnd } from './upstream-exchange.js';
 import type { Usage } from './usage.js';
 import { usagePlan } from './stream-usage.js';
@@ -58,6 +58,8 @@ export interface FederationHook {
 export interface FlightHost {
   /** The current configuration (replaced on reload). */
   readonly settings: RouterConfig;
+  /** InferenceObjective priorities: the config's `objectives` and those discovered in Kubernetes. */
+  readonly objectives: ObjectiveTable;
   readonly scheduler: Scheduler;
   readonly fleet: Fleet;
   readonly metrics: RouterMetrics;
@@ -265,7 +267,10 @@ export class Flight {
       maxTokens: this.parsed.maxTokens,
       sessionKey: this.sessionKey(),
       taskHint: taskHintOf(this.req.headers[this.host.settings.server.taskHintHeader ?? TASK_HINT_HEADER]),
-      priority: objectivePriority(this.host.settings.objectives, this.req.headers[OBJECTIVE_HEADER]),
+      priority: this.host.objectives.priority(
+        this.host.settings.objectives,
+        this.req.headers[OBJECTIVE_HEADER],
+      ),
     };
     // Forward the client's headers as a flat raw list (no object rebuild), minus hop-by-hop ones.
     const rh = this.req.rawHeaders;

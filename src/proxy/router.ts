@@ -14,6 +14,7 @@ import { Admission } from '../admission/service.js';
 import { dashboardAllowed, isLoopback } from './admin-auth.js';
 import { Cooldowns } from './cooldowns.js';
 import { DecisionLog, DecisionWaiters } from './decision-log.js';
+import { ObjectiveTable } from './objectives.js';
 import { AttemptBook } from './attempt-book.js';
 import { now, type FederationHook } from './flight.js';
 import { availableReplicas } from '../federation/availability.js';
@@ -81,6 +82,8 @@ export class Router {
   readonly cooldowns = new Cooldowns();
   readonly stalls: StallWatch;
   readonly attempts = new AttemptBook();
+  /** InferenceObjective priorities (the config's `objectives`, and Kubernetes' when discovered). */
+  readonly objectives = new ObjectiveTable();
   /** The trace of what was routed (`trace:` in the config), for `llmlb whatif`. */
   readonly capture: TraceCapture | undefined;
   /** Peers (issue #19): the forwarding decision and its prober; undefined without `peers`. */

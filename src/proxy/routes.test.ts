@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ENDPOINTS, WORKLOAD_APIS, traceApiOf, type EndpointName } from '../api/endpoints.js';
-import { BadRequest, PROXY_ROUTES, objectivePriority, parseBody } from './routes.js';
+import { BadRequest, PROXY_ROUTES, parseBody } from './routes.js';
 
 /**
  * Every endpoint's smallest valid body and what the router reads from it. A new descriptor in
@@ -138,16 +138,4 @@ test('Anthropic bodies: messages and max_tokens are required, turns are user/ass
     Buffer.from(JSON.stringify({ model: 'm', messages: msgs, max_tokens: 1, metadata: { user_id: 'u1' } })),
   );
   assert.equal(parsed.user, 'u1');
-});
-
-test('objectivePriority: the named InferenceObjective’s priority; none, unknown or no table: undefined', () => {
-  const objectives = { critical: { priority: 10 }, sheddable: { priority: -1 }, standard: { priority: 0 } };
-  assert.equal(objectivePriority(objectives, 'critical'), 10);
-  assert.equal(objectivePriority(objectives, ' sheddable '), -1);
-  assert.equal(objectivePriority(objectives, 'standard'), 0);
-  assert.equal(objectivePriority(objectives, 'other'), undefined);
-  assert.equal(objectivePriority(objectives, 'toString'), undefined); // no prototype lookups
-  assert.equal(objectivePriority(objectives, undefined), undefined);
-  assert.equal(objectivePriority(objectives, ['critical', 'x']), undefined);
-  assert.equal(objectivePriority(undefined, 'critical'), undefined);
 });

@@ -73,26 +73,6 @@ export function taskHintOf(v: string | string[] | undefined): string | undefined
 /** The request header naming its InferenceObjective (Gateway API Inference Extension). */
 export const OBJECTIVE_HEADER = 'x-gateway-inference-objective';
 
-/** Objective name → priority, built once per configuration's `objectives` table. */
-const objectiveMaps = new WeakMap<object, Map<string, number>>();
-
-/**
- * The router-queue priority of a request naming objective `v` (its header's value), from the
- * configuration's `objectives`: undefined (priority 0) when it names none or one not configured.
- */
-export function objectivePriority(
-  objectives: Readonly<Record<string, { readonly priority: number }>> | undefined,
-  v: string | string[] | undefined,
-): number | undefined {
-  if (objectives === undefined || typeof v !== 'string') return undefined;
-  let m = objectiveMaps.get(objectives);
-  if (m === undefined) {
-    m = new Map(Object.entries(objectives).map(([name, o]) => [name, o.priority]));
-    objectiveMaps.set(objectives, m);
-  }
-  return m.get(v.trim());
-}
-
 /** Thrown for a body the API would refuse; the message is shown to the client. */
 export class BadRequest extends Error {
   constructor(

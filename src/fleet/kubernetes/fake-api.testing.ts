@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 
 /**
- * A fake Kubernetes API server for tests (real HTTP): list and watch of pods and
- * InferencePools in one namespace, as the API server does them — lists carry a resourceVersion,
+ * A fake Kubernetes API server for tests (real HTTP): list and watch of pods, InferencePools
+ * and InferenceObjectives (llm-d.ai/v1alpha2) in one namespace, as the API server does them — lists carry a resourceVersion,
  * a watch from it streams JSON lines (chunked) and stays open; a watch from a compacted version
  * gets 410 Gone. Tests change objects and see the events go out; they can end every open watch,
  * compact the history, or fail the next lists.
@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 type Obj = {
   metadata: { name: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
 } & Record<string, unknown>;
-type Kind = 'pods' | 'inferencepools';
+type Kind = 'pods' | 'inferencepools' | 'inferenceobjectives';
 interface Event {
   readonly rv: number;
   readonly kind: Kind;
@@ -37,7 +37,11 @@ export class FakeKubeApi {
   private server: Server | undefined;
   private rv = 100;
   private compactedAt = 0;
-  private readonly objects: Record<Kind, Map<string, Obj>> = { pods: new Map(), inferencepools: new Map() };
+  private readonly objects: Record<Kind, Map<string, Obj>> = {
+    pods: new Map(),
+    inferencepools: new Map(),
+    inferenceobjectives: new Map(),
+  };
   private readonly events: Event[] = [];
   private readonly watchers = new Set<Watcher>();
   /** Every request, in order (tests count lists and watches). */
@@ -105,6 +109,20 @@ export class FakeKubeApi {
     });
   }
 
+  /** An InferenceObjective (llm-d.ai/v1alpha2); `priority` undefined leaves spec.priority out. */
+  setObjective(
+    name: string,
+    poolRef: { name: string; group?: string; kind?: string },
+    priority: number | undefined,
+  ): void {
+    this.put('inferenceobjectives', {
+      apiVersion: 'llm-d.ai/v1alpha2',
+      kind: 'InferenceObjective',
+      metadata: { name, namespace: this.namespace },
+      spec: { poolRef, ...(priority !== undefined ? { priority } : {}) },
+    });
+  }
+
   setPod(
     name: string,
     labels: Record<string, string>,
@@ -157,7 +175,9 @@ export class FakeKubeApi {
         ? 'pods'
         : u.pathname === `/apis/inference.networking.k8s.io/v1/namespaces/${ns}/inferencepools`
           ? 'inferencepools'
-          : undefined;
+          : u.pathname === `/apis/llm-d.ai/v1alpha2/namespaces/${ns}/inferenceobjectives`
+            ? 'inferenceobjectives'
+            : undefined;
     const watch = u.searchParams.get('watch') === 'true';
     if (!kind) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"kind":"Status","code":404}');
@@ -174,8 +194,8 @@ export class FakeKubeApi {
       const items = [...this.objects[kind].values()].filter(match);
       res.writeHead(200, { 'content-type': 'application/json' }).end(
         JSON.stringify({
-          apiVersion: kind === 'pods' ? 'v1' : 'inference.networking.k8s.io/v1',
-          kind: kind === 'pods' ? 'PodList' : 'InferencePoolList',
+          apiVersion: LIST_TYPE[kind][0],
+          kind: LIST_TYPE[kind][1],
           metadata: { resourceVersion: String(this.rv) },
           items,
         }),
@@ -202,6 +222,12 @@ export class FakeKubeApi {
     res.on('close', () => this.watchers.delete(w));
   }
 }
+
+const LIST_TYPE: Record<Kind, readonly [string, string]> = {
+  pods: ['v1', 'PodList'],
+  inferencepools: ['inference.networking.k8s.io/v1', 'InferencePoolList'],
+  inferenceobjectives: ['llm-d.ai/v1alpha2', 'InferenceObjectiveList'],
+};
 
 /** `a=b,c=d` label selectors and `metadata.name=x` field selectors, as the fake understands them. */
 function matcher(labels: string | null, fields: string | null): (o: Obj) => boolean {

@@ -12,6 +12,11 @@ export interface DiscoveryTarget {
   add(entry: BackendEntry): Promise<void>;
   /** Throws when the backend cannot go (a policy pinned to it): it is tried again next time. */
   remove(name: string): void;
+  /**
+   * The InferenceObjective priorities found for the pool (objective name → priority), the whole
+   * table each time it changes; discovery watches InferenceObjectives only when this is given.
+   */
+  objectives?(table: ReadonlyMap<string, number>): void;
 }
 
 /**

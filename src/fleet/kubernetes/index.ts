@@ -3,6 +3,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { KubernetesDiscoveryConfig } from '../../config/kubernetes-discovery.js';
 import { FleetSync, type DiscoveryTarget } from './fleet-sync.js';
 import { kubeConfigFor } from './kube-config.js';
+import { InferenceObjectiveDiscovery } from './objective-discovery.js';
 import { InferencePoolDiscovery } from './pool-discovery.js';
 
 export type { DiscoveryTarget } from './fleet-sync.js';
@@ -13,7 +14,8 @@ export interface RunningDiscovery {
 }
 
 /**
- * `discovery.kubernetes` in `serve`: the InferencePool's ready pods kept in the fleet. Loaded
+ * `discovery.kubernetes` in `serve` and `epp`: the InferencePool's ready pods kept in the fleet,
+ * and (when the target takes them) the InferenceObjectives naming the pool as priorities. Loaded
  * with `import()` only when configured (the Kubernetes client costs seconds to load).
  * `kc`/`namespace` replace the in-cluster defaults (tests point them at a fake API server).
  */
@@ -37,6 +39,11 @@ export function startKubernetesDiscovery(
     log,
   );
   d.start();
+  const onObjectives = target.objectives?.bind(target);
+  const o = onObjectives
+    ? new InferenceObjectiveDiscovery(kc, { namespace, pool: cfg.inferencePool }, onObjectives, log)
+    : undefined;
+  o?.start();
   log.info(
     { pool: cfg.inferencePool, namespace, server: kc.getCurrentCluster()?.server },
     'kubernetes discovery started',
@@ -46,6 +53,7 @@ export function startKubernetesDiscovery(
     stop: () => {
       if (tokenTimer) clearInterval(tokenTimer);
       d.stop();
+      o?.stop();
     },
   };
 }
