@@ -13,7 +13,7 @@ import { createPolicy } from '../src/core/policies/index.js';
 import { Scheduler } from '../src/core/scheduler.js';
 import { EventEmitter } from 'node:events';
 import type { BackendView, Decision, Policy, RequestInfo } from '../src/core/types.js';
-import { STATE, clusterStateTransport, type ClusterMessage } from '../src/state/cluster-view.js';
+import { STATE, STATE_GONE, clusterStateTransport, type ClusterMessage } from '../src/state/cluster-view.js';
 import { withSharedView } from '../src/federation/shared-view-policy.js';
 import { parseConfig, type ParseOptions } from '../src/config/load.js';
 import { configIssues } from '../src/config/testing.js';
@@ -297,6 +297,62 @@ describe('shared state over the cluster primary (serve --workers N): IPC relay',
       assert.equal(states[1]!.stats.malformed, 1);
     } finally {
       for (const s of states) s.stop();
+    }
+  });
+
+  it("a worker's exit, told by the primary, drops its pushes at once (not after ttl), and its late batches", async () => {
+    const end = new EventEmitter();
+    const completed: { id: string; ok: boolean }[] = [];
+    let changedCalls = 0;
+    const view = { name: 'a', inFlight: 0, maxConcurrency: 4 } as unknown as BackendView;
+    const s = new SharedState(
+      clusterStateTransport(Object.assign(end, { send: () => true })),
+      {
+        backend: (n) => (n === 'a' ? view : undefined),
+        remoteDispatch: () => undefined,
+        remoteComplete: (req, _b, r) => completed.push({ id: req.id, ok: r.ok }),
+        changed: () => void changedCalls++,
+      },
+      // A ttl far beyond the test: only the notice can drop worker-2.
+      { routerId: 'worker-1', heartbeatMs: 1000, ttlMs: 60_000 },
+    );
+    s.start();
+    const batch = (seq: number, ids: string[]): string =>
+      JSON.stringify({
+        v: 1,
+        r: 'worker-2',
+        s: seq,
+        e: ids.map((id) => ({ k: 'd', id, b: 'a', m: 'm', a: 'openai', t: 0, p: 'x', n: 1 })),
+      });
+    try {
+      end.emit('message', { t: STATE, seq: 0, payload: batch(1, ['1', '2', '3']) });
+      assert.equal(s.othersOf('a'), 3);
+      assert.equal(s.othersInFlight, 3);
+      assert.equal(s.stats.remoteDispatched, 3);
+      assert.equal(s.liveRouters, 1);
+      const before = changedCalls;
+      // Another router's notice, or this router's own id, changes nothing.
+      end.emit('message', { t: STATE_GONE, seq: 0, router: 'worker-9' });
+      end.emit('message', { t: STATE_GONE, seq: 0, router: 'worker-1' });
+      assert.equal(s.othersOf('a'), 3);
+      end.emit('message', { t: STATE_GONE, seq: 0, router: 'worker-2' });
+      assert.equal(s.othersOf('a'), 0, 'dropped synchronously on the notice');
+      assert.equal(s.othersInFlight, 0);
+      assert.equal(s.liveRouters, 0);
+      assert.equal(s.stats.departed, 1);
+      assert.equal(s.stats.expired, 0);
+      assert.ok(changedCalls > before, 'a hold on load is asked again');
+      // Its policy hears each open request end, failed.
+      assert.deepEqual(
+        completed,
+        ['1', '2', '3'].map((id) => ({ id: `worker-2/${id}`, ok: false })),
+      );
+      // A batch of it still in transit (relayed before the exit) does not bring it back.
+      end.emit('message', { t: STATE, seq: 0, payload: batch(2, ['4']) });
+      assert.equal(s.othersOf('a'), 0);
+      assert.equal(s.liveRouters, 0);
+    } finally {
+      s.stop();
     }
   });
 });

@@ -28,9 +28,11 @@ import {
   IpcChannel,
   READY,
   STATE,
+  STATE_GONE,
   VIEW_ROUND,
   answerRound,
   isClusterMessage,
+  workerRouterId,
   type ClusterMessage,
 } from '../state/cluster-view.js';
 import { SharedViewBook } from '../state/shared-view-book.js';
@@ -83,7 +85,7 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
       this.set(ready.size);
     },
   });
-  const idOf = (w: Worker): string => `worker-${w.id}`;
+  const idOf = (w: Worker): string => workerRouterId(w.id);
   /** Admin changes so far, replayed to each new worker (bounded: the oldest go first). */
   const adminLog: unknown[] = [];
   const ADMIN_LOG_MAX = 10_000;
@@ -148,6 +150,9 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
       channels.delete(w);
       ready.delete(w);
       book.drop(idOf(w)); // its share of every cap returns now, not after the view's ttl
+      // Its pushes leave the other workers' counts and policies now, not after sharedState's ttl.
+      for (const other of ready)
+        if (other.isConnected()) other.send({ t: STATE_GONE, seq: 0, router: idOf(w) });
       const lived = Date.now() - (bornAt.get(w) ?? 0);
       bornAt.delete(w);
       if (shuttingDown) return;

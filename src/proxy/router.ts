@@ -59,6 +59,8 @@ export interface RouterHostOptions {
   readonly metricsText?: () => Promise<string>;
   /** Shared-state batches to and from the other workers (the primary relays them), with `sharedState`. */
   readonly stateTransport?: StateTransport;
+  /** This router's shared-state id on stateTransport (the primary's name for the worker). */
+  readonly stateRouterId?: string;
   /** Admin API changes applied here, handed on for the other workers to apply. */
   readonly adminBroadcast?: (c: AdminChange) => void;
 }
@@ -132,6 +134,7 @@ export class Router {
     const sharedUrl = sv?.redis ?? settings.state?.redis;
     let transport: SharedViewTransport | Redis | undefined = hostOpts.viewTransport;
     let stateTransport: StateTransport | undefined = hostOpts.stateTransport;
+    let stateId = hostOpts.stateRouterId;
     if (sv && sharedUrl) {
       // Its own connection: a round must not queue behind quota traffic, and losing it only
       // switches this router to its own view.
@@ -147,6 +150,7 @@ export class Router {
         const sub = new Redis(sharedUrl, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
         sub.on('error', () => {}); // counted as failed publishes; ioredis reconnects
         stateTransport = redisStateTransport(this.sharedRedis, sub, sv.prefix);
+        stateId = undefined; // one id among every host's routers
       }
     }
     const ss = settings.sharedState;
@@ -164,7 +168,7 @@ export class Router {
           },
         },
         {
-          routerId: `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
+          routerId: stateId ?? `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
           promptChars: ss.promptChars,
           heartbeatMs: ss.heartbeatMs,
           ttlMs: ss.ttlMs,
@@ -324,6 +328,21 @@ export class Router {
         'llmlb_shared_state_expired_routers',
         'Routers presumed gone (silent for ttlMs) since start',
         () => state.stats.expired,
+      );
+      gauge(
+        'llmlb_shared_state_departed_routers',
+        'Routers dropped at once when known gone (serve --workers N: a worker exited) since start',
+        () => state.stats.departed,
+      );
+      gauge(
+        'llmlb_shared_state_remote_pushes',
+        "Other routers' pushes applied to this router's policy since start",
+        () => state.stats.remoteDispatched,
+      );
+      gauge(
+        'llmlb_shared_state_remote_in_flight',
+        "Other routers' requests in flight, all backends, as heard here",
+        () => state.othersInFlight,
       );
     }
     this.dashboard = new Dashboard(this.scheduler, this.stats, {

@@ -31,10 +31,19 @@ export const ADMIN_APPLY = 'llmlb:admin-apply';
  * relayed as is (no answer).
  */
 export const STATE = 'llmlb:state';
+/**
+ * Primary → every worker: { router } a worker exited (its shared-state router id, `worker-<id>`):
+ * its pushes leave the others' counts at once (no answer).
+ */
+export const STATE_GONE = 'llmlb:state-gone';
+
+/** A worker's shared-state router id under serve --workers N: the primary's name for it. */
+export const workerRouterId = (clusterWorkerId: number): string => `worker-${clusterWorkerId}`;
 
 /** A worker's shared-state batches, relayed by the primary to the other workers. */
 export function clusterStateTransport(end: IpcEnd): StateTransport {
   let listener: ((m: unknown) => void) | undefined;
+  let goneListener: ((m: unknown) => void) | undefined;
   return {
     publish: (payload) => {
       if (!end.send?.({ t: STATE, seq: 0, payload })) throw new Error('IPC channel closed');
@@ -45,8 +54,15 @@ export function clusterStateTransport(end: IpcEnd): StateTransport {
       };
       end.on('message', listener);
     },
+    gone: (onGone) => {
+      goneListener = (m: unknown): void => {
+        if (isClusterMessage(m) && m.t === STATE_GONE && typeof m.router === 'string') onGone(m.router);
+      };
+      end.on('message', goneListener);
+    },
     close: () => {
       if (listener) end.off('message', listener);
+      if (goneListener) end.off('message', goneListener);
     },
   };
 }
