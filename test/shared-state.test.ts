@@ -13,7 +13,13 @@ import { createPolicy } from '../src/core/policies/index.js';
 import { Scheduler } from '../src/core/scheduler.js';
 import { EventEmitter } from 'node:events';
 import type { BackendView, Decision, Policy, RequestInfo } from '../src/core/types.js';
-import { STATE, STATE_GONE, clusterStateTransport, type ClusterMessage } from '../src/state/cluster-view.js';
+import {
+  STATE,
+  STATE_GONE,
+  StateRelay,
+  clusterStateTransport,
+  type ClusterMessage,
+} from '../src/state/cluster-view.js';
 import { withSharedView } from '../src/federation/shared-view-policy.js';
 import { parseConfig, type ParseOptions } from '../src/config/load.js';
 import { configIssues } from '../src/config/testing.js';
@@ -354,6 +360,73 @@ describe('shared state over the cluster primary (serve --workers N): IPC relay',
     } finally {
       s.stop();
     }
+  });
+});
+
+describe("the primary's relay (serve --workers N): bounded per worker", () => {
+  /** A worker whose pipe takes a message only when `drain` says so (a stalled one never does). */
+  const target = () => {
+    const waiting: ((e: Error | null) => void)[] = [];
+    const got: ClusterMessage[] = [];
+    return {
+      got,
+      connected: true,
+      send(m: ClusterMessage, cb: (e: Error | null) => void): boolean {
+        got.push(m);
+        waiting.push(cb);
+        return true;
+      },
+      isConnected(): boolean {
+        return this.connected;
+      },
+      drain(n = waiting.length, err: Error | null = null): void {
+        for (const cb of waiting.splice(0, n)) cb(err);
+      },
+    };
+  };
+  const msg = (i: number): ClusterMessage => ({ t: STATE, seq: 0, payload: `batch ${i}` });
+
+  it('a stalled worker gets at most maxMessages, the rest are dropped and counted; a reading one gets all', () => {
+    const relay = new StateRelay<ReturnType<typeof target>>(3, 1 << 20);
+    const stalled = target();
+    const reading = target();
+    for (let i = 0; i < 10; i++) {
+      relay.relay(stalled, msg(i), 7);
+      relay.relay(reading, msg(i), 7);
+      reading.drain();
+    }
+    assert.deepEqual(
+      stalled.got.map((m) => m.payload),
+      ['batch 0', 'batch 1', 'batch 2'],
+    );
+    assert.equal(reading.got.length, 10);
+    assert.deepEqual(relay.stats, { relayed: 13, dropped: 7 });
+    assert.equal(relay.backlog, 3);
+    // The worker reads again: it gets new batches (those dropped are gone: a gap, squared by heartbeats).
+    stalled.drain(2);
+    assert.equal(relay.backlog, 1);
+    assert.equal(relay.relay(stalled, msg(10), 7), true);
+    assert.equal(relay.relay(stalled, msg(11), 7), true);
+    assert.equal(relay.relay(stalled, msg(12), 7), false);
+    // A write that failed (the pipe closed) leaves the backlog too, once.
+    stalled.drain(1, new Error('EPIPE'));
+    assert.equal(relay.backlog, 2);
+  });
+
+  it('bounded in bytes too; a gone worker is forgotten; a disconnected one gets nothing', () => {
+    const relay = new StateRelay<ReturnType<typeof target>>(1000, 100);
+    const t = target();
+    assert.equal(relay.relay(t, msg(0), 60), true);
+    assert.equal(relay.relay(t, msg(1), 60), false, '120 bytes > 100');
+    assert.equal(relay.relay(t, msg(2), 40), true);
+    assert.equal(relay.backlog, 2);
+    relay.forget(t);
+    assert.equal(relay.backlog, 0);
+    t.drain(); // late callbacks of a forgotten worker change nothing
+    assert.equal(relay.backlog, 0);
+    t.connected = false;
+    assert.equal(relay.relay(t, msg(3), 1), false);
+    assert.equal(t.got.length, 2);
   });
 });
 
