@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, get, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -69,12 +69,20 @@ async function counting(target: string): Promise<{
   };
 }
 
+/** The workers of a primary: its child processes, less tsx's esbuild service (run from src/). */
 function children(pid: number): number[] {
   const r = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' });
   return r.stdout
     .split('\n')
     .filter((l) => l.trim() !== '')
-    .map(Number);
+    .map(Number)
+    .filter((c) => {
+      try {
+        return readFileSync(`/proc/${c}/comm`, 'utf8').trim() !== 'esbuild';
+      } catch {
+        return true; // no /proc: every child counts
+      }
+    });
 }
 
 async function start(
