@@ -347,7 +347,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
   it(
     "sharedState: each worker applies the other's pushes; kill -9 of one drops its pushes from the survivor at once",
     { timeout: 60_000 },
-    async () => {
+    async (t) => {
       const dir = mkdtempSync(join(tmpdir(), 'llmlb-workers-'));
       const p = join(dir, 'shared-state.yaml');
       writeFileSync(
@@ -432,6 +432,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
           'the survivor told',
         );
         const dropMs = Date.now() - killedAt;
+        t.diagnostic(`the survivor dropped the dead worker's pushes ${dropMs} ms after the kill`);
         assert.ok(dropMs < 500, `dropped after ${dropMs} ms`);
         // What the workers hear of each other's flights is no more than what they hold (the dead
         // worker's pushes are gone: the survivor's count of it is 0).
