@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, get, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -69,12 +69,20 @@ async function counting(target: string): Promise<{
   };
 }
 
+/** The workers of a primary: its child processes, less tsx's esbuild service (run from src/). */
 function children(pid: number): number[] {
   const r = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' });
   return r.stdout
     .split('\n')
     .filter((l) => l.trim() !== '')
-    .map(Number);
+    .map(Number)
+    .filter((c) => {
+      try {
+        return readFileSync(`/proc/${c}/comm`, 'utf8').trim() !== 'esbuild';
+      } catch {
+        return true; // no /proc: every child counts
+      }
+    });
 }
 
 async function start(
@@ -335,6 +343,119 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
       redis.disconnect();
     }
   });
+
+  it(
+    "sharedState: each worker applies the other's pushes; kill -9 of one drops its pushes from the survivor at once",
+    { timeout: 60_000 },
+    async (t) => {
+      const dir = mkdtempSync(join(tmpdir(), 'llmlb-workers-'));
+      const p = join(dir, 'shared-state.yaml');
+      writeFileSync(
+        p,
+        [
+          'server: { host: 127.0.0.1, port: 0 }',
+          'policy: { name: least-connections }',
+          'health: { probeIntervalMs: 100, scrapeIntervalMs: 100 }',
+          'sharedState: {}', // defaults: heartbeat 200 ms, ttl 1500 ms
+          'backends:',
+          ...proxies.map(
+            (x, i) => `  - { name: e${i}, url: "${x.url}", api: ollama, models: [m1], maxConcurrency: 2 }`,
+          ),
+          '',
+        ].join('\n'),
+      );
+      /**
+       * A metric summed over its series (the primary sums the workers' registries). A scrape on a
+       * pooled connection to the killed worker breaks: asked again on another.
+       */
+      const metric = async (url: string, name: string): Promise<number> => {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const res = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(3000) });
+            const text = await res.text();
+            return [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].reduce(
+              (n, m) => n + Number(m[1]),
+              0,
+            );
+          } catch (err) {
+            if (attempt >= 3) throw err;
+          }
+        }
+      };
+      const until = async (cond: () => Promise<boolean>, ms: number, what: string): Promise<void> => {
+        const end = Date.now() + ms;
+        while (!(await cond())) {
+          if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      };
+      const { child, url, out } = await start(p, '2');
+      try {
+        const before = children(child.pid!);
+        assert.equal(before.length, 2);
+        for (const x of proxies) x.resetPeak();
+        const statuses = await Promise.all(Array.from({ length: 60 }, () => generate(url, 20)));
+        assert.deepEqual(
+          statuses.filter((s) => s !== 200),
+          [],
+          `every request answered 200; router said:\n${out()}`,
+        );
+        for (const x of proxies) assert.ok(x.peak() <= 2, `engine held ${x.peak()} at once (cap 2)`);
+        // Each worker applied every push of the other: summed, the pushes applied remotely are every
+        // push made (60, no retries), and each worker can apply only the other's.
+        await until(
+          async () => (await metric(url, 'llmlb_shared_state_remote_pushes')) === 60,
+          2000,
+          '60 pushes',
+        );
+        assert.equal(
+          await metric(url, 'llmlb_shared_state_routers'),
+          2,
+          `each worker hears the other (restarts: ${await metric(url, 'llmlb_worker_restarts_total')}); router said:\n${out()}`,
+        );
+        assert.equal(await metric(url, 'llmlb_shared_state_remote_in_flight'), 0, 'every answer heard too');
+
+        // kill -9 mid-run: ~1 s requests, 16 of them on 4 slots (12 wait in the workers' queues).
+        for (const x of proxies) x.resetPeak();
+        const run = Promise.all(Array.from({ length: 16 }, () => generate(url, 200)));
+        await until(
+          async () => (await metric(url, 'llmlb_shared_state_remote_in_flight')) === 4,
+          3000,
+          'both workers push',
+        );
+        process.kill(before[0]!, 'SIGKILL');
+        const killedAt = Date.now();
+        // The survivor drops the dead worker's pushes on the primary's notice, well before the ttl.
+        await until(
+          async () => (await metric(url, 'llmlb_shared_state_departed_routers')) === 1,
+          2000,
+          'the survivor told',
+        );
+        const dropMs = Date.now() - killedAt;
+        t.diagnostic(`the survivor dropped the dead worker's pushes ${dropMs} ms after the kill`);
+        assert.ok(dropMs < 500, `dropped after ${dropMs} ms`);
+        // What the workers hear of each other's flights is no more than what they hold (the dead
+        // worker's pushes are gone: the survivor's count of it is 0).
+        assert.ok(
+          (await metric(url, 'llmlb_shared_state_remote_in_flight')) <=
+            (await metric(url, 'llmlb_backend_in_flight')),
+          'no dead pushes counted',
+        );
+        const after = await run;
+        const failed = after.filter((s) => s !== 200);
+        assert.ok(
+          failed.every((s) => s === 0),
+          `failures other than broken connections: ${failed.join(',')}`,
+        );
+        assert.ok(failed.length > 0 && failed.length < 16, `${failed.length} of 16 failed`);
+        for (const x of proxies) assert.ok(x.peak() <= 2, `engine held ${x.peak()} at once (cap 2)`);
+        // Not by the ttl: nobody was presumed gone for silence.
+        assert.equal(await metric(url, 'llmlb_shared_state_expired_routers'), 0);
+      } finally {
+        assert.equal(await stop(child), 0);
+      }
+    },
+  );
 
   it('--workers 2 with in-memory quotas is refused (limits would multiply): exit 2 naming state.redis', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmlb-workers-'));

@@ -13,7 +13,13 @@ import { createPolicy } from '../src/core/policies/index.js';
 import { Scheduler } from '../src/core/scheduler.js';
 import { EventEmitter } from 'node:events';
 import type { BackendView, Decision, Policy, RequestInfo } from '../src/core/types.js';
-import { STATE, clusterStateTransport, type ClusterMessage } from '../src/state/cluster-view.js';
+import {
+  STATE,
+  STATE_GONE,
+  StateRelay,
+  clusterStateTransport,
+  type ClusterMessage,
+} from '../src/state/cluster-view.js';
 import { withSharedView } from '../src/federation/shared-view-policy.js';
 import { parseConfig, type ParseOptions } from '../src/config/load.js';
 import { configIssues } from '../src/config/testing.js';
@@ -298,6 +304,129 @@ describe('shared state over the cluster primary (serve --workers N): IPC relay',
     } finally {
       for (const s of states) s.stop();
     }
+  });
+
+  it("a worker's exit, told by the primary, drops its pushes at once (not after ttl), and its late batches", async () => {
+    const end = new EventEmitter();
+    const completed: { id: string; ok: boolean }[] = [];
+    let changedCalls = 0;
+    const view = { name: 'a', inFlight: 0, maxConcurrency: 4 } as unknown as BackendView;
+    const s = new SharedState(
+      clusterStateTransport(Object.assign(end, { send: () => true })),
+      {
+        backend: (n) => (n === 'a' ? view : undefined),
+        remoteDispatch: () => undefined,
+        remoteComplete: (req, _b, r) => completed.push({ id: req.id, ok: r.ok }),
+        changed: () => void changedCalls++,
+      },
+      // A ttl far beyond the test: only the notice can drop worker-2.
+      { routerId: 'worker-1', heartbeatMs: 1000, ttlMs: 60_000 },
+    );
+    s.start();
+    const batch = (seq: number, ids: string[]): string =>
+      JSON.stringify({
+        v: 1,
+        r: 'worker-2',
+        s: seq,
+        e: ids.map((id) => ({ k: 'd', id, b: 'a', m: 'm', a: 'openai', t: 0, p: 'x', n: 1 })),
+      });
+    try {
+      end.emit('message', { t: STATE, seq: 0, payload: batch(1, ['1', '2', '3']) });
+      assert.equal(s.othersOf('a'), 3);
+      assert.equal(s.othersInFlight, 3);
+      assert.equal(s.stats.remoteDispatched, 3);
+      assert.equal(s.liveRouters, 1);
+      const before = changedCalls;
+      // Another router's notice, or this router's own id, changes nothing.
+      end.emit('message', { t: STATE_GONE, seq: 0, router: 'worker-9' });
+      end.emit('message', { t: STATE_GONE, seq: 0, router: 'worker-1' });
+      assert.equal(s.othersOf('a'), 3);
+      end.emit('message', { t: STATE_GONE, seq: 0, router: 'worker-2' });
+      assert.equal(s.othersOf('a'), 0, 'dropped synchronously on the notice');
+      assert.equal(s.othersInFlight, 0);
+      assert.equal(s.liveRouters, 0);
+      assert.equal(s.stats.departed, 1);
+      assert.equal(s.stats.expired, 0);
+      assert.ok(changedCalls > before, 'a hold on load is asked again');
+      // Its policy hears each open request end, failed.
+      assert.deepEqual(
+        completed,
+        ['1', '2', '3'].map((id) => ({ id: `worker-2/${id}`, ok: false })),
+      );
+      // A batch of it still in transit (relayed before the exit) does not bring it back.
+      end.emit('message', { t: STATE, seq: 0, payload: batch(2, ['4']) });
+      assert.equal(s.othersOf('a'), 0);
+      assert.equal(s.liveRouters, 0);
+    } finally {
+      s.stop();
+    }
+  });
+});
+
+describe("the primary's relay (serve --workers N): bounded per worker", () => {
+  /** A worker whose pipe takes a message only when `drain` says so (a stalled one never does). */
+  const target = () => {
+    const waiting: ((e: Error | null) => void)[] = [];
+    const got: ClusterMessage[] = [];
+    return {
+      got,
+      connected: true,
+      send(m: ClusterMessage, cb: (e: Error | null) => void): boolean {
+        got.push(m);
+        waiting.push(cb);
+        return true;
+      },
+      isConnected(): boolean {
+        return this.connected;
+      },
+      drain(n = waiting.length, err: Error | null = null): void {
+        for (const cb of waiting.splice(0, n)) cb(err);
+      },
+    };
+  };
+  const msg = (i: number): ClusterMessage => ({ t: STATE, seq: 0, payload: `batch ${i}` });
+
+  it('a stalled worker gets at most maxMessages, the rest are dropped and counted; a reading one gets all', () => {
+    const relay = new StateRelay<ReturnType<typeof target>>(3, 1 << 20);
+    const stalled = target();
+    const reading = target();
+    for (let i = 0; i < 10; i++) {
+      relay.relay(stalled, msg(i), 7);
+      relay.relay(reading, msg(i), 7);
+      reading.drain();
+    }
+    assert.deepEqual(
+      stalled.got.map((m) => m.payload),
+      ['batch 0', 'batch 1', 'batch 2'],
+    );
+    assert.equal(reading.got.length, 10);
+    assert.deepEqual(relay.stats, { relayed: 13, dropped: 7 });
+    assert.equal(relay.backlog, 3);
+    // The worker reads again: it gets new batches (those dropped are gone: a gap, squared by heartbeats).
+    stalled.drain(2);
+    assert.equal(relay.backlog, 1);
+    assert.equal(relay.relay(stalled, msg(10), 7), true);
+    assert.equal(relay.relay(stalled, msg(11), 7), true);
+    assert.equal(relay.relay(stalled, msg(12), 7), false);
+    // A write that failed (the pipe closed) leaves the backlog too, once.
+    stalled.drain(1, new Error('EPIPE'));
+    assert.equal(relay.backlog, 2);
+  });
+
+  it('bounded in bytes too; a gone worker is forgotten; a disconnected one gets nothing', () => {
+    const relay = new StateRelay<ReturnType<typeof target>>(1000, 100);
+    const t = target();
+    assert.equal(relay.relay(t, msg(0), 60), true);
+    assert.equal(relay.relay(t, msg(1), 60), false, '120 bytes > 100');
+    assert.equal(relay.relay(t, msg(2), 40), true);
+    assert.equal(relay.backlog, 2);
+    relay.forget(t);
+    assert.equal(relay.backlog, 0);
+    t.drain(); // late callbacks of a forgotten worker change nothing
+    assert.equal(relay.backlog, 0);
+    t.connected = false;
+    assert.equal(relay.relay(t, msg(3), 1), false);
+    assert.equal(t.got.length, 2);
   });
 });
 

@@ -28,9 +28,12 @@ import {
   IpcChannel,
   READY,
   STATE,
+  STATE_GONE,
+  StateRelay,
   VIEW_ROUND,
   answerRound,
   isClusterMessage,
+  workerRouterId,
   type ClusterMessage,
 } from '../state/cluster-view.js';
 import { SharedViewBook } from '../state/shared-view-book.js';
@@ -83,7 +86,25 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
       this.set(ready.size);
     },
   });
-  const idOf = (w: Worker): string => `worker-${w.id}`;
+  const idOf = (w: Worker): string => workerRouterId(w.id);
+  /** Shared-state batches to each worker, bounded: a stalled worker's are dropped, not queued. */
+  const relay = new StateRelay<Worker>();
+  new Gauge({
+    name: 'llmlb_shared_state_relay_dropped',
+    help: 'Shared-state batches the primary dropped for a worker whose IPC backlog was full (serve --workers N), since start',
+    registers: [own],
+    collect() {
+      this.set(relay.stats.dropped);
+    },
+  });
+  new Gauge({
+    name: 'llmlb_shared_state_relay_backlog',
+    help: 'Shared-state batches handed to workers that their IPC pipes have not taken yet (serve --workers N)',
+    registers: [own],
+    collect() {
+      this.set(relay.backlog);
+    },
+  });
   /** Admin changes so far, replayed to each new worker (bounded: the oldest go first). */
   const adminLog: unknown[] = [];
   const ADMIN_LOG_MAX = 10_000;
@@ -119,7 +140,7 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
       else if (m.t === STATE) {
         // A shared-state batch: relayed as is to every other worker (sharedState).
         if (typeof m.payload === 'string')
-          for (const other of ready) if (other !== w && other.isConnected()) other.send(m);
+          for (const other of ready) if (other !== w) relay.relay(other, m, m.payload.length);
       } else if (m.t === METRICS)
         metricsText().then(
           (text) => reply({ t: ANSWER, seq: m.seq, ok: true, value: text }),
@@ -147,7 +168,11 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
       ch.close();
       channels.delete(w);
       ready.delete(w);
+      relay.forget(w);
       book.drop(idOf(w)); // its share of every cap returns now, not after the view's ttl
+      // Its pushes leave the other workers' counts and policies now, not after sharedState's ttl.
+      for (const other of ready)
+        if (other.isConnected()) other.send({ t: STATE_GONE, seq: 0, router: idOf(w) });
       const lived = Date.now() - (bornAt.get(w) ?? 0);
       bornAt.delete(w);
       if (shuttingDown) return;

@@ -19,6 +19,7 @@ import {
   answerPrimary,
   clusterViewTransport,
   clusterStateTransport,
+  workerRouterId,
 } from '../state/cluster-view.js';
 import { checkWorkersConfig, runPrimary, workersConfigProblem } from './serve-workers.js';
 import { policyCheck } from './policy-check.js';
@@ -149,6 +150,7 @@ export async function runServe(o: {
     hostOpts = {
       viewTransport: clusterViewTransport(ch),
       stateTransport: clusterStateTransport(process),
+      ...(cluster.worker ? { stateRouterId: workerRouterId(cluster.worker.id) } : {}),
       adminBroadcast: (change) => process.send?.({ t: ADMIN_CHANGE, seq: 0, change }),
       metricsText: async () => {
         const text = await ch.ask(METRICS, {}, 3000);

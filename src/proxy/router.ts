@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../config/schema.js';
@@ -26,9 +26,10 @@ import { withSharedView } from '../federation/shared-view-policy.js';
 import { SharedView, type SharedViewTransport } from '../state/shared-view.js';
 import { SharedState, redisStateTransport, type StateTransport } from '../state/shared-state.js';
 import { Redis } from 'ioredis';
-import { Gauge } from 'prom-client';
 import { hostname } from 'node:os';
 import { HttpFront } from './http-front.js';
+import { registerSharingMetrics } from './sharing-metrics.js';
+import { routerFederation } from './router-federation.js';
 import { RouterAdmin, type BackendParser } from './router-admin.js';
 import { broadcastingAdmin, type AdminChange } from './admin-broadcast.js';
 import type { AdminTarget } from './admin.js';
@@ -42,6 +43,29 @@ export type { DecisionRecord } from './decision-log.js';
 const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 const DEFAULT_STALL_MIN_MS = 10_000;
 const DEFAULT_STALL_FACTOR = 10;
+
+/** The proxy's server, and `admin.listen`'s when set, with their timeouts (not listening yet). */
+function httpServers(
+  settings: RouterConfig,
+  handle: (req: IncomingMessage, res: ServerResponse, admin: boolean) => void,
+): { server: Server; adminServer: Server | undefined } {
+  const bodyMs = settings.timeouts.bodyMs ?? DEFAULT_BODY_TIMEOUT_MS;
+  // Node checks request timeouts every connectionsCheckingInterval (30 s by default): often
+  // enough that a slow body is cut near its limit.
+  const serverOptions = { connectionsCheckingInterval: Math.min(1000, bodyMs / 2) };
+  const server = createServer(serverOptions, (req, res) => handle(req, res, false));
+  let adminServer: Server | undefined;
+  if (settings.admin?.listen) {
+    adminServer = createServer((req, res) => handle(req, res, true));
+    adminServer.requestTimeout = 30_000;
+  }
+  server.keepAliveTimeout = 65_000;
+  // Receiving a request (headers and body) must finish in time: slow-body clients hold sockets.
+  // Answers are not covered: they take minutes.
+  server.requestTimeout = bodyMs;
+  server.headersTimeout = Math.min(60_000, bodyMs);
+  return { server, adminServer };
+}
 
 /** The router runs on the config module's validated, normalized configuration. */
 export type RouterSettings = RouterConfig;
@@ -61,6 +85,8 @@ export interface RouterHostOptions {
   readonly metricsText?: () => Promise<string>;
   /** Shared-state batches to and from the other workers (the primary relays them), with `sharedState`. */
   readonly stateTransport?: StateTransport;
+  /** This router's shared-state id on stateTransport (the primary's name for the worker). */
+  readonly stateRouterId?: string;
   /** Admin API changes applied here, handed on for the other workers to apply. */
   readonly adminBroadcast?: (c: AdminChange) => void;
 }
@@ -136,6 +162,7 @@ export class Router {
     const sharedUrl = sv?.redis ?? settings.state?.redis;
     let transport: SharedViewTransport | Redis | undefined = hostOpts.viewTransport;
     let stateTransport: StateTransport | undefined = hostOpts.stateTransport;
+    let stateId = hostOpts.stateRouterId;
     if (sv && sharedUrl) {
       // Its own connection: a round must not queue behind quota traffic, and losing it only
       // switches this router to its own view.
@@ -151,6 +178,7 @@ export class Router {
         const sub = new Redis(sharedUrl, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
         sub.on('error', () => {}); // counted as failed publishes; ioredis reconnects
         stateTransport = redisStateTransport(this.sharedRedis, sub, sv.prefix);
+        stateId = undefined; // one id among every host's routers
       }
     }
     const ss = settings.sharedState;
@@ -168,7 +196,7 @@ export class Router {
           },
         },
         {
-          routerId: `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
+          routerId: stateId ?? `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
           promptChars: ss.promptChars,
           heartbeatMs: ss.heartbeatMs,
           ttlMs: ss.ttlMs,
@@ -237,99 +265,7 @@ export class Router {
       () => this.capture,
     );
     this.admission = new Admission(settings, log, this.metrics.registry);
-    const view = this.sharedView;
-    if (view) {
-      new Gauge({
-        name: 'llmlb_shared_view_up',
-        help: '1 while the shared in-flight view reaches Redis (or, serve --workers N, the primary; summed over workers); 0: this router routes on its own view',
-        registers: [this.metrics.registry],
-        collect() {
-          this.set(view.up ? 1 : 0);
-        },
-      });
-      new Gauge({
-        name: 'llmlb_shared_view_failed_rounds',
-        help: 'Shared-view rounds that could not reach Redis since start',
-        registers: [this.metrics.registry],
-        collect() {
-          this.set(view.failures);
-        },
-      });
-    }
-    const state = this.sharedState;
-    if (state) {
-      const gauge = (name: string, help: string, value: () => number): void => {
-        new Gauge({
-          name,
-          help,
-          registers: [this.metrics.registry],
-          collect() {
-            this.set(value());
-          },
-        });
-      };
-      gauge(
-        'llmlb_shared_state_up',
-        '1 while this router publishes its pushes and answers (sharedState)',
-        () => (state.up ? 1 : 0),
-      );
-      gauge(
-        'llmlb_shared_state_routers',
-        'Other routers heard from within sharedState.ttlMs',
-        () => state.liveRouters,
-      );
-      gauge(
-        'llmlb_shared_state_published_bytes',
-        'Bytes of shared-state batches published since start',
-        () => state.stats.publishedBytes,
-      );
-      gauge(
-        'llmlb_shared_state_received_bytes',
-        "Bytes of other routers' shared-state batches received since start",
-        () => state.stats.receivedBytes,
-      );
-      gauge(
-        'llmlb_shared_state_publish_failures',
-        'Shared-state batches that could not be published since start',
-        () => state.stats.publishFailures,
-      );
-      gauge(
-        'llmlb_shared_state_malformed',
-        'Shared-state messages ignored as malformed since start',
-        () => state.stats.malformed,
-      );
-      gauge(
-        'llmlb_shared_state_dropped_events',
-        'Pushes and answers dropped unsent (pending buffer full) since start',
-        () => state.stats.dropped,
-      );
-      gauge(
-        'llmlb_shared_state_received_batches',
-        "Other routers' shared-state batches applied here since start",
-        () => state.stats.received,
-      );
-      gauge(
-        'llmlb_shared_state_lag_ms_sum',
-        'From a batch leaving its router to its applying here (wall clock, ms), summed over batches',
-        () => state.stats.lagMsSum,
-      );
-      gauge('llmlb_shared_state_lag_ms_max', 'The longest such lag (ms)', () => state.stats.lagMsMax);
-      gauge(
-        'llmlb_shared_state_allowance_waits',
-        'Requests that waited for allowance on the backend their policy chose, since start',
-        () => this.allowanceWaits.count,
-      );
-      gauge(
-        'llmlb_shared_state_allowance_wait_ms',
-        'Time those requests waited for allowance, summed (ms)',
-        () => this.allowanceWaits.totalMs,
-      );
-      gauge(
-        'llmlb_shared_state_expired_routers',
-        'Routers presumed gone (silent for ttlMs) since start',
-        () => state.stats.expired,
-      );
-    }
+    registerSharingMetrics(this.metrics.registry, this.sharedView, this.sharedState, this.allowanceWaits);
     this.dashboard = new Dashboard(this.scheduler, this.stats, {
       backendErrors: (name) => this.fleet.get(name),
       // Read at each request: a reload may change the token.
@@ -347,51 +283,14 @@ export class Router {
       },
       now,
     );
-    const bodyMs = settings.timeouts.bodyMs ?? DEFAULT_BODY_TIMEOUT_MS;
-    // Node checks request timeouts every connectionsCheckingInterval (30 s by default): often
-    // enough that a slow body is cut near its limit.
-    const serverOptions = { connectionsCheckingInterval: Math.min(1000, bodyMs / 2) };
-    this.server = createServer(serverOptions, (req, res) => this.front.handle(req, res, false));
-    if (settings.admin?.listen) {
-      this.adminServer = createServer((req, res) => this.front.handle(req, res, true));
-      this.adminServer.requestTimeout = 30_000;
-    }
-    this.server.keepAliveTimeout = 65_000;
-    // Receiving a request (headers and body) must finish in time: slow-body clients hold sockets.
-    // Answers are not covered: they take minutes.
-    this.server.requestTimeout = bodyMs;
-    this.server.headersTimeout = Math.min(60_000, bodyMs);
-    if (settings.region !== undefined && settings.peers && settings.peers.length > 0) {
-      const f = settings.federation;
-      const fed = new Federation({
-        region: settings.region,
-        peers: settings.peers,
-        // Both layers use the same policy family (SkyLB §3.2).
-        selection: f?.peerSelection ?? (settings.policy.name === 'consistent-hash' ? 'ring' : 'trie'),
-        tau: f?.tau,
-        ejectMs: f?.ejectMs,
-        maxEntries: f?.snapshotMaxEntries,
-      });
-      this.peers = fed;
-      const forwards = new QueuedForwards(fed, () => this.localAvailable() > 0, Date.now);
-      this.queuedForwards = forwards;
-      this.federation = {
-        route: (info, forwarded) => {
-          forwards.drain(); // those queued earlier go first (FCFS)
-          return fed.route(info, forwarded, this.localAvailable() > 0, Date.now());
-        },
-        onForwarded: (info, peer) => fed.onForwarded(info, peer),
-        onDone: (peer, ok) => fed.onDone(peer, ok, Date.now()),
-        queued: (info, take) => forwards.add(info, take),
-        unqueued: (id) => forwards.remove(id),
-      };
-      this.prober = new PeerProber(fed, {
-        intervalMs: f?.probeIntervalMs ?? 100,
-        timeoutMs: f?.probeTimeoutMs,
-        // A peer with room: the queue head goes there now rather than wait for a local replica.
-        onStatus: () => forwards.drain(),
-      });
-    }
+    const servers = httpServers(settings, (req, res, admin) => this.front.handle(req, res, admin));
+    this.server = servers.server;
+    this.adminServer = servers.adminServer;
+    const fed = routerFederation(settings, () => this.localAvailable() > 0);
+    this.peers = fed?.peers;
+    this.queuedForwards = fed?.queuedForwards;
+    this.federation = fed?.hook;
+    this.prober = fed?.prober;
   }
 
   /** GET /metrics's text. */

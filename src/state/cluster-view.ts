@@ -31,10 +31,19 @@ export const ADMIN_APPLY = 'llmlb:admin-apply';
  * relayed as is (no answer).
  */
 export const STATE = 'llmlb:state';
+/**
+ * Primary → every worker: { router } a worker exited (its shared-state router id, `worker-<id>`):
+ * its pushes leave the others' counts at once (no answer).
+ */
+export const STATE_GONE = 'llmlb:state-gone';
+
+/** A worker's shared-state router id under serve --workers N: the primary's name for it. */
+export const workerRouterId = (clusterWorkerId: number): string => `worker-${clusterWorkerId}`;
 
 /** A worker's shared-state batches, relayed by the primary to the other workers. */
 export function clusterStateTransport(end: IpcEnd): StateTransport {
   let listener: ((m: unknown) => void) | undefined;
+  let goneListener: ((m: unknown) => void) | undefined;
   return {
     publish: (payload) => {
       if (!end.send?.({ t: STATE, seq: 0, payload })) throw new Error('IPC channel closed');
@@ -45,10 +54,81 @@ export function clusterStateTransport(end: IpcEnd): StateTransport {
       };
       end.on('message', listener);
     },
+    gone: (onGone) => {
+      goneListener = (m: unknown): void => {
+        if (isClusterMessage(m) && m.t === STATE_GONE && typeof m.router === 'string') onGone(m.router);
+      };
+      end.on('message', goneListener);
+    },
     close: () => {
       if (listener) end.off('message', listener);
+      if (goneListener) end.off('message', goneListener);
     },
   };
+}
+
+/** A worker as the primary's relay sees it: cluster's Worker.send with its written-callback. */
+export interface RelayTarget {
+  send(message: ClusterMessage, callback: (error: Error | null) => void): boolean;
+  isConnected(): boolean;
+}
+
+/**
+ * The primary's relay of shared-state batches, bounded per worker: Node's IPC queues without limit
+ * a message to a worker that does not read (stalled, or busy for seconds), so the primary counts
+ * what it handed each worker and the pipe has not taken yet (Worker.send's callback), and drops a
+ * batch beyond maxMessages or maxBytes for that worker. A dropped batch is a gap in the receiver's
+ * sequence: its counts are squared by the sender's next heartbeat (sharedState.heartbeatMs).
+ */
+export class StateRelay<T extends RelayTarget> {
+  readonly stats = { relayed: 0, dropped: 0 };
+  private readonly backlogs = new Map<T, { messages: number; bytes: number }>();
+
+  constructor(
+    private readonly maxMessages = 1024,
+    private readonly maxBytes = 8 * 1024 * 1024,
+  ) {}
+
+  /** Hands `m` (`bytes` long) to `to` unless its backlog is full; false when dropped. */
+  relay(to: T, m: ClusterMessage, bytes: number): boolean {
+    if (!to.isConnected()) return false;
+    let b = this.backlogs.get(to);
+    if (!b) this.backlogs.set(to, (b = { messages: 0, bytes: 0 }));
+    if (b.messages >= this.maxMessages || b.bytes + bytes > this.maxBytes) {
+      this.stats.dropped++;
+      return false;
+    }
+    const backlog = b;
+    backlog.messages++;
+    backlog.bytes += bytes;
+    let done = false;
+    const written = (): void => {
+      if (done) return;
+      done = true;
+      backlog.messages--;
+      backlog.bytes -= bytes;
+    };
+    try {
+      to.send(m, written); // called once written to the pipe, or with the error that stopped it
+    } catch {
+      written();
+      return false;
+    }
+    this.stats.relayed++;
+    return true;
+  }
+
+  /** A worker gone: its backlog is no longer counted (late callbacks change nothing). */
+  forget(to: T): void {
+    this.backlogs.delete(to);
+  }
+
+  /** Batches handed to workers that their pipes have not taken yet, all workers together. */
+  get backlog(): number {
+    let n = 0;
+    for (const b of this.backlogs.values()) n += b.messages;
+    return n;
+  }
 }
 
 export interface ClusterMessage {

@@ -28,6 +28,11 @@ export interface StateTransport {
   publish(payload: string): Promise<unknown> | void;
   /** Every payload published by any router (this one's included: they are skipped by id). */
   subscribe(onMessage: (payload: string) => void): void;
+  /**
+   * Routers known gone (serve --workers N: the primary saw a worker exit): their requests leave
+   * the counts at once, not after ttlMs. Optional: Redis has no such notice.
+   */
+  gone?(onGone: (routerId: string) => void): void;
   close(): void;
 }
 
@@ -73,6 +78,10 @@ export interface SharedStateStats {
   unmatched: number;
   /** Routers presumed gone (silent for ttlMs). */
   expired: number;
+  /** Routers the transport said were gone (a worker's exit), dropped at once. */
+  departed: number;
+  /** Other routers' pushes applied to this router's policy. */
+  remoteDispatched: number;
   /** Remote requests ended when their counts were squared with a heartbeat (their answer was lost). */
   reconciled: number;
   /** From a batch's sending to its applying here (wall clock, ms): summed, and the most. */
@@ -244,6 +253,8 @@ export class SharedState {
     gaps: 0,
     unmatched: 0,
     expired: 0,
+    departed: 0,
+    remoteDispatched: 0,
     reconciled: 0,
     lagMsSum: 0,
     lagMsMax: 0,
@@ -264,6 +275,8 @@ export class SharedState {
   private readonly othersIn = new Map<string, number>();
   /** Per backend: the others' pushes and answers since this router last read engine metrics. */
   private readonly sinceMap = new Map<string, { dispatched: number; completed: number }>();
+  /** Routers the transport said were gone: a late batch of theirs is ignored (bounded, oldest go). */
+  private readonly departed = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private lastPublishOk = true;
@@ -303,6 +316,7 @@ export class SharedState {
   start(): void {
     if (this.timer || this.closed) return;
     this.transport.subscribe((p) => this.receive(p));
+    this.transport.gone?.((id) => this.forget(id));
     this.timer = setInterval(() => this.tick(), Math.max(10, Math.floor(this.o.heartbeatMs / 2)));
     this.timer.unref();
   }
@@ -312,6 +326,30 @@ export class SharedState {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     this.transport.close();
+  }
+
+  /** The other routers' requests in flight, all backends, as heard. */
+  get othersInFlight(): number {
+    let n = 0;
+    for (const c of this.othersIn.values()) n += c;
+    for (const r of this.remotes.values()) for (const c of r.unknown.values()) n += c;
+    return n;
+  }
+
+  /**
+   * A router is gone (its process exited): its requests are answered (failed) to the policy and
+   * leave the counts now; batches of it still in transit are ignored.
+   */
+  forget(routerId: string): void {
+    if (this.closed || routerId === this.o.routerId) return;
+    this.departed.add(routerId);
+    if (this.departed.size > 1000) this.departed.delete(this.departed.values().next().value!);
+    const r = this.remotes.get(routerId);
+    if (!r) return;
+    this.stats.departed++;
+    const changed = new Set<string>();
+    this.dropRouter(routerId, r, changed);
+    if (changed.size > 0) this.host.changed(changed);
   }
 
   /** The other routers' requests in flight on a backend, as heard. */
@@ -494,7 +532,7 @@ export class SharedState {
       this.stats.malformed++;
       return;
     }
-    if (batch.r === this.o.routerId) return;
+    if (batch.r === this.o.routerId || this.departed.has(batch.r)) return;
     this.stats.received++;
     this.stats.receivedBytes += payload.length;
     const t = this.hostNow();
@@ -572,6 +610,7 @@ export class SharedState {
     r.counts.set(e.b, (r.counts.get(e.b) ?? 0) + 1);
     this.othersIn.set(e.b, (this.othersIn.get(e.b) ?? 0) + 1);
     this.sinceOf(e.b).dispatched++;
+    this.stats.remoteDispatched++;
     changed.add(e.b);
     this.host.remoteDispatch(req, view);
   }
