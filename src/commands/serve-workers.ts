@@ -131,6 +131,9 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
     const ch = new IpcChannel(w, 1000);
     channels.set(w, ch);
     bornAt.set(w, Date.now());
+    // A message to a worker that is going away (its pipe closing while it exits) fails with an
+    // 'error' event: without a listener that would end the primary. Its 'exit' handles the rest.
+    w.on('error', (err: unknown) => log.debug({ worker: w.process.pid, err: String(err) }, 'worker channel'));
     w.on('message', (m: unknown) => {
       if (!isClusterMessage(m) || m.t === ANSWER) return;
       const reply = (r: ClusterMessage): void => {
@@ -171,8 +174,9 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
       relay.forget(w);
       book.drop(idOf(w)); // its share of every cap returns now, not after the view's ttl
       // Its pushes leave the other workers' counts and policies now, not after sharedState's ttl.
-      for (const other of ready)
-        if (other.isConnected()) other.send({ t: STATE_GONE, seq: 0, router: idOf(w) });
+      if (!shuttingDown)
+        for (const other of ready)
+          if (other.isConnected()) other.send({ t: STATE_GONE, seq: 0, router: idOf(w) });
       const lived = Date.now() - (bornAt.get(w) ?? 0);
       bornAt.delete(w);
       if (shuttingDown) return;
