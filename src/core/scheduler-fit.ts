@@ -144,3 +144,11 @@ export class GatedWalk implements Iterator<Queued> {
     return { done: false, value: q };
   }
 }
+
+/** Queued member `q` is no longer held until it fits (if it was). */
+export function ungate(q: Queued): void {
+  if (q.fit === q.fit) {
+    q.fit = NaN;
+    q.group.gated--;
+  }
+}

@@ -154,6 +154,43 @@ export class DirtyGroups {
 }
 
 /** A request's priority in the router queue: RequestInfo.priority when a finite number, else 0. */
+const NO_BACKENDS: readonly BackendState[] = [];
+
+/** A new, empty group (its key in Scheduler.groups, or the model in plainGroups). */
+export function newGroup(model: string, exclude: ReadonlySet<string>, priority: number, key: string): Group {
+  return {
+    model,
+    exclude,
+    priority,
+    key,
+    serving: NO_BACKENDS,
+    servingAt: -1,
+    members: new Map(),
+    ratio: undefined,
+    dirtyAt: -1,
+    gate: undefined,
+    gated: 0,
+    allHeld: false,
+  };
+}
+
+/** A request joining the router queue in group `g`, the `seq`th to. */
+export function newQueued(req: RequestInfo, now: number, seq: number, g: Group): Queued {
+  return {
+    req,
+    arrivedAt: req.arrivedAt,
+    enqueuedAt: now,
+    seq,
+    group: g,
+    size: NaN,
+    sizeEpoch: NaN,
+    slot: -1,
+    walk: 0,
+    fit: NaN,
+    gateStamp: 0,
+  };
+}
+
 export function priorityOf(req: RequestInfo): number {
   const p = req.priority;
   return p !== undefined && Number.isFinite(p) ? p : 0;

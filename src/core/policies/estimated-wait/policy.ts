@@ -5,6 +5,9 @@ import { parseEstimatedWaitParams } from './params.js';
 import { loraPenalty, missPenalty, missPrice } from './candidate-cost.js';
 import { LoraSlots } from '../lora-slots.js';
 import { roomInside } from './slots.js';
+import { chooseCandidate } from './choose.js';
+
+export { rrBefore } from './choose.js';
 
 /**
  * Our estimated-wait router (the default). For each candidate it predicts when *this* request
@@ -63,7 +66,8 @@ import { roomInside } from './slots.js';
  * wait, delay to others), sizing.ts (prompt and output tokens, HRRN sizes), cached-prefix.ts
  * (prefix credit), candidate-cost.ts (a candidate's cost: the seam where they are priced together),
  * learn-rates.ts (fits from answers), estimator.ts (all of it per candidate, shared with the
- * scorer) and this file: the pick — late binding, the lowest cost, ties, the HRRN hooks.
+ * scorer), choose.ts (the lowest cost and the tie-break) and this file: the pick — late binding,
+ * the HRRN hooks.
  */
 
 /** The policy, plus its per-candidate estimates for estimated-wait-scorer. */
@@ -98,66 +102,6 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       room += r;
     }
     return room === 0;
-  };
-
-  /** Standard error of candidate i's service estimate for this request (its fits' uncertainty). */
-  const serviceError = (i: number, promptTokens: number, out: number): number => {
-    const c = est.candCost[i]!;
-    const batch = Math.min(est.candState[i]!.flights.length + 1, est.candSlots[i]!);
-    return Math.hypot(c.prefill.stderr(promptTokens), out * c.decode.stderr(batch));
-  };
-
-  /** Whether candidate i goes before candidate j among near-best estimates. */
-  const tieBreak = (candidates: readonly BackendView[], i: number, j: number): boolean => {
-    const c = candidates[i]!;
-    const chosen = candidates[j]!;
-    if (c.inFlight !== chosen.inFlight) return c.inFlight < chosen.inFlight;
-    const cm = est.candState[i]!.lastSampleAt !== undefined;
-    const xm = est.candState[j]!.lastSampleAt !== undefined;
-    if (cm !== xm) return !cm;
-    return rrBefore(c.index, chosen.index, cursor);
-  };
-
-  /**
-   * Whether candidate i may take the request now: it has room (late binding), or it holds part of
-   * the prompt (queueForCache) — then its cost, which counts the wait inside it, decides.
-   */
-  const pushable = (i: number): boolean => open[i] === 1 || (p.queueForCache && est.candCached[i]! > 0);
-
-  /**
-   * The candidate to push to (pushable), of the `n` costed in scratch: the lowest cost, or among the
-   * near-best — within tieTolerance, or within tieStdErrors of the two fits' combined standard
-   * error — the one tieBreak puts first. -1: none open.
-   */
-  const choose = (
-    candidates: readonly BackendView[],
-    n: number,
-    promptTokens: number,
-    predicted: number,
-  ): number => {
-    let min = Infinity;
-    let at = -1;
-    for (let i = 0; i < n; i++) {
-      if (pushable(i) && scratch[i]! < min) {
-        min = scratch[i]!;
-        at = i;
-      }
-    }
-    if (at < 0) return -1; // unreachable: holdForLater holds when none is open
-    const errors = p.tieStdErrors > 0;
-    const minErr = errors ? serviceError(at, promptTokens, predicted) : 0;
-    let chosen = -1;
-    for (let i = 0; i < n; i++) {
-      if (!pushable(i)) continue;
-      const t = scratch[i]!;
-      const near =
-        t <= min * (1 + p.tieTolerance) + 1e-12 ||
-        t - min <= p.tieStdErrors * Math.hypot(errors ? serviceError(i, promptTokens, predicted) : 0, minErr);
-      if (!near) continue;
-      if (chosen < 0 || tieBreak(candidates, i, chosen)) chosen = i;
-    }
-    // Every estimate is finite and ≥ 0 (fits are clamped), so one is always within the limit.
-    return chosen < 0 ? at : chosen;
   };
 
   return {
@@ -199,7 +143,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         missPenalty(est.wait, est.candCost, est.uncached, n, price, scratch);
       }
       if (adapter) loraPenalty(lora, req, candidates, n, p.loraSwapS, scratch);
-      const chosen = choose(candidates, n, promptTokens, predicted);
+      const chosen = chooseCandidate(est, p, candidates, n, scratch, open, cursor, promptTokens, predicted);
       if (chosen < 0) return HOLD.retry;
       const view = candidates[chosen]!;
       cursor = view.index + 1;
@@ -239,11 +183,4 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
 function anyLora(candidates: readonly BackendView[]): boolean {
   for (let i = 0; i < candidates.length; i++) if (candidates[i]!.adapters !== undefined) return true;
   return false;
-}
-
-/** Whether index a comes before index b in round-robin order starting at `cursor`. */
-export function rrBefore(a: number, b: number, cursor: number): boolean {
-  const da = a >= cursor ? a - cursor : a - cursor + 1e9;
-  const db = b >= cursor ? b - cursor : b - cursor + 1e9;
-  return da < db;
 }
