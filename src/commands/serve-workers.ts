@@ -62,16 +62,11 @@ const BACKOFF_MAX_MS = 5000;
 /** A worker that lived this long before dying restarts after the shortest backoff again. */
 const STABLE_MS = 10_000;
 
-export async function runPrimary(workers: number, log: Logger): Promise<void> {
-  const book = new SharedViewBook();
-  const channels = new Map<Worker, IpcChannel>();
-  const ready = new Set<Worker>();
-  const bornAt = new Map<Worker, number>();
-  let everReady = false;
-  let banner = false;
-  let firstBanner: string | undefined;
-  let shuttingDown = false;
-  let quickDeaths = 0;
+/** The primary's own metrics (summed with the workers' on /metrics). */
+function primaryMetrics(
+  ready: ReadonlySet<Worker>,
+  relay: StateRelay<Worker>,
+): { own: Registry; restarts: Counter } {
   const own = new Registry();
   const restarts = new Counter({
     name: 'llmlb_worker_restarts_total',
@@ -86,9 +81,6 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
       this.set(ready.size);
     },
   });
-  const idOf = (w: Worker): string => workerRouterId(w.id);
-  /** Shared-state batches to each worker, bounded: a stalled worker's are dropped, not queued. */
-  const relay = new StateRelay<Worker>();
   new Gauge({
     name: 'llmlb_shared_state_relay_dropped',
     help: 'Shared-state batches the primary dropped for a worker whose IPC backlog was full (serve --workers N), since start',
@@ -105,6 +97,23 @@ export async function runPrimary(workers: number, log: Logger): Promise<void> {
       this.set(relay.backlog);
     },
   });
+  return { own, restarts };
+}
+
+export async function runPrimary(workers: number, log: Logger): Promise<void> {
+  const book = new SharedViewBook();
+  const channels = new Map<Worker, IpcChannel>();
+  const ready = new Set<Worker>();
+  const bornAt = new Map<Worker, number>();
+  let everReady = false;
+  let banner = false;
+  let firstBanner: string | undefined;
+  let shuttingDown = false;
+  let quickDeaths = 0;
+  const idOf = (w: Worker): string => workerRouterId(w.id);
+  /** Shared-state batches to each worker, bounded: a stalled worker's are dropped, not queued. */
+  const relay = new StateRelay<Worker>();
+  const { own, restarts } = primaryMetrics(ready, relay);
   /** Admin changes so far, replayed to each new worker (bounded: the oldest go first). */
   const adminLog: unknown[] = [];
   const ADMIN_LOG_MAX = 10_000;
