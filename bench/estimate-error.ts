@@ -5,7 +5,7 @@
  * how balanced its choices were, and per request label (heimdall-burst: HEAVY, SHORT, MED, …) the
  * mean estimate, actual time and router wait. The measurement behind issue #20 (docs/results.md).
  */
-import { estimatedWait } from '../src/core/policies/estimated-wait/index.js';
+import { estimatedWait } from '../src/core/policies/builtin/estimated-wait/index.js';
 import { createRng, deriveSeed } from '../src/core/rng.js';
 import { isHold } from '../src/core/types.js';
 import type { BackendView, Policy } from '../src/core/types.js';

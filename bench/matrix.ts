@@ -17,7 +17,7 @@ import {
   endpointPickerConfigSchema,
   profileNames,
   type EndpointPickerConfig,
-} from '../src/core/policies/endpoint-picker-config.js';
+} from '../src/core/policies/framework/endpoint-picker-config.js';
 import { loadScenario } from '../src/scenario/load.js';
 import {
   BASELINES,

@@ -11,7 +11,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { rl, stateSize } from '../src/core/policies/rl.js';
+import { rl, stateSize } from '../src/core/policies/builtin/rl.js';
 import { createRng } from '../src/core/rng.js';
 import { backendView, requestInfo } from '../src/core/testing.js';
 import { chosen } from '../src/core/types.js';

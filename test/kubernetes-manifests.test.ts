@@ -11,7 +11,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Gateway, HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
 import { parseConfig } from '../src/config/load.js';
 import { policyCheck } from '../src/commands/policy-check.js';
-import { endpointPickerWarnings } from '../src/core/policies/endpoint-picker-config.js';
+import { endpointPickerWarnings } from '../src/core/policies/framework/endpoint-picker-config.js';
 
 /**
  * Every manifest under deploy/kubernetes/ (no cluster here): each object validated against its

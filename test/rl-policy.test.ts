@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stateSize } from '../src/core/policies/rl.js';
+import { stateSize } from '../src/core/policies/builtin/rl.js';
 import { createRng } from '../src/core/rng.js';
 import type { EngineServer } from '../src/engine/server.js';
 import { silentLogger } from '../src/log.js';

@@ -2,7 +2,7 @@ import { createLogger } from '../log.js';
 import { parseBackendEntry } from '../config/load.js';
 import { Router } from '../proxy/router.js';
 import { EppServer } from '../epp/server.js';
-import { endpointPickerWarnings } from '../core/policies/endpoint-picker-config.js';
+import { endpointPickerWarnings } from '../core/policies/framework/endpoint-picker-config.js';
 import { loadRouterConfig, startDiscovery, watchConfig } from './serve.js';
 import { portError } from './port-error.js';
 

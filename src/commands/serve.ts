@@ -2,7 +2,7 @@ import cluster from 'node:cluster';
 import { watch } from 'node:fs';
 import type { Logger } from 'pino';
 import { applyOverrides, loadConfigFile, parseBackendEntry } from '../config/load.js';
-import { endpointPickerWarnings } from '../core/policies/endpoint-picker-config.js';
+import { endpointPickerWarnings } from '../core/policies/framework/endpoint-picker-config.js';
 import { createLogger } from '../log.js';
 import type { KubernetesDiscoveryConfig } from '../config/kubernetes-discovery.js';
 import type { RunningDiscovery } from '../fleet/kubernetes/index.js';

@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { backendView, requestInfo, chosen } from '../core/testing.js';
-import { buildProfile } from '../core/policies/endpoint-picker-config.js';
-import type { ScoreExplanation } from '../core/policies/plugin.js';
+import { buildProfile } from '../core/policies/framework/endpoint-picker-config.js';
+import type { ScoreExplanation } from '../core/policies/framework/plugin.js';
 import { ConfigError, parseConfig, parseEndpointPickerConfig, type ParseOptions } from './load.js';
 import { policyNames, createPolicy } from '../core/policies/index.js';
 

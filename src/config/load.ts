@@ -9,7 +9,7 @@ import {
   profileNames,
   ProfileConfigError,
   type EndpointPickerConfig,
-} from '../core/policies/endpoint-picker-config.js';
+} from '../core/policies/framework/endpoint-picker-config.js';
 import {
   backendSchema,
   configSchema,

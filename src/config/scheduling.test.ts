@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPolicy, policyNames } from '../core/policies/index.js';
-import { ProfilePolicy } from '../core/policies/profile.js';
+import { ProfilePolicy } from '../core/policies/framework/profile.js';
 import { loadConfigFile, parseConfig, type ConfigIssue, type ParseOptions } from './load.js';
 import { configIssues } from './testing.js';
 

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import {
   endpointPickerConfigSchema,
   type EndpointPickerConfig,
-} from '../core/policies/endpoint-picker-config.js';
+} from '../core/policies/framework/endpoint-picker-config.js';
 import { traceConfigSchema, type TraceSettings } from './trace.js';
 import { policySpecSchema, type PolicySpec } from './policy-spec.js';
 import { federationConfigKeys } from './federation.js';

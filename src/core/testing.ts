@@ -1,6 +1,6 @@
-import './policies/builtin-plugins.js';
-import type { Plugin, Scorer } from './policies/plugin.js';
-import { pluginFactory } from './policies/plugins.js';
+import './policies/framework/builtin-plugins.js';
+import type { Plugin, Scorer } from './policies/framework/plugin.js';
+import { pluginFactory } from './policies/framework/plugins.js';
 import { createRng } from './rng.js';
 import { isHold } from './types.js';
 import type { BackendView, CompletionReport, Hold, Policy, RequestInfo } from './types.js';

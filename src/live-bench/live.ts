@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { monitorLoopDelay, type LoopDelay } from './loop-delay.js';
 import { deriveSeed } from '../core/rng.js';
 import type { PolicySpec } from '../core/policies/index.js';
-import { WorkloadParams } from '../core/policies/workload-tracker.js';
+import { WorkloadParams } from '../core/policies/shared/workload-tracker.js';
 import { startEngine, type EngineServer } from '../engine/server.js';
 import { silentLogger } from '../log.js';
 import { Router, type RouterSettings } from '../proxy/router.js';

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { ScoreExplanation } from '../core/policies/plugin.js';
-import { ProfilePolicy } from '../core/policies/profile.js';
+import type { ScoreExplanation } from '../core/policies/framework/plugin.js';
+import { ProfilePolicy } from '../core/policies/framework/profile.js';
 import type { Decision, Policy, RequestClass, RequestInfo } from '../core/types.js';
 
 /** One routing decision, kept for GET /admin/decisions. */

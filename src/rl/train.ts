@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, basename } from 'node:path';
 import type * as vl from 'vega-lite';
 import type { z } from 'zod';
-import { MixingParams, mixingTerms } from '../core/policies/scorers/mixing-impact-scorer.js';
+import { MixingParams, mixingTerms } from '../core/policies/plugins/scorers/mixing-impact-scorer.js';
 import { MlpNet } from '../core/estimators/mlp.js';
 import { createPolicy } from '../core/policies/index.js';
 import {
@@ -18,12 +18,12 @@ import {
   type RlPolicy,
   type RlRedecide,
   type RlWeights,
-} from '../core/policies/rl.js';
+} from '../core/policies/builtin/rl.js';
 import {
   WorkloadParams,
   type WorkloadConfig,
   type WorkloadTracker,
-} from '../core/policies/workload-tracker.js';
+} from '../core/policies/shared/workload-tracker.js';
 import { createRng, deriveSeed } from '../core/rng.js';
 import type { BackendView, CompletionReport, Policy, RequestInfo } from '../core/types.js';
 import { renderSvg } from '../report/charts.js';
@@ -230,7 +230,7 @@ function guideTerm(
  * has h = −1: the seed's penalty also "prevents requests from being queued at each model instance
  * due to a lack of memory" (§4.3).
  *
- * The Q-function is one shared head over option rows (src/core/policies/rl.ts). After every
+ * The Q-function is one shared head over option rows (src/core/policies/builtin/rl.ts). After every
  * training episode the network is frozen and run greedily on a held-out workload seed; the
  * weights written are those with the best such evaluation (training episodes' own figures are
  * not used to select: they route while learning and exploring).

@@ -50,7 +50,7 @@ import {
   checkEndpointPickerConfig,
   endpointPickerConfigSchema,
   ProfileConfigError,
-} from '../core/policies/endpoint-picker-config.js';
+} from '../core/policies/framework/endpoint-picker-config.js';
 import { defaultProfile } from '../engine/profile.js';
 import { EngineProfilePatch } from './profile-file.js';
 import type { EngineProfile } from '../engine/types.js';

@@ -1,22 +1,22 @@
-import './builtin-plugins.js';
+import './framework/builtin-plugins.js';
 import type { Policy, PolicyContext, PolicyParams } from '../types.js';
-import { buildProfile, profileNames, type EndpointPickerConfig } from './endpoint-picker-config.js';
-import { estimatedWait } from './estimated-wait/index.js';
-import { jsq } from './jsq.js';
-import { maxCapacity } from './max-capacity.js';
-import { minMin } from './min-min.js';
-import { workloadAware } from './workload-aware.js';
-import { rl, type RlWeightsSource } from './rl.js';
-import { ollamaRouter } from './ollama-router.js';
-import { parseParams } from './params.js';
-import type { Filter, PluginContext } from './plugin.js';
-import { pluginFactory } from './plugins.js';
-import { policyPicker } from './pickers/policy-picker.js';
-import { pinned } from './pinned.js';
-import { ProfilePolicy, type ProfileDefinition } from './profile.js';
+import { buildProfile, profileNames, type EndpointPickerConfig } from './framework/endpoint-picker-config.js';
+import { estimatedWait } from './builtin/estimated-wait/index.js';
+import { jsq } from './builtin/jsq.js';
+import { maxCapacity } from './builtin/max-capacity.js';
+import { minMin } from './builtin/min-min.js';
+import { workloadAware } from './builtin/workload-aware.js';
+import { rl, type RlWeightsSource } from './builtin/rl.js';
+import { ollamaRouter } from './builtin/ollama-router.js';
+import { parseParams } from './framework/params.js';
+import type { Filter, PluginContext } from './framework/plugin.js';
+import { pluginFactory } from './framework/plugins.js';
+import { policyPicker } from './plugins/pickers/policy-picker.js';
+import { pinned } from './builtin/pinned.js';
+import { ProfilePolicy, type ProfileDefinition } from './framework/profile.js';
 import { z } from 'zod';
 
-export type { EndpointPickerConfig } from './endpoint-picker-config.js';
+export type { EndpointPickerConfig } from './framework/endpoint-picker-config.js';
 
 /**
  * What a host hands the policies that need the outside world (the core does no I/O itself): the

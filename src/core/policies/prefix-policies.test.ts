@@ -5,7 +5,7 @@ import { Scheduler } from '../scheduler.js';
 import { createRng } from '../rng.js';
 import type { BackendSpec, Decision, RequestInfo } from '../types.js';
 import { createPolicy, policyNames, type PolicySpec } from './index.js';
-import { endpointPickerConfigSchema } from './endpoint-picker-config.js';
+import { endpointPickerConfigSchema } from './framework/endpoint-picker-config.js';
 
 const spec = (name: string): BackendSpec => ({
   name,
