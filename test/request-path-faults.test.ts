@@ -240,3 +240,35 @@ test('300 streams held at once all reach an uncapped backend, and its probes sti
     await new Promise<void>((res) => up.close(() => res()));
   }
 });
+
+test('closing the router (SIGTERM) cuts its requests without counting them as backend failures', async () => {
+  const hung = await engine({ faults: { hang: true } });
+  const { router: r, url } = await router(
+    settings([backend('hung', hung.url)], {
+      timeouts: { connectMs: 1000, firstByteMs: 600_000, idleMs: 600_000 },
+      health: {
+        failuresToEject: 1,
+        probeIntervalMs: 60_000,
+        probeTimeoutMs: 500,
+        scrapeIntervalMs: 60_000,
+        stallMinMs: 600_000,
+      },
+    }),
+  );
+  try {
+    const pending = [0, 1, 2].map((i) =>
+      post(`${url}/api/generate`, { model: 'm1', prompt: `q${i}`, stream: false }).then(
+        async (res) => res.arrayBuffer(),
+        () => undefined, // cut by the close: expected
+      ),
+    );
+    await waitFor(() => (r.scheduler.backend('hung')?.inFlight ?? 0) >= 3, 2000, 'requests on the backend');
+    await r.close();
+    await Promise.all(pending);
+    await new Promise((res) => setTimeout(res, 50));
+    // Its pools destroyed by the close, not a failure of the backend: no ejection (was: "backend ejected").
+    assert.equal(r.scheduler.backend('hung')?.healthy, true);
+  } finally {
+    await hung.close();
+  }
+});

@@ -91,6 +91,8 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 export class Fleet {
   private readonly backends = new Map<string, BackendRuntime>();
   private timers: NodeJS.Timeout[] = [];
+  /** Set by close(): failures after it (requests cut by destroying the pools) eject nothing. */
+  private closing = false;
   private scrapeTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -278,6 +280,8 @@ export class Fleet {
   }
 
   async close(): Promise<void> {
+    // Requests cut by the pools' destruction below are our doing, not the backends' failures.
+    this.closing = true;
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     clearTimeout(this.scrapeTimer);
@@ -298,7 +302,7 @@ export class Fleet {
   /** A request or probe failed: count it, eject the backend at the threshold. */
   recordFailure(name: string, error: string): void {
     const rt = this.backends.get(name);
-    if (!rt) return;
+    if (!rt || this.closing) return;
     rt.failures++;
     rt.lastError = error;
     rt.lastErrorAt = Date.now();
