@@ -20,6 +20,10 @@
  * Bounds: at most maxPending events wait to go out (the oldest are dropped and counted), at most
  * maxInFlightPublishes batches are handed to the transport at once, at most maxRemoteRequests
  * remote requests are remembered (the oldest are dropped). Malformed messages are counted and ignored.
+ *
+ * One file (over ~500 lines) on purpose: the publisher, the receiver, the heartbeat squaring and the
+ * departure of a router all read and write the same per-router books (its remote requests and
+ * counts); split apart, each part would reach into the others' state.
  */
 import type { BackendView, CompletionReport, RequestInfo } from '../core/types.js';
 
