@@ -384,11 +384,6 @@ export class Router {
     return this.decisionLog.explained(view ? withSharedView(policy, view.othersOf) : policy);
   }
 
-  /**
-   * sharedState: the policy sees the others' requests in flight (as heard) and their pushes and
-   * answers since the engine metrics were read; every push and answer it makes is published after
-   * it saw it, and the others' are applied to it (the simulator's shared-state, src/sim/federation.ts).
-   */
   /** Requests held for want of allowance on `backend` in the last second (the round asks for them). */
   private demandFor(backend: string): number {
     const t = now();
@@ -401,6 +396,11 @@ export class Router {
     return n;
   }
 
+  /**
+   * sharedState: the policy sees the others' requests in flight (as heard) and their pushes and
+   * answers since the engine metrics were read; every push and answer it makes is published after
+   * it saw it, and the others' are applied to it (the simulator's shared-state, src/sim/shared-state.ts).
+   */
   private sharing(policy: Policy, state: SharedState): Policy {
     this.stateInner = policy;
     const since = (name: string): { readonly dispatched: number; readonly completed: number } => {

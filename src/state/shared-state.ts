@@ -1,7 +1,7 @@
 /**
  * N live routers that behave as one (issue #31, item 2): each router publishes every push and
  * every answer it makes (backend, model, the head of the prompt, token counts, times) and applies
- * the others' to its own policy, as the simulator's `shared-state` mode does (src/sim/federation.ts):
+ * the others' to its own policy, as the simulator's `shared-state` mode does (src/sim/shared-state.ts):
  * a remote push is the policy's onDispatch and a remote answer its onComplete, on the backend's
  * view, without taking a local slot; the others' in-flight counts are the pushes not yet answered.
  * So every router's prefix trie, prefix credit, estimated-wait flights and workload classes learn
