@@ -16,6 +16,29 @@ export type BackendPatch = Partial<
   Pick<BackendSpec, 'weight' | 'maxConcurrency' | 'region' | 'models' | 'adapters'>
 >;
 
+/** A backend's record as `add` makes it (new, or revived keeping its index and in-flight count). */
+function record(spec: BackendSpec, healthy: boolean, index: number, inFlight: number): BackendState {
+  return {
+    name: spec.name,
+    index,
+    api: spec.api,
+    weight: spec.weight,
+    maxConcurrency: spec.maxConcurrency,
+    region: spec.region,
+    models: new Set(spec.models),
+    healthy,
+    draining: false,
+    inFlight,
+    metrics: undefined,
+    loadedModels: undefined,
+    adapters: adapterSet(spec.adapters),
+    dispatchedSinceMetrics: 0,
+    completedSinceMetrics: 0,
+    removed: false,
+    groupSets: undefined,
+  };
+}
+
 /** b serves the model (the caller's list says so) and may take it. */
 function eligible(b: BackendState, exclude: ReadonlySet<string>): boolean {
   return b.healthy && !b.draining && (exclude.size === 0 || !exclude.has(b.name));
@@ -42,43 +65,10 @@ export class Fleet {
     for (const m of spec.models) this.touchModel(m);
     if (existing) {
       // Re-added while its old requests still run: revive the same record so they settle on it.
-      Object.assign(existing, {
-        api: spec.api,
-        weight: spec.weight,
-        maxConcurrency: spec.maxConcurrency,
-        region: spec.region,
-        models: new Set(spec.models),
-        healthy,
-        draining: false,
-        metrics: undefined,
-        loadedModels: undefined,
-        adapters: adapterSet(spec.adapters),
-        dispatchedSinceMetrics: 0,
-        completedSinceMetrics: 0,
-        removed: false,
-        groupSets: undefined,
-      });
+      Object.assign(existing, record(spec, healthy, existing.index, existing.inFlight));
       return;
     }
-    this.backends.set(spec.name, {
-      name: spec.name,
-      index: this.nextIndex++,
-      api: spec.api,
-      weight: spec.weight,
-      maxConcurrency: spec.maxConcurrency,
-      region: spec.region,
-      models: new Set(spec.models),
-      healthy,
-      draining: false,
-      inFlight: 0,
-      metrics: undefined,
-      loadedModels: undefined,
-      adapters: adapterSet(spec.adapters),
-      dispatchedSinceMetrics: 0,
-      completedSinceMetrics: 0,
-      removed: false,
-      groupSets: undefined,
-    });
+    this.backends.set(spec.name, record(spec, healthy, this.nextIndex++, 0));
   }
 
   /** Change a backend's settings (Scheduler.updateBackend). */
