@@ -71,6 +71,8 @@ export interface BackendState extends Cost {
   lastSampleAt: number | undefined;
   /** Routing decision count when it last produced a sample. */
   lastSampleDecision: number;
+  /** Pushes this router made to it priced at the fleet's best (stale: costOf): each doubles the wait before the next try. */
+  explores: number;
   /** ∫ in-flight dt (request·ms), for each request's mean batch. */
   area: number;
   areaAt: number;
@@ -97,6 +99,7 @@ export function newBackendState(name: string, alpha: number): BackendState {
     queuedAt: Infinity,
     lastSampleAt: undefined,
     lastSampleDecision: 0,
+    explores: 0,
     area: 0,
     areaAt: 0,
     flights: [],

@@ -54,6 +54,8 @@ export class WaitEstimator {
   private pickedPromptTokens = 0;
   private pickedPredicted = 0;
   private pickedCached = 0;
+  /** Whether the last pick's backend was priced at the fleet's best (costOf: stale), not its own fits. */
+  private pickedExplored = false;
 
   constructor(readonly p: EstimatedWaitParams) {
     this.registry = new BackendRegistry(p.alpha);
@@ -97,12 +99,16 @@ export class WaitEstimator {
 
   /**
    * The fits b is priced at: its own, or the fleet's best when it has no sample or its samples
-   * went stale while it sat idle (no winner-takes-all: it is tried, so re-measured).
+   * went stale while it sat idle (no winner-takes-all: it is tried, so re-measured). Each try
+   * doubles the wait before the next (exploreBackoff): a replica that is truly slower is not
+   * re-tried, at a request's cost, every few decisions it sits idle.
    */
   costOf(b: BackendState, view: BackendView, best: Cost | undefined): Cost {
     const stale =
       b.lastSampleAt === undefined ||
-      (view.inFlight === 0 && this.decisions - b.lastSampleDecision >= this.p.exploreAfterDecisions);
+      (view.inFlight === 0 &&
+        this.decisions - b.lastSampleDecision >=
+          this.p.exploreAfterDecisions * 2 ** Math.min(b.explores, this.p.exploreBackoff));
     return stale && best ? best : b;
   }
 
@@ -174,8 +180,10 @@ export class WaitEstimator {
     promptTokens: number,
     predicted: number,
     cached: number,
+    explored: boolean,
   ): void {
     this.picked = req;
+    this.pickedExplored = explored;
     this.pickedView = view;
     this.pickedFits = this.wait.fits;
     this.pickedPromptTokens = promptTokens;
@@ -193,6 +201,9 @@ export class WaitEstimator {
     let promptTokens: number;
     let predicted: number;
     let cachedTokens: number;
+    // A push this router picked on the fleet's best fits (a try) counts toward the backoff. Picks
+    // on its own fits do not reset it: they re-measure it anyway.
+    if (req === this.picked && backend.name === this.pickedView?.name && this.pickedExplored) b.explores++;
     if (req === this.picked && backend === this.pickedView && this.wait.fits === this.pickedFits) {
       // Just picked (nothing learned since): what the pick found for it there.
       promptTokens = this.pickedPromptTokens;

@@ -16,6 +16,13 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    * the same at any traffic rate and under a time-scaled bench.
    */
   exploreAfterDecisions: z.number().int().positive().default(8),
+  /**
+   * Each try of a stale backend (pushed there priced at the fleet's best) doubles the wait before
+   * its next one, up to 2^exploreBackoff times exploreAfterDecisions (prefix-unequal-8: a 3× slower
+   * replica was re-tried every ~8 decisions it sat idle, ~50 requests a run served 2–3× slower; a
+   * backend's own picks re-measure it anyway). 0: a try every exploreAfterDecisions.
+   */
+  exploreBackoff: z.number().int().nonnegative().max(30).default(6),
   /** Prompt tokens per character before any answer reported a count. */
   initialTokensPerChar: z.number().gt(0).max(10).default(0.25),
   /** Seconds per prompt / output token assumed when no backend has a sample yet. */

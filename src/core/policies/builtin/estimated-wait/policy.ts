@@ -149,7 +149,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       cursor = view.index + 1;
       est.decisions++;
       lastCount = n;
-      est.rememberPick(req, view, promptTokens, predicted, est.candCached[chosen]!);
+      const explored = est.candCost[chosen] !== est.candState[chosen];
+      est.rememberPick(req, view, promptTokens, predicted, est.candCached[chosen]!, explored);
       return view;
     },
     explainLast() {
