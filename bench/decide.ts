@@ -438,6 +438,13 @@ interface LongRow {
   quietP99us: number;
   /** Share of decisions interrupted by one. */
   preempted: number;
+  /**
+   * Unpreempted decisions split by what their dispatch recorded (issue #30, which decisions are the
+   * slowest 1 %): a prompt new to the backend (its record grew by ≥ 64 chunks: ~317 keys in each of
+   * the two records), and the rest. Share of decisions, p50, p99.
+   */
+  newRecord: { share: number; p50us: number; p99us: number };
+  rest: { p50us: number; p99us: number };
   heapMiB: number;
   /** Of the slowest 1 % of decisions, the share that overlapped a GC pause. */
   slowWithGc: number;
@@ -466,6 +473,11 @@ async function longPrompts(n: number, decisions: number): Promise<LongRow> {
   /** Decisions no involuntary context switch interrupted (the OS gave the core to another process). */
   const quiet: number[] = [];
   let preemptedCount = 0;
+  /** Per backend, its record's chunks after the last dispatch there (read outside the timing). */
+  const chunksAt = new Array<number>(n).fill(0);
+  const quietNew: number[] = [];
+  const quietRest: number[] = [];
+  let newCount = 0;
   /** Start of each timed decision (performance.now() ms), to match against GC pauses. */
   const starts: number[] = [];
   const pauses: PerformanceEntry[] = [];
@@ -497,9 +509,19 @@ async function longPrompts(n: number, decisions: number): Promise<LongRow> {
     const t = (performance.now() - t0) * 1000;
     const c = process.cpuUsage(c0);
     const preempted = process.resourceUsage().involuntaryContextSwitches !== s0;
+    let fresh = false;
+    if (!isHold(b)) {
+      const c = policy.describe?.(bs[b.index]!.name).prefixChunks ?? 0;
+      fresh = c - chunksAt[b.index]! >= 64;
+      chunksAt[b.index] = c;
+    }
     if (i >= WARMUP / 4) {
       if (preempted) preemptedCount++;
-      else quiet.push(t);
+      else {
+        quiet.push(t);
+        (fresh ? quietNew : quietRest).push(t);
+      }
+      if (fresh) newCount++;
       hash.push(Math.max(0, h - t));
       times.push(t);
       starts.push(t0);
@@ -568,6 +590,8 @@ async function longPrompts(n: number, decisions: number): Promise<LongRow> {
     quietP50us: q(quiet, 0.5),
     quietP99us: q(quiet, 0.99),
     preempted: preemptedCount / times.length,
+    newRecord: { share: newCount / times.length, p50us: q(quietNew, 0.5), p99us: q(quietNew, 0.99) },
+    rest: { p50us: q(quietRest, 0.5), p99us: q(quietRest, 0.99) },
     heapMiB: heap,
     slowWithGc: slow > 0 ? slowGc / slow : 0,
     gcMs,
@@ -596,6 +620,8 @@ if (longRows.length > 0) {
         'decision p99 µs',
         'cpu p99 µs',
         'unpreempted p50 / p99 µs (share preempted)',
+        'of which recording a prompt new to the backend: share, p50 / p99 µs',
+        'the rest: p50 / p99 µs',
         `p99 ≤ ${LONG_GOAL_US} µs`,
         'policy heap growth MiB',
         'chunk keys / backend (mean, max)',
@@ -612,6 +638,8 @@ if (longRows.length > 0) {
         r.p99us.toFixed(1),
         r.cpuP99us.toFixed(0),
         `${r.quietP50us.toFixed(1)} / ${r.quietP99us.toFixed(1)} (${(100 * r.preempted).toFixed(1)} %)`,
+        `${(100 * r.newRecord.share).toFixed(1)} %, ${r.newRecord.p50us.toFixed(1)} / ${r.newRecord.p99us.toFixed(1)}`,
+        `${r.rest.p50us.toFixed(1)} / ${r.rest.p99us.toFixed(1)}`,
         r.p99us <= LONG_GOAL_US ? 'yes' : 'NO',
         r.heapMiB.toFixed(1),
         `${r.chunksMean.toFixed(0)}, ${r.chunksMax}`,
