@@ -71,6 +71,13 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    */
   queueForCache: z.boolean().default(true),
   /**
+   * Which full engines queueForCache may queue a request into: those holding at least this share of
+   * the most any engine holds of its prompt. 0: any that holds some — at the knee an engine holding
+   * only the prompt's shared system prompt took conversations' later turns off their holder, a miss
+   * of ~20k tokens each (issue #30: prefix-conversations-8 ×2 mean E2E 21.2 s at 0, 18.3 s at 1).
+   */
+  queueForCacheShare: z.number().min(0).max(1).default(1),
+  /**
    * Price of a prefix-cache miss (issue #30): a candidate that would prefill more of the prompt than
    * the one that holds most of it is charged this many times the extra prefill on top of its cost
    * (candidate-cost.ts, missPenalty). Its own finish counts that prefill once; the engine time a miss
