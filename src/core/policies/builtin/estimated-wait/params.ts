@@ -91,9 +91,11 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    * queued past its engine's slots, averaged over the candidates (missPrice, candidate-cost.ts). Near
    * saturation a miss's extra prefill is work every queued request waits behind, not one request's
    * delay; priced once, prefix-heavy traffic at ×2 spread for load, missed and held more
-   * (prefix-conversations-8 ×2 mean E2E: 45.8 s at 0, 33.5 s at 1, 26.7 s at 3). 0: missWeight alone.
+   * (prefix-conversations-8 ×2 mean E2E: 45.8 s at 0, 33.5 s at 1, 26.7 s at 3). 6 since
+   * queueForCacheShare (documents / conversations ×2, seeds 1 and 2: 24.4, 44.4, 18.3, 16.6 s at 3;
+   * 23.2, 37.6, 18.0, 16.2 s at 6). 0: missWeight alone.
    */
-  missQueueWeight: z.number().nonnegative().default(3),
+  missQueueWeight: z.number().nonnegative().default(6),
   /**
    * Late binding (issue #20, heimdall-burst): a request is not pushed into an engine that would
    * queue it behind requests already waiting inside (engines admit FIFO): it waits in the router
