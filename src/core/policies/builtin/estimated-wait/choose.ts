@@ -10,10 +10,29 @@ import type { EstimatedWaitParams } from './params.js';
 
 /**
  * Whether candidate i may take the request now: it has room (late binding, `open`), or it holds
- * part of the prompt (queueForCache) — then its cost, which counts the wait inside it, decides.
+ * more than `floor` tokens of the prompt (queueForCache, cacheFloor) — then its cost, which counts
+ * the wait inside it, decides.
  */
-function pushable(est: WaitEstimator, p: EstimatedWaitParams, open: Uint8Array, i: number): boolean {
-  return open[i] === 1 || (p.queueForCache && est.candCached[i]! > 0);
+function pushable(
+  est: WaitEstimator,
+  p: EstimatedWaitParams,
+  open: Uint8Array,
+  i: number,
+  floor: number,
+): boolean {
+  return open[i] === 1 || (p.queueForCache && est.candCached[i]! > floor);
+}
+
+/**
+ * The prompt tokens a full candidate must hold to be queued into (queueForCache): more than none,
+ * and at least queueForCacheShare of the most any of the `n` holds — an engine holding only the
+ * prompt's shared system prompt is no reason to queue there instead of at the prompt's holder.
+ */
+function cacheFloor(est: WaitEstimator, p: EstimatedWaitParams, n: number): number {
+  if (!(p.queueForCacheShare > 0)) return 0;
+  let most = 0;
+  for (let i = 0; i < n; i++) if (est.candCached[i]! > most) most = est.candCached[i]!;
+  return Math.max(0, p.queueForCacheShare * most - 1e-9);
 }
 
 /** Standard error of candidate i's service estimate for this request (its fits' uncertainty). */
@@ -59,10 +78,11 @@ export function chooseCandidate(
   promptTokens: number,
   predicted: number,
 ): number {
+  const floor = cacheFloor(est, p, n);
   let min = Infinity;
   let at = -1;
   for (let i = 0; i < n; i++) {
-    if (pushable(est, p, open, i) && scratch[i]! < min) {
+    if (pushable(est, p, open, i, floor) && scratch[i]! < min) {
       min = scratch[i]!;
       at = i;
     }
@@ -72,7 +92,7 @@ export function chooseCandidate(
   const minErr = errors ? serviceError(est, at, promptTokens, predicted) : 0;
   let chosen = -1;
   for (let i = 0; i < n; i++) {
-    if (!pushable(est, p, open, i)) continue;
+    if (!pushable(est, p, open, i, floor)) continue;
     const t = scratch[i]!;
     const near =
       t <= min * (1 + p.tieTolerance) + 1e-12 ||

@@ -78,6 +78,13 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    */
   queueForCache: z.boolean().default(true),
   /**
+   * Which full engines queueForCache may queue a request into: those holding at least this share of
+   * the most any engine holds of its prompt. 0: any that holds some — at the knee an engine holding
+   * only the prompt's shared system prompt took conversations' later turns off their holder, a miss
+   * of ~20k tokens each (issue #30: prefix-conversations-8 ×2 mean E2E 21.2 s at 0, 18.3 s at 1).
+   */
+  queueForCacheShare: z.number().min(0).max(1).default(1),
+  /**
    * Price of a prefix-cache miss (issue #30): a candidate that would prefill more of the prompt than
    * the one that holds most of it is charged this many times the extra prefill on top of its cost
    * (candidate-cost.ts, missPenalty). Its own finish counts that prefill once; the engine time a miss
@@ -91,9 +98,11 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    * queued past its engine's slots, averaged over the candidates (missPrice, candidate-cost.ts). Near
    * saturation a miss's extra prefill is work every queued request waits behind, not one request's
    * delay; priced once, prefix-heavy traffic at ×2 spread for load, missed and held more
-   * (prefix-conversations-8 ×2 mean E2E: 45.8 s at 0, 33.5 s at 1, 26.7 s at 3). 0: missWeight alone.
+   * (prefix-conversations-8 ×2 mean E2E: 45.8 s at 0, 33.5 s at 1, 26.7 s at 3). 6 since
+   * queueForCacheShare (documents / conversations ×2, seeds 1 and 2: 24.4, 44.4, 18.3, 16.6 s at 3;
+   * 23.2, 37.6, 18.0, 16.2 s at 6). 0: missWeight alone.
    */
-  missQueueWeight: z.number().nonnegative().default(3),
+  missQueueWeight: z.number().nonnegative().default(6),
   /**
    * Late binding (issue #20, heimdall-burst): a request is not pushed into an engine that would
    * queue it behind requests already waiting inside (engines admit FIFO): it waits in the router
