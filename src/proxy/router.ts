@@ -23,7 +23,7 @@ import { PeerProber } from '../federation/prober.js';
 import { QueuedForwards } from '../federation/queue-forward.js';
 import type { PeerStatus } from '../federation/types.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
-import { SharedView, type SharedViewTransport } from '../state/shared-view.js';
+import { SharedView, redisViewTransport, type SharedViewTransport } from '../state/shared-view.js';
 import { SharedState, redisStateTransport, type StateTransport } from '../state/shared-state.js';
 import { Redis } from 'ioredis';
 import { hostname } from 'node:os';
@@ -174,14 +174,21 @@ export class Router {
       this.sharedRedis.on('error', () => {}); // counted as failed rounds
       transport = this.sharedRedis;
       if (settings.sharedState) {
-        // A subscribed connection runs nothing else: its own.
+        // A subscribed connection runs nothing else: its own. It hears the others' batches and
+        // the shared view's hand-overs.
         const sub = new Redis(sharedUrl, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
         sub.on('error', () => {}); // counted as failed publishes; ioredis reconnects
         stateTransport = redisStateTransport(this.sharedRedis, sub, sv.prefix);
-        stateId = undefined; // one id among every host's routers
+        transport = redisViewTransport(this.sharedRedis, sv.prefix, sub);
       }
+      stateId = undefined; // one id among every host's routers
     }
     const ss = settings.sharedState;
+    // One id for this router in the shared view and the shared state (a hand-over names it): under
+    // serve --workers N without Redis, the primary's name for this worker. Drawn only when sharing.
+    let drawn: string | undefined;
+    const routerIdOf = (): string =>
+      (drawn ??= stateId ?? `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`);
     if (ss && stateTransport) {
       this.sharedState = new SharedState(
         stateTransport,
@@ -196,7 +203,7 @@ export class Router {
           },
         },
         {
-          routerId: stateId ?? `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
+          routerId: routerIdOf(),
           promptChars: ss.promptChars,
           heartbeatMs: ss.heartbeatMs,
           ttlMs: ss.ttlMs,
@@ -236,7 +243,7 @@ export class Router {
             : {}),
         },
         {
-          routerId: `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
+          routerId: routerIdOf(),
           intervalMs: sv?.intervalMs ?? hostOpts.viewIntervalMs ?? 20,
           ttlMs: sv?.ttlMs,
           headroom: sv?.headroom,
