@@ -23,10 +23,10 @@ import { PeerProber } from '../federation/prober.js';
 import { QueuedForwards } from '../federation/queue-forward.js';
 import type { PeerStatus } from '../federation/types.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
-import { SharedView, redisViewTransport, type SharedViewTransport } from '../state/shared-view.js';
-import { SharedState, redisStateTransport, type StateTransport } from '../state/shared-state.js';
+import { SharedView, type SharedViewTransport } from '../state/shared-view.js';
+import { SharedState, type StateTransport } from '../state/shared-state.js';
+import { sharingLinks } from './sharing-links.js';
 import { Redis } from 'ioredis';
-import { hostname } from 'node:os';
 import { HttpFront } from './http-front.js';
 import { registerSharingMetrics } from './sharing-metrics.js';
 import { routerFederation } from './router-federation.js';
@@ -159,36 +159,10 @@ export class Router {
       ? new TraceCapture({ ...settings.trace, prompts: settings.log.prompts })
       : undefined;
     const sv = settings.sharedView;
-    const sharedUrl = sv?.redis ?? settings.state?.redis;
-    let transport: SharedViewTransport | Redis | undefined = hostOpts.viewTransport;
-    let stateTransport: StateTransport | undefined = hostOpts.stateTransport;
-    let stateId = hostOpts.stateRouterId;
-    if (sv && sharedUrl) {
-      // Its own connection: a round must not queue behind quota traffic, and losing it only
-      // switches this router to its own view.
-      this.sharedRedis = new Redis(sharedUrl, {
-        maxRetriesPerRequest: 0,
-        enableOfflineQueue: false,
-        commandTimeout: 1000,
-      });
-      this.sharedRedis.on('error', () => {}); // counted as failed rounds
-      transport = this.sharedRedis;
-      if (settings.sharedState) {
-        // A subscribed connection runs nothing else: its own. It hears the others' batches and
-        // the shared view's hand-overs.
-        const sub = new Redis(sharedUrl, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
-        sub.on('error', () => {}); // counted as failed publishes; ioredis reconnects
-        stateTransport = redisStateTransport(this.sharedRedis, sub, sv.prefix);
-        transport = redisViewTransport(this.sharedRedis, sv.prefix, sub);
-      }
-      stateId = undefined; // one id among every host's routers
-    }
+    const links = sharingLinks(settings, hostOpts, random);
+    this.sharedRedis = links.redis;
+    const { transport, stateTransport, routerIdOf } = links;
     const ss = settings.sharedState;
-    // One id for this router in the shared view and the shared state (a hand-over names it): under
-    // serve --workers N without Redis, the primary's name for this worker. Drawn only when sharing.
-    let drawn: string | undefined;
-    const routerIdOf = (): string =>
-      (drawn ??= stateId ?? `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`);
     if (ss && stateTransport) {
       this.sharedState = new SharedState(
         stateTransport,
