@@ -204,7 +204,7 @@ async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promi
     const runS = (performance.now() - t0) / 1000;
     let stateBytes = 0;
     if (state) {
-      const sum = { lag: 0, lagMax: 0, batches: 0, waits: 0, waitMs: 0 };
+      const sum = { lag: 0, lagMax: 0, batches: 0, waits: 0, waitMs: 0, handovers: 0 };
       for (const r of routers) {
         const res = await request(`${r.url}/metrics`, { dispatcher });
         const txt = await res.body.text();
@@ -214,10 +214,12 @@ async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promi
         sum.batches += metric(txt, 'llmlb_shared_state_received_batches');
         sum.waits += metric(txt, 'llmlb_shared_state_allowance_waits');
         sum.waitMs += metric(txt, 'llmlb_shared_state_allowance_wait_ms');
+        sum.handovers += metric(txt, 'llmlb_shared_view_handovers');
       }
       process.stderr.write(
         `  shared state: lag mean ${(sum.lag / Math.max(1, sum.batches)).toFixed(1)} ms, max ${sum.lagMax.toFixed(0)} ms; ` +
-          `${sum.waits} requests waited for allowance, mean ${(sum.waitMs / Math.max(1, sum.waits)).toFixed(1)} ms\n`,
+          `${sum.waits} requests waited for allowance, mean ${(sum.waitMs / Math.max(1, sum.waits)).toFixed(1)} ms; ` +
+          `${sum.handovers} slots handed over\n`,
       );
     }
     const ok = outs.filter((o) => o.ok);

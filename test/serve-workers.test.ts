@@ -7,67 +7,15 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer, get, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { countingHop, type CountedEngine } from '../bench/replicas-fleet.js';
 import { OUTPUT_TOKENS_HEADER } from '../src/engine/server.js';
 import { engine, fastProfile, waitFor } from './helpers.js';
 
 const CLI = existsSync('dist/cli.js') ? ['dist/cli.js'] : ['--import', 'tsx', 'src/cli.ts'];
-
-/** A proxy in front of an engine counting the generation requests it holds at once. */
-async function counting(target: string): Promise<{
-  url: string;
-  now: () => number;
-  peak: () => number;
-  resetPeak(): void;
-  close(): Promise<void>;
-}> {
-  let now = 0;
-  let peak = 0;
-  const up = new URL(target);
-  const srv: Server = createServer((req, res) => {
-    const counted = req.method === 'POST' && req.url === '/api/generate';
-    let open = counted;
-    if (counted) peak = Math.max(peak, ++now);
-    const done = (): void => {
-      if (open) now--;
-      open = false;
-    };
-    const out = request(
-      { host: up.hostname, port: up.port, path: req.url, method: req.method, headers: req.headers },
-      (r) => {
-        res.writeHead(r.statusCode ?? 502, r.headers);
-        r.pipe(res);
-        r.on('end', done);
-      },
-    );
-    out.on('error', () => {
-      done();
-      res.destroy();
-    });
-    res.on('close', () => {
-      done();
-      out.destroy();
-    });
-    req.pipe(out);
-  });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`,
-    now: () => now,
-    peak: () => peak,
-    resetPeak: () => {
-      peak = now;
-    },
-    close: () => {
-      srv.closeAllConnections();
-      return new Promise((r) => srv.close(() => r()));
-    },
-  };
-}
 
 /** The workers of a primary: its child processes, less tsx's esbuild service (run from src/). */
 function children(pid: number): number[] {
@@ -145,7 +93,7 @@ async function generate(url: string, tokens: number): Promise<number> {
 
 describe('serve --workers 2 (node:cluster, one view through the primary)', () => {
   const engines: { close(): Promise<void> }[] = [];
-  const proxies: Awaited<ReturnType<typeof counting>>[] = [];
+  const proxies: CountedEngine[] = [];
   let config = '';
 
   before(async () => {
@@ -153,7 +101,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
       // 4 slots, ~5 ms a step: a request of 20 tokens holds its slot ~100 ms.
       const e = await engine({ profile: fastProfile({ baseStepS: 0.005, slots: 4 }) });
       engines.push(e);
-      proxies.push(await counting(e.url));
+      proxies.push(await countingHop(e.url));
     }
     const dir = mkdtempSync(join(tmpdir(), 'llmlb-workers-'));
     config = join(dir, 'workers.yaml');
@@ -189,11 +137,11 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
         [],
         `every request answered 200; router said:\n${out()}`,
       );
-      for (const p of proxies) assert.ok(p.peak() <= 2, `engine held ${p.peak()} at once (cap 2)`);
+      for (const p of proxies) assert.ok(p.peak <= 2, `engine held ${p.peak} at once (cap 2)`);
       // Both backends used to their cap: the workers together got the whole of each cap.
       assert.ok(
-        proxies.every((p) => p.peak() === 2),
-        `peaks ${proxies.map((p) => p.peak()).join(',')}`,
+        proxies.every((p) => p.peak === 2),
+        `peaks ${proxies.map((p) => p.peak).join(',')}`,
       );
       // /metrics sums the workers: one scrape (whichever worker takes it) counts all 60.
       const text = await (await fetch(`${url}/metrics`)).text();
@@ -227,7 +175,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
         `failures other than broken connections: ${failed.join(',')}`,
       );
       assert.ok(failed.length > 0 && failed.length < 40, `${failed.length} of 40 failed`);
-      for (const p of proxies) assert.ok(p.peak() <= 2, `engine held ${p.peak()} at once (cap 2)`);
+      for (const p of proxies) assert.ok(p.peak <= 2, `engine held ${p.peak} at once (cap 2)`);
       // Restarted (backoff 100 ms first), serving again.
       await waitFor(
         () => children(child.pid!).filter((p) => !before.includes(p)).length === 1,
@@ -244,7 +192,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
         [],
       );
       assert.ok(Date.now() - t0 < 2000, `16 requests took ${Date.now() - t0} ms`);
-      for (const p of proxies) assert.equal(p.peak(), 2, 'the whole cap in use again, never more');
+      for (const p of proxies) assert.equal(p.peak, 2, 'the whole cap in use again, never more');
       const text = await (await fetch(`${url}/metrics`)).text();
       assert.match(text, /^llmlb_worker_restarts_total 1$/m);
     } finally {
@@ -334,7 +282,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
         statuses.filter((x) => x !== 200),
         [],
       );
-      assert.equal(proxies[0]!.peak(), 3, 'the quota used in full, never more, by both workers together');
+      assert.equal(proxies[0]!.peak, 3, 'the quota used in full, never more, by both workers together');
     } finally {
       assert.equal(await stop(child), 0);
       const redis = new Redis(redisUrl);
@@ -400,7 +348,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
           [],
           `every request answered 200; router said:\n${out()}`,
         );
-        for (const x of proxies) assert.ok(x.peak() <= 2, `engine held ${x.peak()} at once (cap 2)`);
+        for (const x of proxies) assert.ok(x.peak <= 2, `engine held ${x.peak} at once (cap 2)`);
         // Each worker applied every push of the other: summed, the pushes applied remotely are every
         // push made (60, no retries), and each worker can apply only the other's.
         await until(
@@ -448,7 +396,7 @@ describe('serve --workers 2 (node:cluster, one view through the primary)', () =>
           `failures other than broken connections: ${failed.join(',')}`,
         );
         assert.ok(failed.length > 0 && failed.length < 16, `${failed.length} of 16 failed`);
-        for (const x of proxies) assert.ok(x.peak() <= 2, `engine held ${x.peak()} at once (cap 2)`);
+        for (const x of proxies) assert.ok(x.peak <= 2, `engine held ${x.peak} at once (cap 2)`);
         // Not by the ttl: nobody was presumed gone for silence.
         assert.equal(await metric(url, 'llmlb_shared_state_expired_routers'), 0);
       } finally {

@@ -30,6 +30,7 @@ import {
   STATE,
   STATE_GONE,
   StateRelay,
+  VIEW_GRANT,
   VIEW_ROUND,
   answerRound,
   isClusterMessage,
@@ -101,8 +102,13 @@ function primaryMetrics(
 }
 
 export async function runPrimary(workers: number, log: Logger): Promise<void> {
-  const book = new SharedViewBook();
   const channels = new Map<Worker, IpcChannel>();
+  // A hand-over goes to the worker it is for (the book names it by idOf).
+  const book = new SharedViewBook((g) => {
+    for (const w of channels.keys())
+      if (idOf(w) === g.router && w.isConnected())
+        w.send({ t: VIEW_GRANT, seq: 0, key: g.key, granted: g.granted });
+  });
   const ready = new Set<Worker>();
   const bornAt = new Map<Worker, number>();
   let everReady = false;

@@ -148,7 +148,11 @@ export async function runServe(o: {
     channel = new IpcChannel(process, 1000);
     const ch = channel;
     hostOpts = {
-      viewTransport: clusterViewTransport(ch),
+      viewTransport: clusterViewTransport(
+        ch,
+        process,
+        cluster.worker ? workerRouterId(cluster.worker.id) : undefined,
+      ),
       stateTransport: clusterStateTransport(process),
       ...(cluster.worker ? { stateRouterId: workerRouterId(cluster.worker.id) } : {}),
       adminBroadcast: (change) => process.send?.({ t: ADMIN_CHANGE, seq: 0, change }),

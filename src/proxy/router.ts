@@ -24,9 +24,9 @@ import { QueuedForwards } from '../federation/queue-forward.js';
 import type { PeerStatus } from '../federation/types.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
 import { SharedView, type SharedViewTransport } from '../state/shared-view.js';
-import { SharedState, redisStateTransport, type StateTransport } from '../state/shared-state.js';
+import { SharedState, type StateTransport } from '../state/shared-state.js';
+import { sharingLinks } from './sharing-links.js';
 import { Redis } from 'ioredis';
-import { hostname } from 'node:os';
 import { HttpFront } from './http-front.js';
 import { registerSharingMetrics } from './sharing-metrics.js';
 import { routerFederation } from './router-federation.js';
@@ -159,28 +159,9 @@ export class Router {
       ? new TraceCapture({ ...settings.trace, prompts: settings.log.prompts })
       : undefined;
     const sv = settings.sharedView;
-    const sharedUrl = sv?.redis ?? settings.state?.redis;
-    let transport: SharedViewTransport | Redis | undefined = hostOpts.viewTransport;
-    let stateTransport: StateTransport | undefined = hostOpts.stateTransport;
-    let stateId = hostOpts.stateRouterId;
-    if (sv && sharedUrl) {
-      // Its own connection: a round must not queue behind quota traffic, and losing it only
-      // switches this router to its own view.
-      this.sharedRedis = new Redis(sharedUrl, {
-        maxRetriesPerRequest: 0,
-        enableOfflineQueue: false,
-        commandTimeout: 1000,
-      });
-      this.sharedRedis.on('error', () => {}); // counted as failed rounds
-      transport = this.sharedRedis;
-      if (settings.sharedState) {
-        // A subscribed connection runs nothing else: its own.
-        const sub = new Redis(sharedUrl, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
-        sub.on('error', () => {}); // counted as failed publishes; ioredis reconnects
-        stateTransport = redisStateTransport(this.sharedRedis, sub, sv.prefix);
-        stateId = undefined; // one id among every host's routers
-      }
-    }
+    const links = sharingLinks(settings, hostOpts, random);
+    this.sharedRedis = links.redis;
+    const { transport, stateTransport, routerIdOf } = links;
     const ss = settings.sharedState;
     if (ss && stateTransport) {
       this.sharedState = new SharedState(
@@ -196,7 +177,7 @@ export class Router {
           },
         },
         {
-          routerId: stateId ?? `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
+          routerId: routerIdOf(),
           promptChars: ss.promptChars,
           heartbeatMs: ss.heartbeatMs,
           ttlMs: ss.ttlMs,
@@ -236,7 +217,7 @@ export class Router {
             : {}),
         },
         {
-          routerId: `${hostname()}-${process.pid}-${Math.floor(random() * 1e9)}`,
+          routerId: routerIdOf(),
           intervalMs: sv?.intervalMs ?? hostOpts.viewIntervalMs ?? 20,
           ttlMs: sv?.ttlMs,
           headroom: sv?.headroom,

@@ -29,6 +29,14 @@ export function registerSharingMetrics(
         this.set(view.failures);
       },
     });
+    new Gauge({
+      name: 'llmlb_shared_view_handovers',
+      help: "Slots another router's round handed straight to this one (it was waiting for them), since start",
+      registers: [registry],
+      collect() {
+        this.set(view.grantsTaken);
+      },
+    });
   }
   if (state) {
     const gauge = (name: string, help: string, value: () => number): void => {

@@ -8,13 +8,17 @@
  *   { t: 'llmlb:view-round', seq, id, now, ttl, entries } → { t: 'llmlb:answer', seq, ok, value }
  *   { t: 'llmlb:metrics', seq }                         → { t: 'llmlb:answer', seq, ok, value: text }
  *   { t: 'llmlb:ready', seq: 0, banner }                 (no answer)
+ * and primary → one worker: { t: 'llmlb:view-grant', seq: 0, key, granted } a hand-over the
+ * book made to it in another worker's round (shared-view-book.ts; no answer).
  * and primary → worker: { t: 'llmlb:metrics-json', seq } → { t: 'llmlb:answer', seq, ok, value }.
  */
-import type { RoundAnswer, RoundEntry, SharedViewBook } from './shared-view-book.js';
+import type { Grant, RoundAnswer, RoundEntry, SharedViewBook } from './shared-view-book.js';
 import type { SharedViewTransport } from './shared-view.js';
 import type { StateTransport } from './shared-state.js';
 
 export const VIEW_ROUND = 'llmlb:view-round';
+/** Primary → the worker a hand-over is for: { key, granted } (no answer). */
+export const VIEW_GRANT = 'llmlb:view-grant';
 export const METRICS = 'llmlb:metrics';
 export const ANSWER = 'llmlb:answer';
 /** Worker → primary once listening: { banner } (printed once by the primary). */
@@ -207,14 +211,32 @@ export class IpcChannel {
   }
 }
 
-/** A worker's shared-view rounds, answered by the primary's book. */
-export function clusterViewTransport(channel: IpcChannel): SharedViewTransport {
+/**
+ * A worker's shared-view rounds, answered by the primary's book. With `end` (and `routerId`, the
+ * primary's name for this worker) it hears the hand-overs the book sends it.
+ */
+export function clusterViewTransport(
+  channel: IpcChannel,
+  end?: IpcEnd,
+  routerId?: string,
+): SharedViewTransport {
   return {
     round: async (id, now, ttl, entries) => {
       const v = await channel.ask(VIEW_ROUND, { id, now, ttl, entries });
       if (!Array.isArray(v) || v.length !== entries.length) throw new Error('malformed view answer');
       return v as RoundAnswer[];
     },
+    ...(end && routerId !== undefined
+      ? {
+          grants: (onGrant: (g: Grant) => void): void => {
+            end.on('message', (m: unknown) => {
+              if (!isClusterMessage(m) || m.t !== VIEW_GRANT) return;
+              if (typeof m.key === 'string' && typeof m.granted === 'number')
+                onGrant({ router: routerId, key: m.key, granted: m.granted });
+            });
+          },
+        }
+      : {}),
   };
 }
 
@@ -229,7 +251,8 @@ function isEntries(v: unknown): v is RoundEntry[] {
         typeof (e as RoundEntry).inFlight === 'number' &&
         typeof (e as RoundEntry).cap === 'number' &&
         typeof (e as RoundEntry).want === 'number' &&
-        typeof (e as RoundEntry).enforced === 'number',
+        typeof (e as RoundEntry).enforced === 'number' &&
+        ((e as RoundEntry).taken === undefined || typeof (e as RoundEntry).taken === 'number'),
     )
   );
 }

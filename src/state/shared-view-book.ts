@@ -9,6 +9,11 @@
  * last round; an allowance is at most the cap minus what every other live router holds, so
  * together they never exceed the cap. Routers silent for ttlMs are dropped (their capacity
  * returns); `drop` returns a router's share at once (the primary saw its worker exit).
+ *
+ * Hand-over (as in the Lua): capacity a round leaves free goes at once to the routers that take
+ * hand-overs and whose last ask is not met (most unmet first, then by id): their held grows in
+ * the book and `onGrant` tells them (the Lua publishes it), so a slot one router frees reaches a
+ * router waiting for it in one round, not two (give back, then the waiter's own round).
  */
 
 /** One backend in one router's round (the Lua's four arguments per key). */
@@ -21,13 +26,23 @@ export interface RoundEntry {
   readonly want: number;
   /** The allowance it enforces until this round's answer reaches it; -1 = uncapped. */
   readonly enforced: number;
+  /** Hand-overs it has taken on this backend (the last `granted` it applied); absent: it takes none. */
+  readonly taken?: number | undefined;
+}
+
+/** A hand-over: `router` now holds `granted` slots handed to it on `key` so far (a running count). */
+export interface Grant {
+  readonly router: string;
+  readonly key: string;
+  readonly granted: number;
 }
 
 /**
  * Per entry: [others' in-flight, this router's allowance (-1 = uncapped), 1 if this router's own
- * entry was there (0: its first round, or the book lost it: FLUSHDB, a restarted primary)].
+ * entry was there (0: its first round, or the book lost it: FLUSHDB, a restarted primary), slots
+ * handed over to this router on this backend so far].
  */
-export type RoundAnswer = [number, number, number];
+export type RoundAnswer = [number, number, number, number];
 
 interface Held {
   inFlight: number;
@@ -35,8 +50,18 @@ interface Held {
   expiresAt: number;
 }
 
+/** A router that takes hand-overs on a backend: its last ask, and what was handed to it so far. */
+interface Ask {
+  want: number;
+  granted: number;
+}
+
 export class SharedViewBook {
   private readonly keys = new Map<string, Map<string, Held>>();
+  private readonly asks = new Map<string, Map<string, Ask>>();
+
+  /** `onGrant` hears every hand-over (the primary sends it to that worker). */
+  constructor(private readonly onGrant?: (g: Grant) => void) {}
 
   round(id: string, now: number, ttlMs: number, entries: readonly RoundEntry[]): RoundAnswer[] {
     const out: RoundAnswer[] = [];
@@ -45,6 +70,11 @@ export class SharedViewBook {
       if (!fields) {
         fields = new Map();
         this.keys.set(e.key, fields);
+      }
+      let asks = this.asks.get(e.key);
+      if (!asks) {
+        asks = new Map();
+        this.asks.set(e.key, asks);
       }
       let othersIn = 0;
       let othersHeld = 0;
@@ -56,16 +86,54 @@ export class SharedViewBook {
         }
         if (h.expiresAt < now) {
           fields.delete(router);
+          asks.delete(router);
           continue;
         }
         othersIn += h.inFlight;
         othersHeld += Math.max(h.inFlight, h.held);
       }
       const allowance = e.cap >= 0 ? Math.max(0, Math.min(e.want, e.cap - othersHeld)) : -1;
-      fields.set(id, { inFlight: e.inFlight, held: Math.max(allowance, e.enforced), expiresAt: now + ttlMs });
-      out.push([othersIn, allowance, mine]);
+      const taken = e.taken ?? -1;
+      const granted = taken >= 0 ? (asks.get(id)?.granted ?? 0) : 0;
+      const held = Math.max(allowance, e.enforced + Math.max(0, granted - Math.max(taken, 0)));
+      fields.set(id, { inFlight: e.inFlight, held, expiresAt: now + ttlMs });
+      if (taken >= 0 && e.cap >= 0) asks.set(id, { want: e.want, granted });
+      else asks.delete(id);
+      if (e.cap >= 0) this.handOver(e.key, id, fields, asks, e.cap - othersHeld - Math.max(e.inFlight, held));
+      out.push([othersIn, allowance, mine, granted]);
     }
     return out;
+  }
+
+  /** Free capacity on `key` to the routers whose ask is not met: most unmet first, then by id. */
+  private handOver(
+    key: string,
+    self: string,
+    fields: Map<string, Held>,
+    asks: Map<string, Ask>,
+    free: number,
+  ): void {
+    while (free > 0) {
+      let best: string | undefined;
+      let bestUnmet = 0;
+      for (const [r, a] of asks) {
+        const h = fields.get(r);
+        if (r === self || !h) continue;
+        const unmet = a.want - Math.max(h.inFlight, h.held);
+        if (unmet > bestUnmet || (unmet === bestUnmet && unmet > 0 && best !== undefined && r < best)) {
+          best = r;
+          bestUnmet = unmet;
+        }
+      }
+      if (best === undefined) return;
+      const give = Math.min(free, bestUnmet);
+      const h = fields.get(best)!;
+      const a = asks.get(best)!;
+      h.held = Math.max(h.inFlight, h.held) + give;
+      a.granted += give;
+      this.onGrant?.({ router: best, key, granted: a.granted });
+      free -= give;
+    }
   }
 
   /** A router known gone (its process exited): what it held returns now, not after ttlMs. */
@@ -73,6 +141,10 @@ export class SharedViewBook {
     for (const [key, fields] of this.keys) {
       fields.delete(id);
       if (fields.size === 0) this.keys.delete(key);
+    }
+    for (const [key, asks] of this.asks) {
+      asks.delete(id);
+      if (asks.size === 0) this.asks.delete(key);
     }
   }
 

@@ -5,7 +5,7 @@ import { createPolicy } from '../core/policies/index.js';
 import { Scheduler } from '../core/scheduler.js';
 import type { Decision } from '../core/types.js';
 import { withSharedView } from '../federation/shared-view-policy.js';
-import { SharedView } from './shared-view.js';
+import { SharedView, redisViewTransport } from './shared-view.js';
 
 const URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 const CAPS = new Map([
@@ -140,5 +140,79 @@ describe('shared view through Redis', () => {
     assert.equal(r.scheduler.backend('a')!.maxConcurrency, 2);
     const ds = r.scheduler.submit({ id: 'q', model: 'm', api: 'ollama', arrivedAt: 0, promptText: '' }, 0);
     assert.equal(ds[0]?.type, 'dispatch');
+  });
+});
+
+describe('hand-over through Redis (sharedState: routers ask for what they wait for)', () => {
+  it('a slot one router frees reaches the router waiting for it without that router’s own round, once', async () => {
+    const prefix = `llmlb-test-handover-${process.pid}-${Date.now()}`;
+    const conns = [new Redis(URL), new Redis(URL), new Redis(URL), new Redis(URL)];
+    const [pubA, subA, pubB, subB] = conns as [Redis, Redis, Redis, Redis];
+    const state = { aIn: 2, bDemand: 1, bPaused: false };
+    const capsA: number[] = [];
+    const capsB: number[] = [];
+    const a = new SharedView(
+      redisViewTransport(pubA, prefix, subA),
+      {
+        backends: () => [{ name: 'x', inFlight: state.aIn, cap: 2 }],
+        queued: () => 0,
+        applyCaps: (c) => capsA.push(c.get('x')!),
+        demand: () => 0,
+      },
+      { routerId: 'A', intervalMs: 60_000, prefix, ttlMs: 5000 },
+    );
+    const inner = redisViewTransport(pubB, prefix, subB);
+    const b = new SharedView(
+      {
+        // Once paused, B's rounds never come back: what B gets then, a hand-over brought.
+        round: (...args) => (state.bPaused ? new Promise(() => {}) : inner.round(...args)),
+        grants: (on) => inner.grants!(on),
+      },
+      {
+        backends: () => [{ name: 'x', inFlight: 0, cap: 2 }],
+        queued: () => 0,
+        applyCaps: (c) => capsB.push(c.get('x')!),
+        demand: () => state.bDemand,
+      },
+      { routerId: 'B', intervalMs: 60_000, prefix, ttlMs: 5000 },
+    );
+    const until = async (ok: () => boolean, what: string): Promise<void> => {
+      for (let t = 0; t < 300 && !ok(); t++) await new Promise((r) => setTimeout(r, 10));
+      assert.ok(ok(), what);
+    };
+    try {
+      a.start();
+      await until(() => capsA.at(-1) === 2, 'A holds the whole cap');
+      b.start();
+      await until(() => capsB.length >= 2 && b.up, 'B asked (its ask is in the book)');
+      assert.equal(capsB.at(-1), 0, 'nothing left for B');
+      state.bPaused = true;
+      await new Promise((r) => setTimeout(r, 50)); // B's polling round now hangs
+      state.aIn = 1; // A's request ended: A's round gives the slot straight to B
+      await a.sync();
+      await until(() => capsB.at(-1) === 1, `B got the slot by hand-over (caps ${capsB})`);
+      assert.equal(b.grantsTaken, 1);
+      assert.equal(capsA.at(-1), 1);
+      // The same hand-over heard again is not applied twice.
+      b.grant({ router: 'B', key: 'x', granted: 1 });
+      b.grant({ router: 'A', key: 'x', granted: 5 });
+      assert.equal(b.grantsTaken, 1);
+      // A cannot take it back: the book counts it B's.
+      state.aIn = 1;
+      await a.sync();
+      assert.equal(capsA.at(-1), 1, 'A does not retake the slot it handed over');
+      const fields = await pubA.hgetall(`${prefix}:shared-view:x`);
+      const held = Object.values(fields).map((v) => Math.max(...v.split(' ').slice(0, 2).map(Number)));
+      assert.equal(
+        held.reduce((s, n) => s + n, 0),
+        2,
+        `the book: ${JSON.stringify(fields)}`,
+      );
+    } finally {
+      a.stop();
+      b.stop();
+      await pubA.del(`${prefix}:shared-view:x`, `${prefix}:shared-view-asks:x`);
+      for (const c of conns) c.disconnect();
+    }
   });
 });

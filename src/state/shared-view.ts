@@ -18,12 +18,19 @@
  * own fields gone although it had published them (FLUSHDB, a Redis restart), the others' are gone
  * too until their next round: for `ttlMs` its allowances may shrink but not grow, so the view
  * rebuilds without a backend going past its cap.
+ *
+ * Hand-over (with `demand`, i.e. sharedState, and a transport that delivers grants): a round
+ * hands capacity it leaves free straight to the routers still waiting for it (the book grows
+ * their held and tells them); a router applies a hand-over at once, so a slot freed at one router
+ * reaches a request waiting at another in one round instead of two. A hand-over is a running count
+ * per backend: one already counted by a round, or heard twice, is not applied again; one not
+ * taken (lost, or heard while rebuilding) only keeps the book counting it until the next round.
  */
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
-import type { RoundAnswer, RoundEntry } from './shared-view-book.js';
+import type { Grant, RoundAnswer, RoundEntry } from './shared-view-book.js';
 
-export type { RoundAnswer, RoundEntry } from './shared-view-book.js';
+export type { Grant, RoundAnswer, RoundEntry } from './shared-view-book.js';
 
 /**
  * How a round reaches the other routers: Redis (the Lua script, routers on several hosts) or the
@@ -37,6 +44,8 @@ export interface SharedViewTransport {
     ttlMs: number,
     entries: readonly RoundEntry[],
   ): Promise<RoundAnswer[]>;
+  /** Optional: hand-overs to any router as the book makes them (each router keeps its own). */
+  grants?(onGrant: (g: Grant) => void): void;
 }
 
 export interface SharedBackendState {
@@ -75,21 +84,57 @@ export interface SharedViewOptions {
 
 const LUA = readFileSync(new URL('./redis/shared-view.lua', import.meta.url), 'utf8');
 
-/** Rounds through Redis: one Lua call over one hash per backend (`<prefix>:shared-view:<name>`). */
-export function redisViewTransport(redis: Redis, prefix: string): SharedViewTransport {
+/** A subscribed connection (ioredis), for hand-overs on `<prefix>:shared-view:grants`. */
+export interface GrantSubscriber {
+  readonly status: string;
+  subscribe(channel: string): Promise<unknown>;
+  on(event: 'message', cb: (channel: string, message: string) => void): unknown;
+  on(event: 'ready', cb: () => void): unknown;
+}
+
+/** A hand-over message as the Lua publishes it: "router granted name". */
+export function parseGrant(message: string): Grant | undefined {
+  const m = /^(\S+) (\d+) (.+)$/.exec(message);
+  if (!m) return undefined;
+  const granted = Number(m[2]);
+  return Number.isSafeInteger(granted) ? { router: m[1]!, granted, key: m[3]! } : undefined;
+}
+
+/**
+ * Rounds through Redis: one Lua call over two hashes per backend (`<prefix>:shared-view:<name>`,
+ * and `<prefix>:shared-view-asks:<name>` for hand-overs). With `sub`, hand-overs are heard there.
+ */
+export function redisViewTransport(redis: Redis, prefix: string, sub?: GrantSubscriber): SharedViewTransport {
   redis.defineCommand('llmlbSharedView', { lua: LUA });
   const cmd = (
     redis as unknown as {
       llmlbSharedView(n: number, ...a: (string | number)[]): Promise<RoundAnswer[]>;
     }
   ).llmlbSharedView;
+  const channel = `${prefix}:shared-view:grants`;
   return {
     round: (routerId, nowMs, ttlMs, entries) => {
       const keys = entries.map((e) => `${prefix}:shared-view:${e.key}`);
-      const args: (string | number)[] = [routerId, nowMs, ttlMs];
-      for (const e of entries) args.push(e.inFlight, e.cap, e.want, e.enforced);
+      for (const e of entries) keys.push(`${prefix}:shared-view-asks:${e.key}`);
+      const args: (string | number)[] = [routerId, nowMs, ttlMs, channel];
+      for (const e of entries) args.push(e.inFlight, e.cap, e.want, e.enforced, e.taken ?? -1, e.key);
       return cmd.call(redis, keys.length, ...keys, ...args);
     },
+    ...(sub
+      ? {
+          grants: (onGrant: (g: Grant) => void): void => {
+            sub.on('message', (ch, message) => {
+              if (ch !== channel) return;
+              const g = parseGrant(message);
+              if (g) onGrant(g);
+            });
+            // (Re)subscribed whenever the connection is ready, as the shared state's channel is.
+            const join = (): void => void sub.subscribe(channel).catch(() => undefined);
+            sub.on('ready', join);
+            if (sub.status === 'ready') join();
+          },
+        }
+      : {}),
   };
 }
 
@@ -115,6 +160,12 @@ export class SharedView {
   private rebuildUntil = 0;
   /** Rounds that failed (Redis down or slow); for /metrics. */
   failures = 0;
+  /** Per capped backend: the hand-overs applied so far (the book's running count). */
+  private readonly taken = new Map<string, number>();
+  /** Whether hand-overs reach this router (the transport delivers them, and it has demand). */
+  private readonly takesGrants: boolean;
+  /** Slots handed over to this router and applied; for /metrics. */
+  grantsTaken = 0;
 
   constructor(
     transport: Redis | SharedViewTransport,
@@ -130,6 +181,24 @@ export class SharedView {
     };
     this.now = opts.now ?? Date.now;
     this.transport = isTransport(transport) ? transport : redisViewTransport(transport, this.opts.prefix);
+    this.takesGrants = this.transport.grants !== undefined && host.demand !== undefined;
+  }
+
+  /**
+   * A hand-over heard: applied at once when it is this router's and newer than what it holds (a
+   * round may have counted it already). Not while the view is down or being rebuilt: the book
+   * then counts it held until this router's next round, which settles it.
+   */
+  grant(g: Grant): void {
+    if (g.router !== this.opts.routerId || !this.timer || !this.isUp) return;
+    if (this.now() < this.rebuildUntil) return;
+    const held = this.enforced.get(g.key);
+    const taken = this.taken.get(g.key) ?? 0;
+    if (held === undefined || g.granted <= taken) return;
+    this.taken.set(g.key, g.granted);
+    this.enforced.set(g.key, held + g.granted - taken);
+    this.grantsTaken += g.granted - taken;
+    this.host.applyCaps(new Map([[g.key, held + g.granted - taken]]));
   }
 
   /** Other routers' in-flight requests on a backend at the last round (0 while Redis is lost). */
@@ -147,6 +216,7 @@ export class SharedView {
     for (const b of this.host.backends()) if (Number.isFinite(b.cap)) zero.set(b.name, 0);
     this.host.applyCaps(zero);
     this.lastUpAt = this.now();
+    if (this.takesGrants) this.transport.grants!((g) => this.grant(g));
     // sync() turns a Redis failure into the fallback view; what still escapes is a bug: say so.
     const round = (): void => {
       this.sync().catch((err: unknown) =>
@@ -210,6 +280,7 @@ export class SharedView {
       }
       if (shrunk.size > 0) this.host.applyCaps(shrunk);
     }
+    const takenAtSend = new Map(this.taken);
     const entries: RoundEntry[] = list.map((b) => {
       const capped = Number.isFinite(b.cap);
       return {
@@ -218,6 +289,7 @@ export class SharedView {
         cap: capped ? b.cap : -1,
         want: Math.min(b.inFlight + extra + (demand ? demand(b.name) : 0), 1e9),
         enforced: capped ? (this.enforced.get(b.name) ?? 0) : -1,
+        ...(this.takesGrants && capped ? { taken: takenAtSend.get(b.name) ?? 0 } : {}),
       };
     });
     try {
@@ -236,14 +308,20 @@ export class SharedView {
       let shrank = false;
       let unmet = false;
       list.forEach((b, i) => {
-        const [othersIn, allowance] = res[i]!;
+        const [othersIn, allowance, , granted = 0] = res[i]!;
         this.others.set(b.name, othersIn);
         if (allowance < 0) {
           caps.set(b.name, b.cap);
           return;
         }
         const held = this.enforced.get(b.name) ?? 0;
-        const cap = rebuilding ? Math.min(allowance, held) : allowance;
+        // Hand-overs the round counted are in `allowance`; those heard since it ran come on top.
+        const sent = takenAtSend.get(b.name) ?? 0;
+        const had = this.taken.get(b.name) ?? 0;
+        // granted < sent: the book lost its count (FLUSHDB, a restart): it starts again from there.
+        const after = granted < sent ? 0 : Math.max(0, had - granted);
+        if (this.takesGrants) this.taken.set(b.name, granted < sent ? granted : Math.max(had, granted));
+        const cap = (rebuilding ? Math.min(allowance, held) : allowance) + after;
         caps.set(b.name, cap);
         this.enforced.set(b.name, cap);
         if (cap < held) shrank = true;
