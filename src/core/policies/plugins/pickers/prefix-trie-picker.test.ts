@@ -150,14 +150,3 @@ test('trie ids reused after a removal are not mistaken for the old backend', () 
   assert.equal(back[0]!.name, 'b');
   assert.equal(p.lastDecision()!.reason, 'prefix');
 });
-
-test("another router's push moves the tie order (shared state); its own pushes keep one router's order", () => {
-  const p = make();
-  const bs = [backendView('a', 0), backendView('b', 1), backendView('c', 2)];
-  // Equal loads, no match: by load in turn.
-  assert.equal(route(p, 'first prompt here', bs), 'a');
-  // Another router pushed to b (a request this picker never picked): the next tie goes past b.
-  p.onDispatch!(requestInfo('remote', 'another prompt'), bs[1]!, 0);
-  assert.equal(route(p, 'second prompt here', bs), 'c');
-  assert.equal(route(p, 'third prompt here', bs), 'a');
-});

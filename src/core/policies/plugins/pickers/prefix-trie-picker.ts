@@ -59,8 +59,6 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
   const routing = new TrieRouting(p);
   const { trie, marks } = routing;
   let cursor = 0;
-  /** The request this picker last picked for (its own push; any other is another router's). */
-  let picked: unknown;
   // The last decision, kept as fields (an object per pick would be garbage for every request).
   let lastChars = -1;
   let lastReason: PrefixTrieDecision['reason'] = 'prefix';
@@ -90,7 +88,6 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
     trie,
     lastDecision: () => (lastChars < 0 ? undefined : { matchedChars: lastChars, reason: lastReason }),
     pick(req, candidates, _scores, now) {
-      picked = req;
       const n = candidates.length;
       if (n === 0) return [];
       const keys = routing.keysOf(req);
@@ -133,10 +130,6 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
       return [chosen];
     },
     onDispatch(req, backend) {
-      // Another router's push (shared state, issue #31) moves the tie order as a pick by load
-      // would: routers that share their pushes share the order. One router's own pushes follow its
-      // picks, whose cursor moved (or not) there, so its order is unchanged.
-      if (req !== picked) cursor = backend.index + 1;
       routing.dispatched(req, backend.name);
     },
     onBackendRemoved(name) {
