@@ -12,6 +12,9 @@
  *
  * The routers (Routers) run on the simulator's one event loop (event-loop.ts), as one router does;
  * what N routers share of policy state is shared-state.ts.
+ *
+ * Over ~500 lines on purpose: Routers is the loop's one host for both kinds of scenario, and its
+ * handlers (send, arrive, apply, timeout, probes, shares) all read and write the same open requests.
  */
 import { createPolicy } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
