@@ -13,7 +13,8 @@
  * Env: BENCH_FED_TIME_SCALE (default 5), BENCH_FED_POLICIES (default
  * region-local,skylb,skylb-ch,skylb:lendKvBelow=0.6 — `name:key=number` adds a parameter),
  * BENCH_FED_DURATION_S (default 120), BENCH_FED_SEED (default 1), BENCH_FED_OUT (default
- * out/bench-federation: results.json).
+ * out/bench-federation: results.json). BENCH_FED_MODE=routers: instead, the simulated N-routers
+ * tables of issue #31 (bench/federation-routers.ts).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
@@ -33,6 +34,13 @@ import type { Scenario } from '../src/scenario/types.js';
 import { simulateFederation } from '../src/sim/federation.js';
 import { federationMode } from '../src/sim/federation-modes.js';
 import { monitorLoopDelay } from '../src/live-bench/loop-delay.js';
+import { routersTables } from './federation-routers.js';
+
+// N routers in front of one fleet, simulated only (issue #31): bench/federation-routers.ts.
+if (process.env.BENCH_FED_MODE === 'routers') {
+  routersTables();
+  process.exit(0);
+}
 
 const TIME_SCALE = Number(process.env.BENCH_FED_TIME_SCALE ?? 5);
 const DURATION_S = Number(process.env.BENCH_FED_DURATION_S ?? 120);

@@ -11,6 +11,9 @@
  *   apply the others' to their own policy `lagMs` later (default 10): in-flight counts, each policy's
  *   own state (estimated-wait's flights and fits, prefix tries, workload classes) as one router's
  *   (issue #31). `lagMs: 0` is one router's view with the routers' own queues.
+ *   `sequenced: true`: pushes go through one ordered log (a compare-and-append on the shared store)
+ *   instead: a router reads the log before it picks (its request waits `lagMs`, the round trip) and
+ *   so picks on every push made before its own, even at one instant; answers and holds still lag.
  */
 import type { PolicySpec } from '../core/policies/index.js';
 import type { PeerSelection } from '../federation/types.js';
@@ -29,6 +32,11 @@ export interface FederationMode {
   readonly sharing: SharingMode | undefined;
   /** shared-state: seconds from one router's push or answer to the others applying it. */
   readonly lagS: number;
+  /**
+   * shared-state: pushes are sequenced (every router picks on every earlier push) and a request is
+   * picked lagS after it arrived (the log's round trip); false: pushes lag like answers.
+   */
+  readonly sequenced: boolean;
 }
 
 const DEFAULTS: Readonly<Record<string, string>> = {
@@ -62,11 +70,13 @@ export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): F
   const known: readonly string[] = kind === 'regions' ? regionModes : routerModes;
   if (!known.includes(spec.name))
     throw new Error(`unknown ${kind} policy '${spec.name}' (known: ${known.join(', ')})`);
-  const { policy, lendKvBelow, lagMs, ...rest } = spec.params ?? {};
+  const { policy, lendKvBelow, lagMs, sequenced, ...rest } = spec.params ?? {};
   if (Object.keys(rest).length > 0)
     throw new Error(
-      `${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy, lendKvBelow, lagMs)`,
+      `${spec.name}: unknown parameter(s) ${Object.keys(rest).join(', ')} (known: policy, lendKvBelow, lagMs, sequenced)`,
     );
+  if (sequenced !== undefined && (typeof sequenced !== 'boolean' || spec.name !== 'shared-state'))
+    throw new Error(`${spec.name}: sequenced must be true or false, for shared-state`);
   if (lagMs !== undefined && (typeof lagMs !== 'number' || !(lagMs >= 0) || spec.name !== 'shared-state'))
     throw new Error(`${spec.name}: lagMs must be a number >= 0, for shared-state`);
   if (
@@ -80,6 +90,7 @@ export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): F
   const labels = [
     ...(policy === undefined ? [] : [policyLabel(local)]),
     ...(lendKvBelow === undefined ? [] : [`lendKvBelow=${lendKvBelow}`]),
+    ...(sequenced === true ? ['sequenced'] : []),
     ...(lagMs === undefined ? [] : [`lagMs=${lagMs}`]),
   ];
   return {
@@ -89,5 +100,6 @@ export function federationMode(spec: PolicySpec, kind: 'regions' | 'routers'): F
     lendKvBelow: typeof lendKvBelow === 'number' ? lendKvBelow : 1,
     sharing: kind === 'routers' ? (spec.name as SharingMode) : undefined,
     lagS: typeof lagMs === 'number' ? lagMs / 1000 : 0.01,
+    sequenced: sequenced === true,
   };
 }

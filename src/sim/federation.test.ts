@@ -118,9 +118,10 @@ describe('federation simulator', () => {
   });
 
   // Issue #31: routers that apply each other's pushes and answers at once decide as one router.
-  const routers = (policy: string, count: number): ReturnType<typeof parseScenario> =>
+  const routers = (policy: string, count: number, startSpreadS = 1): ReturnType<typeof parseScenario> =>
     parseScenario(
       regions()
+        .replace('startSpreadS: 1', `startSpreadS: ${startSpreadS}`)
         .replace(
           /regions:\n {2}clients:.*\n {2}oneWayMs: 50\n {2}peerProbeMs: 50\n/,
           `routers: { count: ${count}, syncMs: 50 }\n`,
@@ -155,6 +156,48 @@ describe('federation simulator', () => {
     });
   }
 
+  // Issue #31: a burst at one instant is shared by no lag; a sequenced push is (replicas-3's t = 0).
+  it('shared-state, sequenced: a burst at one instant is placed as one router places it, at 10 ms lag', () => {
+    // Every client's first turn at t = 0.
+    const s3 = routers('least-connections', 3, 0);
+    const first = (r: ReturnType<typeof simulateFederation>): (string | undefined)[] =>
+      r.records.filter((q) => q.arrivalS === 0).map((q) => q.backend);
+    const at = (params: Record<string, unknown>): ReturnType<typeof simulateFederation> =>
+      simulateFederation(
+        s3,
+        { name: 'shared-state', params: { policy: 'least-connections', ...params } },
+        { seed: 1 },
+      );
+    const one = simulateFederation(
+      s3,
+      { name: 'single', params: { policy: 'least-connections' } },
+      { seed: 1 },
+    );
+    assert.equal(first(one).length, 30);
+    const sequenced = at({ lagMs: 10, sequenced: true });
+    assert.deepEqual(first(sequenced), first(one));
+    // Its router picks one round trip (lagMs) after it arrived: reading the log first.
+    for (const q of sequenced.records.filter((x) => x.arrivalS === 0)) assert.equal(q.dispatchS, 0.01);
+    assert.ok(sequenced.records.every((q) => q.ok === true));
+    // Lagged pushes place that instant otherwise (the test would not notice a no-op).
+    assert.notDeepEqual(first(at({ lagMs: 10 })), first(one));
+  });
+
+  it('shared-state, sequenced: estimated-wait routers complete every request (no hold left published)', () => {
+    // A hold left published outranks every later request at the other routers: held forever.
+    const s3 = routers('estimated-wait', 3, 0);
+    const r = simulateFederation(
+      s3,
+      { name: 'shared-state', params: { policy: 'estimated-wait', lagMs: 10, sequenced: true } },
+      { seed: 1 },
+    );
+    assert.ok(r.records.length > 60);
+    assert.deepEqual(
+      r.records.filter((q) => q.ok !== true).map((q) => q.id),
+      [],
+    );
+  });
+
   it('shared-state: prefix-trie routers share their tries, so turns find their prefix as on one router', () => {
     const s3 = routers('prefix-trie', 3);
     const hit = (r: ReturnType<typeof simulateFederation>): number =>
@@ -185,6 +228,14 @@ describe('federation simulator', () => {
     assert.throws(
       () => simulateFederation(s3, { name: 'shared-view', params: { lagMs: 10 } }, { seed: 1 }),
       /lagMs/,
+    );
+    assert.throws(
+      () => simulateFederation(s3, { name: 'shared-state', params: { sequenced: 'yes' } }, { seed: 1 }),
+      /sequenced/,
+    );
+    assert.throws(
+      () => simulateFederation(s3, { name: 'independent', params: { sequenced: true } }, { seed: 1 }),
+      /sequenced/,
     );
   });
 });

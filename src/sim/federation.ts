@@ -12,6 +12,9 @@
  *
  * The routers (Routers) run on the simulator's one event loop (event-loop.ts), as one router does;
  * what N routers share of policy state is shared-state.ts.
+ *
+ * Over ~500 lines on purpose: Routers is the loop's one host for both kinds of scenario, and its
+ * handlers (send, arrive, apply, timeout, probes, shares) all read and write the same open requests.
  */
 import { createPolicy } from '../core/policies/index.js';
 import { readRlWeights } from '../rl/weights-file.js';
@@ -70,6 +73,8 @@ export interface FederationRunResult extends RunResult {
 
 interface Event extends LoopEvent {
   readonly request?: WorkloadRequest;
+  /** ARRIVE: a sequenced router's own request, back from reading the log (shared-state, sequenced). */
+  readonly own?: boolean;
   /** SEND/ARRIVE/PEER/SHARE: router index. */
   readonly router?: number;
   readonly driver?: number;
@@ -243,9 +248,14 @@ class Routers implements LoopHost<Event> {
     return this.regions ? this.regions.oneWayS(this.routers[a]!.name, this.routers[b]!.name) : 0;
   }
 
-  /** Router j pushed or answered: the others apply it `lagS` later (at once for 0). */
+  /**
+   * Router j pushed or answered: the others apply it `lagS` later (at once for 0). A sequenced
+   * push is in the log before any later pick reads it: at once (its request paid the round trip
+   * before its pick: send).
+   */
   private publish(j: number, s: Shared): void {
-    if (this.mode.lagS === 0) this.deliver(j, s);
+    const sequencedPush = this.mode.sequenced && s.report === undefined && s.hold === undefined;
+    if (this.mode.lagS === 0 || sequencedPush) this.deliver(j, s);
     else this.loop.heap.push(this.loop.now + this.mode.lagS, SHARE, { kind: SHARE, router: j, share: s });
   }
 
@@ -338,6 +348,12 @@ class Routers implements LoopHost<Event> {
     }
     const r = this.routers[k]!;
     r.stats.arrived++;
+    if (this.mode.sequenced && this.mode.lagS > 0) {
+      // One round trip to the log before the pick: the router picks on every push made until then.
+      this.inTransit++;
+      this.loop.heap.push(now + this.mode.lagS, ARRIVE, { kind: ARRIVE, id: req.id, router: k, own: true });
+      return;
+    }
     if (r.federation && r.waiting!.size === 0) {
       const d = r.federation.route(o, false, this.localAvailable(r), now * 1000);
       if (d.kind === 'peer') {
@@ -366,7 +382,7 @@ class Routers implements LoopHost<Event> {
       case SEND:
         return this.send(ev.request!, ev.router!, ev.driver!);
       case ARRIVE:
-        return this.arrive(ev.id!, ev.router!);
+        return this.arrive(ev.id!, ev.router!, ev.own === true);
       case TIMEOUT:
         return this.timeout(ev.id!);
       case PEER: {
@@ -380,10 +396,12 @@ class Routers implements LoopHost<Event> {
     }
   }
 
-  private arrive(id: string, k: number): void {
+  /** A request forwarded to router k reaches it, or (`own`) k's own is back from the log. */
+  private arrive(id: string, k: number, own: boolean): void {
     this.inTransit--;
     const o = this.opens.get(id);
     if (!o) return; // the client gave up meanwhile
+    if (own) return this.submitAt(k, o, true);
     this.routers[k]!.stats.servedForPeers++;
     // Hop marker: a forwarded request is scheduled here and never forwarded again.
     this.submitAt(k, o, false);
