@@ -123,8 +123,10 @@ function reReadSaturated(params: Record<string, unknown>, queued: number): strin
 
 test('estimated-wait: the deeper the fleet queues, the more a lost hit costs (missQueueWeight)', () => {
   // Twelve waiting inside b: its wait there outweighs a miss priced once (missWeight alone)…
-  assert.equal(reReadSaturated({ missQueueWeight: 0 }, 12), 'a');
+  // (tieByCache off: b's cost then ties a's, and a tie goes to the holder.)
+  assert.equal(reReadSaturated({ missQueueWeight: 0, tieByCache: false }, 12), 'a');
   // …not a miss priced at the queue it adds to: the request queues for its prefix.
+  assert.equal(reReadSaturated({ tieByCache: false }, 12), 'b');
   assert.equal(reReadSaturated({}, 12), 'b');
 });
 

@@ -43,16 +43,22 @@ function serviceError(est: WaitEstimator, i: number, promptTokens: number, out: 
 }
 
 /**
- * Whether candidate i goes before candidate j among near-best estimates: fewer in flight, then
- * unmeasured, then round-robin order from `cursor`.
+ * Whether candidate i goes before candidate j among near-best estimates: more of the prompt cached
+ * (tieByCache), then fewer in flight, then unmeasured, then round-robin order from `cursor`.
  */
 function tieBreak(
   est: WaitEstimator,
+  p: EstimatedWaitParams,
   candidates: readonly BackendView[],
   i: number,
   j: number,
   cursor: number,
 ): boolean {
+  if (p.tieByCache) {
+    // Within a token: the same shared prefix (a system prompt every engine holds) is no preference.
+    const d = est.candCached[i]! - est.candCached[j]!;
+    if (d > 1 || d < -1) return d > 0;
+  }
   const c = candidates[i]!;
   const chosen = candidates[j]!;
   if (c.inFlight !== chosen.inFlight) return c.inFlight < chosen.inFlight;
@@ -99,7 +105,7 @@ export function chooseCandidate(
       t - min <=
         p.tieStdErrors * Math.hypot(errors ? serviceError(est, i, promptTokens, predicted) : 0, minErr);
     if (!near) continue;
-    if (chosen < 0 || tieBreak(est, candidates, i, chosen, cursor)) chosen = i;
+    if (chosen < 0 || tieBreak(est, p, candidates, i, chosen, cursor)) chosen = i;
   }
   // Every estimate is finite and ≥ 0 (fits are clamped), so one is always within the limit.
   return chosen < 0 ? at : chosen;

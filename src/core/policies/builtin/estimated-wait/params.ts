@@ -36,6 +36,13 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    */
   tieStdErrors: z.number().nonnegative().default(2),
   /**
+   * Among near-best estimates (tieTolerance, tieStdErrors), the one holding more of the prompt in its
+   * prefix cache goes first, before fewer in flight (issue #30, prefix-agents-8 ×1: a third of the
+   * TTFT p90 tail were ties broken for load, off the prompt's holder, a 20–40k-token prefill each).
+   * false: in-flight count first, as before.
+   */
+  tieByCache: z.boolean().default(true),
+  /**
    * Weight of the delay this request adds to the others it runs beside (its prefill stalls their
    * batch, its sequence slows their decode steps). 1 prices a pick at its marginal cost to the
    * fleet's total latency, not only its own finish (issue #20: a fast replica's full batch looked
