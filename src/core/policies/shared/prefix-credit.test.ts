@@ -113,8 +113,11 @@ test('estimated-wait with prefix credit: the backend holding the prefix wins ove
 });
 
 test('estimated-wait with prefix credit: a backend that remembers too little gets too little credit', () => {
-  // 2 chunks remembered per backend (128 characters of the 8,400): within the tie tolerance.
-  assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 2 }), 'a');
+  // 2 chunks remembered per backend (128 characters of the 8,400): within the tie tolerance, so the
+  // tie-break decides: fewer in flight and round-robin order give it to a (tieByCache off)...
+  assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 2, tieByCache: false }), 'a');
+  // ...and the default's cache-first tie-break to b, which holds those 128 characters.
+  assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 2 }), 'b');
   // 32 (two generations of 16 chunks: 1,024 characters): b's prefill is an eighth shorter, enough to win.
   assert.equal(secondTurn({ prefixCredit: 1, prefixCacheChunks: 32 }), 'b');
 });
