@@ -29,7 +29,8 @@ function pushable(
  * prompt's shared system prompt is no reason to queue there instead of at the prompt's holder.
  */
 function cacheFloor(est: WaitEstimator, p: EstimatedWaitParams, n: number): number {
-  if (!(p.queueForCacheShare > 0)) return 0;
+  // Only queueForCache reads it: no pass over the candidates when it is off.
+  if (!p.queueForCache || !(p.queueForCacheShare > 0)) return 0;
   let most = 0;
   for (let i = 0; i < n; i++) if (est.candCached[i]! > most) most = est.candCached[i]!;
   return Math.max(0, p.queueForCacheShare * most - 1e-9);
