@@ -164,6 +164,8 @@ export class SharedView {
   private readonly taken = new Map<string, number>();
   /** Whether hand-overs reach this router (the transport delivers them, and it has demand). */
   private readonly takesGrants: boolean;
+  /** Whether the transport already delivers hand-overs to grant() (start() asks once). */
+  private hearingGrants = false;
   /** Slots handed over to this router and applied; for /metrics. */
   grantsTaken = 0;
 
@@ -216,7 +218,11 @@ export class SharedView {
     for (const b of this.host.backends()) if (Number.isFinite(b.cap)) zero.set(b.name, 0);
     this.host.applyCaps(zero);
     this.lastUpAt = this.now();
-    if (this.takesGrants) this.transport.grants!((g) => this.grant(g));
+    // Once per view: a stop() and start() again must not hear each hand-over twice.
+    if (this.takesGrants && !this.hearingGrants) {
+      this.hearingGrants = true;
+      this.transport.grants!((g) => this.grant(g));
+    }
     // sync() turns a Redis failure into the fallback view; what still escapes is a bug: say so.
     const round = (): void => {
       this.sync().catch((err: unknown) =>
