@@ -213,7 +213,10 @@ export class Router {
                 this.apply(this.scheduler.updateBackend(name, { maxConcurrency: cap }, now()));
           },
           ...(settings.sharedState && stateTransport
-            ? { demand: (name: string) => this.demandFor(name) }
+            ? {
+                demand: (name: string) => this.demandFor(name),
+                waitedMs: (name: string) => this.waitedFor(name),
+              }
             : {}),
         },
         {
@@ -375,6 +378,15 @@ export class Router {
       else if (w.backend === backend) n++;
     }
     return n;
+  }
+
+  /** How long the oldest request still waiting for allowance on `backend` has waited, in ms (0: none). */
+  private waitedFor(backend: string): number {
+    const t = now();
+    let oldest = t;
+    for (const w of this.waitingFor.values())
+      if (w.backend === backend && t - w.at <= 1000 && w.first < oldest) oldest = w.first;
+    return t - oldest;
   }
 
   /**

@@ -252,7 +252,8 @@ function isEntries(v: unknown): v is RoundEntry[] {
         typeof (e as RoundEntry).cap === 'number' &&
         typeof (e as RoundEntry).want === 'number' &&
         typeof (e as RoundEntry).enforced === 'number' &&
-        ((e as RoundEntry).taken === undefined || typeof (e as RoundEntry).taken === 'number'),
+        ((e as RoundEntry).taken === undefined || typeof (e as RoundEntry).taken === 'number') &&
+        ((e as RoundEntry).waitedMs === undefined || typeof (e as RoundEntry).waitedMs === 'number'),
     )
   );
 }

@@ -54,7 +54,7 @@ describe('SharedViewBook (the cluster primary’s book) answers as the Redis rou
           cap,
           want: inFlight + rnd(3),
           enforced: mine[i]!,
-          ...(takes.has(id) ? { taken: t[i]! } : {}),
+          ...(takes.has(id) ? { taken: t[i]!, waitedMs: rnd(3) === 0 ? 0 : rnd(500) } : {}),
         };
       });
       const fromLua = await lua.round(id, now, 10_000, entries);
@@ -106,6 +106,30 @@ describe('SharedViewBook (the cluster primary’s book) answers as the Redis rou
     assert.deepEqual(book.round('w3', 6, 2000, e(0, 0, 0, 0)), [[2, 0, 1, 2]]);
     assert.equal(book.held('a'), 4);
     assert.deepEqual(book.round('w1', 7, 2000, e(1, 4, 1, 0)), [[1, 1, 1, 0]], 'no slot twice');
+  });
+
+  it('a freed slot goes to the router whose oldest waiting request has waited longest, a slot each before any twice', () => {
+    const made: Grant[] = [];
+    const book = new SharedViewBook((g) => made.push(g));
+    const e = (inFlight: number, want: number, enforcedNow: number, waitedMs = 0): RoundEntry[] => [
+      { key: 'a', inFlight, cap: 3, want, enforced: enforcedNow, taken: 0, waitedMs },
+    ];
+    assert.deepEqual(book.round('w1', 1000, 2000, e(3, 3, 0)), [[0, 3, 0, 0]]);
+    // w2 has 3 requests waiting, the oldest for 50 ms; w3 one, waiting for 400 ms; w4 one, untold.
+    assert.deepEqual(book.round('w2', 1001, 2000, e(0, 3, 0, 50)), [[3, 0, 0, 0]]);
+    assert.deepEqual(book.round('w3', 1002, 2000, e(0, 1, 0, 400)), [[3, 0, 0, 0]]);
+    assert.deepEqual(book.round('w4', 1003, 2000, e(0, 1, 0)), [[3, 0, 0, 0]]);
+    // w1 frees one slot: the longest waiter (w3) gets it, not the most unmet (w2).
+    assert.deepEqual(book.round('w1', 1010, 2000, e(2, 2, 2)), [[0, 2, 1, 0]]);
+    assert.deepEqual(made, [{ router: 'w3', key: 'a', granted: 1 }]);
+    // Two more: w2 (told a wait) before w4 (untold); a slot each before any twice.
+    made.length = 0;
+    assert.deepEqual(book.round('w1', 1020, 2000, e(0, 0, 0)), [[0, 0, 1, 0]]);
+    assert.deepEqual(made, [
+      { router: 'w2', key: 'a', granted: 1 },
+      { router: 'w4', key: 'a', granted: 1 },
+    ]);
+    assert.equal(book.held('a'), 3);
   });
 
   it('drop returns a gone router’s share at once', () => {

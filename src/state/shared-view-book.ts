@@ -11,9 +11,11 @@
  * returns); `drop` returns a router's share at once (the primary saw its worker exit).
  *
  * Hand-over (as in the Lua): capacity a round leaves free goes at once to the routers that take
- * hand-overs and whose last ask is not met (most unmet first, then by id): their held grows in
- * the book and `onGrant` tells them (the Lua publishes it), so a slot one router frees reaches a
- * router waiting for it in one round, not two (give back, then the waiter's own round).
+ * hand-overs and whose last ask is not met, one slot at a time: the router whose oldest waiting
+ * request has waited longest first (fleet-wide first come, first served, as one router's queue
+ * would be), each router once before any twice, then most unmet, then by id. Their held grows in
+ * the book and `onGrant` tells each once (the Lua publishes it), so a slot one router frees
+ * reaches a router waiting for it in one round, not two (give back, then the waiter's own round).
  */
 
 /** One backend in one router's round (the Lua's four arguments per key). */
@@ -28,6 +30,11 @@ export interface RoundEntry {
   readonly enforced: number;
   /** Hand-overs it has taken on this backend (the last `granted` it applied); absent: it takes none. */
   readonly taken?: number | undefined;
+  /**
+   * How long its oldest request waiting for allowance on this backend has waited, in ms (0 or
+   * absent: none, or not told): hand-overs go to the longest-waiting router first.
+   */
+  readonly waitedMs?: number | undefined;
 }
 
 /** A hand-over: `router` now holds `granted` slots handed to it on `key` so far (a running count). */
@@ -54,6 +61,8 @@ interface Held {
 interface Ask {
   want: number;
   granted: number;
+  /** When its oldest request waiting there began to wait (the round's clock); -1: none told. */
+  since: number;
 }
 
 export class SharedViewBook {
@@ -97,7 +106,11 @@ export class SharedViewBook {
       const granted = taken >= 0 ? (asks.get(id)?.granted ?? 0) : 0;
       const held = Math.max(allowance, e.enforced + Math.max(0, granted - Math.max(taken, 0)));
       fields.set(id, { inFlight: e.inFlight, held, expiresAt: now + ttlMs });
-      if (taken >= 0 && e.cap >= 0) asks.set(id, { want: e.want, granted });
+      const since =
+        e.waitedMs !== undefined && Number.isFinite(e.waitedMs) && e.waitedMs > 0
+          ? Math.floor(now - e.waitedMs)
+          : -1;
+      if (taken >= 0 && e.cap >= 0) asks.set(id, { want: e.want, granted, since });
       else asks.delete(id);
       if (e.cap >= 0) this.handOver(e.key, id, fields, asks, e.cap - othersHeld - Math.max(e.inFlight, held));
       out.push([othersIn, allowance, mine, granted]);
@@ -105,7 +118,11 @@ export class SharedViewBook {
     return out;
   }
 
-  /** Free capacity on `key` to the routers whose ask is not met: most unmet first, then by id. */
+  /**
+   * Free capacity on `key` to the routers whose ask is not met, a slot at a time: longest waiting
+   * first (a router that told no wait after those that did), each once before any twice, then
+   * most unmet, then by id; each router told once, in the order of its first slot.
+   */
   private handOver(
     key: string,
     self: string,
@@ -113,26 +130,38 @@ export class SharedViewBook {
     asks: Map<string, Ask>,
     free: number,
   ): void {
+    const given = new Map<string, number>();
     while (free > 0) {
       let best: string | undefined;
       let bestUnmet = 0;
+      let bestServed = 0;
+      let bestSince = 0;
       for (const [r, a] of asks) {
         const h = fields.get(r);
         if (r === self || !h) continue;
-        const unmet = a.want - Math.max(h.inFlight, h.held);
-        if (unmet > bestUnmet || (unmet === bestUnmet && unmet > 0 && best !== undefined && r < best)) {
+        const served = given.get(r) ?? 0;
+        const unmet = a.want - Math.max(h.inFlight, h.held) - served;
+        if (unmet <= 0) continue;
+        if (
+          best === undefined ||
+          handOverFirst(served, a.since, unmet, r, bestServed, bestSince, bestUnmet, best)
+        ) {
           best = r;
           bestUnmet = unmet;
+          bestServed = served;
+          bestSince = a.since;
         }
       }
-      if (best === undefined) return;
-      const give = Math.min(free, bestUnmet);
-      const h = fields.get(best)!;
-      const a = asks.get(best)!;
+      if (best === undefined) break;
+      given.set(best, bestServed + 1);
+      free--;
+    }
+    for (const [r, give] of given) {
+      const h = fields.get(r)!;
+      const a = asks.get(r)!;
       h.held = Math.max(h.inFlight, h.held) + give;
       a.granted += give;
-      this.onGrant?.({ router: best, key, granted: a.granted });
-      free -= give;
+      this.onGrant?.({ router: r, key, granted: a.granted });
     }
   }
 
@@ -154,4 +183,24 @@ export class SharedViewBook {
     for (const h of this.keys.get(key)?.values() ?? []) n += Math.max(h.inFlight, h.held);
     return n;
   }
+}
+
+/**
+ * Whether router `r` (served slots so far this round, waiting since, unmet) goes before the best so
+ * far: fewer slots this round, then waiting longer (-1, not told, last), then more unmet, then id.
+ */
+function handOverFirst(
+  served: number,
+  since: number,
+  unmet: number,
+  r: string,
+  bestServed: number,
+  bestSince: number,
+  bestUnmet: number,
+  best: string,
+): boolean {
+  if (served !== bestServed) return served < bestServed;
+  if (since !== bestSince) return bestSince < 0 || (since >= 0 && since < bestSince);
+  if (unmet !== bestUnmet) return unmet > bestUnmet;
+  return r < best;
 }

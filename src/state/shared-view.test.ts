@@ -215,4 +215,56 @@ describe('hand-over through Redis (sharedState: routers ask for what they wait f
       for (const c of conns) c.disconnect();
     }
   });
+
+  it('with two routers waiting, the slot goes to the one whose oldest request has waited longest', async () => {
+    const prefix = `llmlb-test-oldest-${process.pid}-${Date.now()}`;
+    const conns = Array.from({ length: 6 }, () => new Redis(URL));
+    const state = { aIn: 2 };
+    const caps = new Map<string, number[]>([
+      ['A', []],
+      ['B', []],
+      ['C', []],
+    ]);
+    // B waits with 3 requests, its oldest for 50 ms; C with 1, waiting for 400 ms.
+    const wait = new Map([
+      ['A', { demand: 0, waitedMs: 0 }],
+      ['B', { demand: 3, waitedMs: 50 }],
+      ['C', { demand: 1, waitedMs: 400 }],
+    ]);
+    const views = ['A', 'B', 'C'].map(
+      (id, i) =>
+        new SharedView(
+          redisViewTransport(conns[2 * i]!, prefix, conns[2 * i + 1]!),
+          {
+            backends: () => [{ name: 'x', inFlight: id === 'A' ? state.aIn : 0, cap: 2 }],
+            queued: () => 0,
+            applyCaps: (c) => caps.get(id)!.push(c.get('x')!),
+            demand: () => wait.get(id)!.demand,
+            waitedMs: () => wait.get(id)!.waitedMs,
+          },
+          { routerId: id, intervalMs: 60_000, prefix, ttlMs: 5000 },
+        ),
+    );
+    const [a, b, c] = views as [SharedView, SharedView, SharedView];
+    const until = async (ok: () => boolean, what: string): Promise<void> => {
+      for (let t = 0; t < 300 && !ok(); t++) await new Promise((r) => setTimeout(r, 10));
+      assert.ok(ok(), what);
+    };
+    try {
+      a.start();
+      await until(() => caps.get('A')!.at(-1) === 2, 'A holds the whole cap');
+      b.start();
+      c.start();
+      await until(() => b.up && c.up, 'B and C asked');
+      await new Promise((r) => setTimeout(r, 50));
+      state.aIn = 1;
+      await a.sync();
+      await until(() => c.grantsTaken === 1, `C got the slot (B ${caps.get('B')}, C ${caps.get('C')})`);
+      assert.equal(b.grantsTaken, 0, 'not B, though more of its requests wait');
+    } finally {
+      for (const v of views) v.stop();
+      await conns[0]!.del(`${prefix}:shared-view:x`, `${prefix}:shared-view-asks:x`);
+      for (const conn of conns) conn.disconnect();
+    }
+  });
 });

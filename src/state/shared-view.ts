@@ -25,6 +25,8 @@
  * reaches a request waiting at another in one round instead of two. A hand-over is a running count
  * per backend: one already counted by a round, or heard twice, is not applied again; one not
  * taken (lost, or heard while rebuilding) only keeps the book counting it until the next round.
+ * With several routers waiting, the one whose oldest waiting request has waited longest gets the
+ * first slot (`waitedMs`): fleet-wide first come, first served, as one router's queue would be.
  */
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
@@ -68,6 +70,11 @@ export interface SharedViewHost {
    * Asked for on top of in-flight + headroom; with it `queued` is not spread over every backend.
    */
   demand?(backend: string): number;
+  /**
+   * Optional (with demand): how long, in ms, this router's oldest request waiting for allowance on
+   * this backend has waited (0: none). Hand-overs go to the longest-waiting router first.
+   */
+  waitedMs?(backend: string): number;
 }
 
 export interface SharedViewOptions {
@@ -117,7 +124,8 @@ export function redisViewTransport(redis: Redis, prefix: string, sub?: GrantSubs
       const keys = entries.map((e) => `${prefix}:shared-view:${e.key}`);
       for (const e of entries) keys.push(`${prefix}:shared-view-asks:${e.key}`);
       const args: (string | number)[] = [routerId, nowMs, ttlMs, channel];
-      for (const e of entries) args.push(e.inFlight, e.cap, e.want, e.enforced, e.taken ?? -1, e.key);
+      for (const e of entries)
+        args.push(e.inFlight, e.cap, e.want, e.enforced, e.taken ?? -1, e.key, e.waitedMs ?? 0);
       return cmd.call(redis, keys.length, ...keys, ...args);
     },
     ...(sub
@@ -287,6 +295,7 @@ export class SharedView {
       if (shrunk.size > 0) this.host.applyCaps(shrunk);
     }
     const takenAtSend = new Map(this.taken);
+    const waited = this.host.waitedMs?.bind(this.host);
     const entries: RoundEntry[] = list.map((b) => {
       const capped = Number.isFinite(b.cap);
       return {
@@ -296,6 +305,9 @@ export class SharedView {
         want: Math.min(b.inFlight + extra + (demand ? demand(b.name) : 0), 1e9),
         enforced: capped ? (this.enforced.get(b.name) ?? 0) : -1,
         ...(this.takesGrants && capped ? { taken: takenAtSend.get(b.name) ?? 0 } : {}),
+        ...(this.takesGrants && capped && waited
+          ? { waitedMs: Math.max(0, Math.floor(waited(b.name))) }
+          : {}),
       };
     });
     try {
