@@ -50,6 +50,21 @@ function teach(
   );
 }
 
+/** A policy that has learned two backends' rates: `a` at 1 ms/token prefill and `aDecode`, `b` at `bPrefill`/`bDecode`. */
+function taughtPair(
+  params: Record<string, unknown>,
+  aDecode: number,
+  bPrefill: number,
+  bDecode: number,
+): { p: ReturnType<typeof estimatedWait>; a: BackendView; b: BackendView } {
+  const p = estimatedWait({ random: () => 0, params });
+  const a = view('a', 0);
+  const b = view('b', 1);
+  teach(p, a, 't1', 1, aDecode, 0);
+  teach(p, b, 't2', bPrefill, bDecode, 0);
+  return { p, a, b };
+}
+
 test('learns engine rates and prefers the faster backend', () => {
   const p = estimatedWait({ random: () => 0, params: {} });
   const fast = view('fast', 0);
@@ -76,22 +91,14 @@ test('a busy fast backend loses to an idle slow one once its queue outweighs the
 
 test('backends that run several sequences at once are not charged a queue below their slots', () => {
   // The request's own finish only: the delay it adds to a's three is the next test's subject.
-  const p = estimatedWait({ random: () => 0, params: { defaultSlots: 4, othersWeight: 0 } });
-  const a = view('a', 0);
-  const b = view('b', 1);
-  teach(p, a, 't1', 1, 10, 0);
-  teach(p, b, 't2', 1, 12, 0);
+  const { p, b } = taughtPair({ defaultSlots: 4, othersWeight: 0 }, 10, 1, 12);
   for (let i = 0; i < 3; i++) p.onDispatch?.(req(`a${i}`), view('a', 0, i), 1000);
   // a has 3 in flight but 4 slots: the new request starts at once there, and a is faster.
   assert.equal(chosen(p.pick(req('n'), [view('a', 0, 3), b], 1000))?.name, 'a');
 });
 
 test('issue #20: a pick is priced with the stall it adds to the batch it joins', () => {
-  const p = estimatedWait({ random: () => 0, params: { defaultSlots: 4 } });
-  const a = view('a', 0);
-  const b = view('b', 1);
-  teach(p, a, 't1', 1, 10, 0);
-  teach(p, b, 't2', 1, 12, 0);
+  const { p, b } = taughtPair({ defaultSlots: 4 }, 10, 1, 12);
   for (let i = 0; i < 3; i++) p.onDispatch?.(req(`a${i}`), view('a', 0, i), 1000);
   // Same as above, but its 0.1 s prefill would stall a's three (0.3 s): more than b is slower.
   assert.equal(chosen(p.pick(req('n'), [view('a', 0, 3), b], 1000))?.name, 'b');
@@ -182,11 +189,7 @@ test('issue #20: identical replicas whose fits differ only by noise split load b
 });
 
 test('issue #20: a request pushed behind a long prefill is costed the rest of that prefill', () => {
-  const p = estimatedWait({ random: () => 0, params: {} });
-  const a = view('a', 0);
-  const b = view('b', 1);
-  teach(p, a, 't1', 1, 10, 0);
-  teach(p, b, 't2', 1, 10, 0);
+  const { p, a } = taughtPair({}, 10, 1, 10);
   // a long prompt (40 000 chars ≈ 10 000 tokens ≈ 10 s of prefill) just went to a.
   p.onDispatch?.(req('long', 40_000), a, 10_000);
   const out = new Float64Array(2);
