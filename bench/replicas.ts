@@ -19,7 +19,7 @@
  * engine vs its cap, and the ratio to one router. Target (issue #31): 3 routers within 1.10×.
  * Knobs: REPLICAS_POLICIES (least-connections,estimated-wait,prefix-trie), REPLICAS_RATE (req/s,
  * 8), REPLICAS_SECONDS (12), REPLICAS_SEED (31), REPLICAS_REDIS (redis://127.0.0.1:6379/0),
- * REPLICAS_MODES (1,3-shared,3-state,3-own).
+ * REPLICAS_MODES (1,3-shared,3-state,3-own), REPLICAS_PARAMS (every policy's params, a YAML flow mapping).
  * Exit code 1 when a request failed or an engine was pushed past its cap in a shared-view run.
  */
 import { loadavg } from 'node:os';
@@ -45,6 +45,8 @@ const MODES = (process.env.REPLICAS_MODES ?? '1,3-shared,3-state,3-own').split('
 const RATE = Number(process.env.REPLICAS_RATE ?? 8);
 const SECONDS = Number(process.env.REPLICAS_SECONDS ?? 12);
 const SEED = Number(process.env.REPLICAS_SEED ?? 31);
+/** Parameters for every policy, a YAML flow mapping (e.g. `{ tieByCache: false }`); absent: defaults. */
+const PARAMS = process.env.REPLICAS_PARAMS;
 const REDIS = process.env.REPLICAS_REDIS ?? 'redis://127.0.0.1:6379/0';
 const ENGINES = 4;
 const CAP = 4;
@@ -175,7 +177,7 @@ async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promi
     }
     const yaml = routerYaml({
       backends: hops.map((h, i) => ({ name: `e${i}`, url: h.url, cap: CAP })),
-      policy,
+      policy: PARAMS ? `{ name: ${policy}, params: ${PARAMS} }` : policy,
       model: MODEL,
       // Shared state: rounds every 20 ms (a router's unused allowance goes back that fast).
       ...(shared ? { shared: { redis: REDIS, prefix, ...(state ? { intervalMs: 20 } : {}) } } : {}),
