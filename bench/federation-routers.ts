@@ -3,7 +3,8 @@
  * front of one fleet, simulated only. For each scenario (replicas-3: heimdall-burst's pods;
  * replicas-prefix-3: prefix-conversations-8's), each picker and each N, mean E2E and TTFT p90 of
  * independent routers, a shared view, shared state (lagged pushes) and shared state with sequenced
- * pushes, as a multiple of one router's; then what each lag costs at N = 3.
+ * pushes, as a multiple of one router's (and one router reading the push log before each pick:
+ * the round trip's own cost); then what each lag costs at N = 3.
  *
  * Env: BENCH_FED_ROUTERS (default 2,3,5,8), BENCH_FED_ROUTER_POLICIES (default
  * least-connections,estimated-wait,prefix-trie,workload-aware), BENCH_FED_LAGS (default
@@ -74,16 +75,28 @@ export function routersTables(): void {
   const t0 = performance.now();
   for (const name of SCENARIOS) {
     const one = new Map(POLICIES.map((p) => [p, run(withRouters(name, 3), 'single', { policy: p })]));
+    // One router that reads the push log before each pick: what the round trip alone costs.
+    const oneLog = new Map(
+      POLICIES.map((p) => [
+        p,
+        cell(
+          run(withRouters(name, 1), 'shared-state', { policy: p, lagMs: 10, sequenced: true }),
+          one.get(p)!,
+        ),
+      ]),
+    );
     console.log(`\n\`${name}\` with N routers: mean E2E / TTFT p90, × one router (seed ${SEED})\n`);
-    console.log(`| policy | one router (s) | N | ${MODES.map((m) => m.label).join(' | ')} |`);
-    console.log(`|${' --- |'.repeat(3 + MODES.length)}`);
+    console.log(
+      `| policy | one router (s) | one router, sequenced (10 ms) | N | ${MODES.map((m) => m.label).join(' | ')} |`,
+    );
+    console.log(`|${' --- |'.repeat(4 + MODES.length)}`);
     for (const p of POLICIES) {
       const base = one.get(p)!;
       for (const n of NS) {
         const sc = withRouters(name, n);
         const cells = MODES.map((m) => cell(run(sc, m.mode, { policy: p, ...m.params }), base));
         console.log(
-          `| ${p} | ${base.e2e.toFixed(2)} / ${base.ttftP90.toFixed(2)} | ${n} | ${cells.join(' | ')} |`,
+          `| ${p} | ${base.e2e.toFixed(2)} / ${base.ttftP90.toFixed(2)} | ${oneLog.get(p)!} | ${n} | ${cells.join(' | ')} |`,
         );
       }
     }

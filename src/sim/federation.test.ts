@@ -132,7 +132,9 @@ describe('federation simulator', () => {
         .replace('policies: [region-local, skylb, skylb-ch]', `policies: [single, shared-state]`),
       `<routers ${policy}>`,
     );
-  for (const policy of ['least-connections']) {
+  // prefix-trie: its load-tie cursor follows the others' by-load pushes too (on one cursor of its own
+  // the 3 routers broke ties each their own way: hit rate 0.267 vs one router's 0.252, seed 1).
+  for (const policy of ['least-connections', 'prefix-trie']) {
     it(`shared-state with no lag: ${policy} on 3 routers places every request as one router does`, () => {
       const s3 = routers(policy, 3);
       const one = simulateFederation(s3, { name: 'single', params: { policy } }, { seed: 1 });
@@ -157,31 +159,24 @@ describe('federation simulator', () => {
   }
 
   // Issue #31: a burst at one instant is shared by no lag; a sequenced push is (replicas-3's t = 0).
-  it('shared-state, sequenced: a burst at one instant is placed as one router places it, at 10 ms lag', () => {
-    // Every client's first turn at t = 0.
-    const s3 = routers('least-connections', 3, 0);
-    const first = (r: ReturnType<typeof simulateFederation>): (string | undefined)[] =>
-      r.records.filter((q) => q.arrivalS === 0).map((q) => q.backend);
-    const at = (params: Record<string, unknown>): ReturnType<typeof simulateFederation> =>
-      simulateFederation(
-        s3,
-        { name: 'shared-state', params: { policy: 'least-connections', ...params } },
-        { seed: 1 },
-      );
-    const one = simulateFederation(
-      s3,
-      { name: 'single', params: { policy: 'least-connections' } },
-      { seed: 1 },
-    );
-    assert.equal(first(one).length, 30);
-    const sequenced = at({ lagMs: 10, sequenced: true });
-    assert.deepEqual(first(sequenced), first(one));
-    // Its router picks one round trip (lagMs) after it arrived: reading the log first.
-    for (const q of sequenced.records.filter((x) => x.arrivalS === 0)) assert.equal(q.dispatchS, 0.01);
-    assert.ok(sequenced.records.every((q) => q.ok === true));
-    // Lagged pushes place that instant otherwise (the test would not notice a no-op).
-    assert.notDeepEqual(first(at({ lagMs: 10 })), first(one));
-  });
+  for (const policy of ['least-connections', 'prefix-trie'])
+    it(`shared-state, sequenced: ${policy} places a burst at one instant as one router, at 10 ms lag`, () => {
+      // Every client's first turn at t = 0.
+      const s3 = routers(policy, 3, 0);
+      const first = (r: ReturnType<typeof simulateFederation>): (string | undefined)[] =>
+        r.records.filter((q) => q.arrivalS === 0).map((q) => q.backend);
+      const at = (params: Record<string, unknown>): ReturnType<typeof simulateFederation> =>
+        simulateFederation(s3, { name: 'shared-state', params: { policy, ...params } }, { seed: 1 });
+      const one = simulateFederation(s3, { name: 'single', params: { policy } }, { seed: 1 });
+      assert.equal(first(one).length, 30);
+      const sequenced = at({ lagMs: 10, sequenced: true });
+      assert.deepEqual(first(sequenced), first(one));
+      // Its router picks one round trip (lagMs) after it arrived: reading the log first.
+      for (const q of sequenced.records.filter((x) => x.arrivalS === 0)) assert.equal(q.dispatchS, 0.01);
+      assert.ok(sequenced.records.every((q) => q.ok === true));
+      // Lagged pushes place that instant otherwise (the test would not notice a no-op).
+      assert.notDeepEqual(first(at({ lagMs: 10 })), first(one));
+    });
 
   it('shared-state, sequenced: estimated-wait routers complete every request (no hold left published)', () => {
     // A hold left published outranks every later request at the other routers: held forever.
@@ -198,7 +193,7 @@ describe('federation simulator', () => {
     );
   });
 
-  it('shared-state: prefix-trie routers share their tries, so turns find their prefix as on one router', () => {
+  it("shared-state: prefix-trie routers share their tries, so turns find their prefix (less the answers' lag)", () => {
     const s3 = routers('prefix-trie', 3);
     const hit = (r: ReturnType<typeof simulateFederation>): number =>
       r.backends.reduce((a, b) => a + b.prefixHits, 0) / r.backends.reduce((a, b) => a + b.prefixQueries, 0);
@@ -216,7 +211,10 @@ describe('federation simulator', () => {
       simulateFederation(s3, { name: 'independent', params: { policy: 'prefix-trie' } }, { seed: 1 }),
     );
     assert.ok(shared > ind + 0.02, `shared ${shared} vs independent ${ind}`);
-    assert.ok(shared > one - 0.02, `shared ${shared} vs one router ${one}`);
+    // A lagged answer costs hits: the next turn (no think time) reaches another router at the
+    // answer's instant, which still counts the answered request at the backend holding its prefix
+    // (seeds 1-3: 0.221-0.238 vs one router's 0.252-0.290; 0.249-0.270 with answers shared at once).
+    assert.ok(shared > one - 0.04, `shared ${shared} vs one router ${one}`);
   });
 
   it('shared-state: lagMs is validated', () => {

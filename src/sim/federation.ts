@@ -207,6 +207,8 @@ class Routers implements LoopHost<Event> {
         }),
         mode.sharing,
         (s) => this.publish(k, s),
+        // The order requests reached the routers (the balancer's): ties of the cross-router queue order.
+        (req) => (req as Open).index,
       );
       const scheduler = routerScheduler(
         policy,

@@ -150,3 +150,17 @@ test('trie ids reused after a removal are not mistaken for the old backend', () 
   assert.equal(back[0]!.name, 'b');
   assert.equal(p.lastDecision()!.reason, 'prefix');
 });
+
+test("another router's by-load push moves the load-tie order as its own would; a prefix push does not", () => {
+  // Issue #31: routers that apply each other's pushes break load ties alike (as one router does).
+  const p = make({ minMatchRatio: 0.5 });
+  const bs = [backendView('a', 0), backendView('b', 1), backendView('c', 2)];
+  const long = 'L'.repeat(64);
+  route(p, long, bs); // its own tie pick: a (cursor past a)
+  // Another router pushed a new conversation (a short match here: by load) to b: next tie is c.
+  p.onDispatch!(requestInfo('other-1', SYS + 'someone else entirely, a new question'), bs[1]!, 0);
+  assert.equal(route(p, SYS + 'a third user with another question', bs), 'c');
+  // Another router pushed a follow-up of `long` (a prefix match here) to b: the order stays.
+  p.onDispatch!(requestInfo('other-2', long + 'and more'), bs[1]!, 0);
+  assert.equal(route(p, SYS + 'a fourth user, yet another question', bs), 'a');
+});

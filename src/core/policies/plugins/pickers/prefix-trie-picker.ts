@@ -59,6 +59,8 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
   const routing = new TrieRouting(p);
   const { trie, marks } = routing;
   let cursor = 0;
+  /** The request this picker picked last: a push of any other is another router's (shared state). */
+  let pickedId: string | undefined;
   // The last decision, kept as fields (an object per pick would be garbage for every request).
   let lastChars = -1;
   let lastReason: PrefixTrieDecision['reason'] = 'prefix';
@@ -90,6 +92,7 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
     pick(req, candidates, _scores, now) {
       const n = candidates.length;
       if (n === 0) return [];
+      pickedId = req.id;
       const keys = routing.keysOf(req);
       if (keys.length === 0) return byLoad(candidates, 0, 'short-match');
       marks.mark(candidates);
@@ -130,6 +133,16 @@ export function prefixTriePicker(ctx: PluginContext): Picker & {
       return [chosen];
     },
     onDispatch(req, backend) {
+      // Another router's push (issue #31: routers that share their pushes) that this trie would
+      // have routed by load moves the tie cursor as this router's own would: routers that see the
+      // same pushes in the same order then break load ties alike, as one router does. (Overload
+      // is not judged here: that needs the candidates' counts at the other router's pick.)
+      if (req.id !== pickedId) {
+        const keys = routing.keysOf(req);
+        const indexed = Math.min(req.promptText.length, p.maxPrefixChars);
+        if (keys.length === 0 || short(trie.match(keys, () => true).chars, indexed))
+          cursor = backend.index + 1;
+      }
       routing.dispatched(req, backend.name);
     },
     onBackendRemoved(name) {
