@@ -75,8 +75,9 @@ test('a busy fast backend loses to an idle slow one once its queue outweighs the
 });
 
 test('backends that run several sequences at once are not charged a queue below their slots', () => {
-  // The request's own finish only: the delay it adds to a's three is the next test's subject.
-  const p = estimatedWait({ random: () => 0, params: { defaultSlots: 4, othersWeight: 0 } });
+  // The request's own finish only: the delay it adds to a's three is the next test's subject (and
+  // the first token, which waits behind their prefill on a, ttft.test.ts's).
+  const p = estimatedWait({ random: () => 0, params: { defaultSlots: 4, othersWeight: 0, ttftWeight: 0 } });
   const a = view('a', 0);
   const b = view('b', 1);
   teach(p, a, 't1', 1, 10, 0);
