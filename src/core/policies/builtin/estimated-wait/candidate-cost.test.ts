@@ -1,7 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addFlight, newBackendState, type Flight } from './backend-state.js';
-import { candidateCost, finishEstimate, missPenalty, missPrice } from './candidate-cost.js';
+import {
+  candidateCost,
+  finishEstimate,
+  missPenalty,
+  missPrice,
+  queuedPastSlots,
+  ttftPenalty,
+} from './candidate-cost.js';
 import { Rates } from './rates.js';
 import { WaitModel } from './wait-model.js';
 
@@ -72,4 +79,31 @@ test('miss price: missWeight plus queueWeight × the requests queued past their 
   near(missPrice(states, slots, 1, 2, 3), 2 + 3 * 3);
   near(missPrice(states, Float64Array.of(10, 10, 100), 3, 2, 3), 2);
   near(missPrice(states, slots, 3, 2, 0), 2);
+});
+
+test('ttft penalty: ttftWeight × (the prefill it waits behind where it has room + its own uncached prefill)', () => {
+  const w = new WaitModel(new Rates(0.001, 0.05), { expectedOf: (f) => f.expectedOut });
+  const open = newBackendState('open', 0.1);
+  const full = newBackendState('full', 0.1);
+  for (const b of [open, full]) {
+    b.prefill.update(100, 0.1); // 1 ms a token
+    b.decode.update(1, 0.01);
+    addFlight(b, `${b.name}-x`, flight(0, 500)); // 0.5 s of prefill left at 0
+  }
+  const slots = new Float64Array([Infinity, 1]);
+  const uncached = new Float64Array([2000, 300]);
+  const out = new Float64Array([10, 10]);
+  ttftPenalty(w, [open, full], [open, full], slots, uncached, 0, 2, 2, out);
+  // Room: 2 × (0.5 s behind the prefill in progress + 2 s its own).
+  near(out[0]!, 10 + 2 * (0.5 + 2));
+  // Full (one slot, taken): its slot wait is not priced, only its 0.3 s of prefill.
+  near(out[1]!, 10 + 2 * 0.3);
+  // Weight 0: nothing.
+  const same = new Float64Array([10, 10]);
+  ttftPenalty(w, [open, full], [open, full], slots, uncached, 0, 2, 0, same);
+  assert.deepEqual(Array.from(same), [10, 10]);
+  // The full one is one flight at its one slot: none queued past it; a second flight is.
+  assert.equal(queuedPastSlots([open, full], slots, 2), 0);
+  addFlight(full, 'full-y', flight(0, 100));
+  assert.equal(queuedPastSlots([open, full], slots, 2), 1);
 });

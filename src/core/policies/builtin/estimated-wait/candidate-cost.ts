@@ -70,6 +70,46 @@ export function missPenalty(
   }
 }
 
+/** Requests queued past their engine's slots over the `n` candidates (`states`' flights beyond `slots`). */
+export function queuedPastSlots(states: readonly BackendState[], slots: Float64Array, n: number): number {
+  let queued = 0;
+  for (let i = 0; i < n; i++) {
+    const s = slots[i]!;
+    if (Number.isFinite(s)) queued += Math.max(0, states[i]!.flights.length - s);
+  }
+  return queued;
+}
+
+/**
+ * TTFT (issue #30, prefix-agents-8 ×1): adds to each of the `n` candidates' costs in `out`
+ * `ttftWeight` times the request's time to its first token there — the prefill it would wait
+ * behind where it has room, then its own uncached prefill (`uncached`, priced at `costs`). A full
+ * engine's slot wait is left out: priced there it took prefix-heavy traffic at ×2 off its holders.
+ * The finish-time cost alone sends a long prompt off its holder for a second of decode saved in a
+ * smaller batch, and its prefill there is the TTFT tail.
+ */
+export function ttftPenalty(
+  wait: WaitModel,
+  states: readonly BackendState[],
+  costs: readonly Cost[],
+  slots: Float64Array,
+  uncached: Float64Array,
+  now: number,
+  n: number,
+  ttftWeight: number,
+  out: Float64Array,
+): void {
+  if (!(ttftWeight > 0)) return;
+  for (let i = 0; i < n; i++) {
+    const b = states[i]!;
+    const c = costs[i]!;
+    const s = slots[i]!;
+    const open = b.flights.length < s;
+    const start = open ? wait.startWait(b, c, s, now, wait.batchStepS(b, c, s)) : 0;
+    out[i]! += ttftWeight * (start + wait.rates.prefillS(c, uncached[i]!));
+  }
+}
+
 /**
  * The miss price near saturation (issue #30, the knee): `missWeight` plus `queueWeight` times the
  * requests queued past their engine's slots (`states`' flights beyond `slots`; none where no limit is
@@ -85,12 +125,7 @@ export function missPrice(
   queueWeight: number,
 ): number {
   if (!(queueWeight > 0) || n === 0) return missWeight;
-  let queued = 0;
-  for (let i = 0; i < n; i++) {
-    const s = slots[i]!;
-    if (Number.isFinite(s)) queued += Math.max(0, states[i]!.flights.length - s);
-  }
-  return missWeight + (queueWeight * queued) / n;
+  return missWeight + (queueWeight * queuedPastSlots(states, slots, n)) / n;
 }
 
 /**

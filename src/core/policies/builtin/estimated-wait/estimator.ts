@@ -14,6 +14,13 @@ import { WaitModel } from './wait-model.js';
 const AFFINITY_SPAN = 4;
 
 /**
+ * An answer this close to the fleet's best lone service (a ratio) resets a backend's exploration
+ * backoff (resetExplores): one answer's engine time varies by batch and cache by more than the tie
+ * tolerance, and a replica worth avoiding (prefix-unequal-8's: 3×) is far outside it.
+ */
+const EXPLORE_RESET = 1.25;
+
+/**
  * The estimated-wait policy's estimates without its choice: per candidate backend, the seconds
  * from now until a request would finish there (candidate-cost.ts), learned from what it is told
  * of dispatches and completions. The policy (policy.ts) picks with it; the estimated-wait scorer
@@ -201,10 +208,13 @@ export class WaitEstimator {
     let promptTokens: number;
     let predicted: number;
     let cachedTokens: number;
-    // A push this router picked on the fleet's best fits (a try) counts toward the backoff. Picks
-    // on its own fits do not reset it: they re-measure it anyway.
-    if (req === this.picked && backend.name === this.pickedView?.name && this.pickedExplored) b.explores++;
-    if (req === this.picked && backend === this.pickedView && this.wait.fits === this.pickedFits) {
+    // The dispatch of the last pick (one check for both uses; by name: a host may hand the same
+    // backend over as a fresh view).
+    const justPicked = req === this.picked && backend.name === this.pickedView?.name;
+    // A push this router picked on the fleet's best fits (a try) counts toward the backoff; a try
+    // that finds it as fast as the fleet's best resets it (onComplete).
+    if (justPicked && this.pickedExplored) b.explores++;
+    if (justPicked && this.wait.fits === this.pickedFits) {
       // Just picked (nothing learned since): what the pick found for it there.
       promptTokens = this.pickedPromptTokens;
       predicted = this.pickedPredicted;
@@ -264,9 +274,32 @@ export class WaitEstimator {
         this.sizing.tokensPerChar,
       );
     learnRates(this, b, backend, f, report, now);
+    if (b.explores > 0) this.resetExplores(b, f, report);
     b.lastSampleAt = now;
     b.lastSampleDecision = this.decisions;
     this.sizing.noteLearned();
+  }
+
+  /**
+   * A backend that served an answer about as fast as the fleet's best would have served it alone
+   * (within EXPLORE_RESET of its fits) is tried again after exploreAfterDecisions, not after the
+   * backoff it earned while slower: a replica that got faster (its other load ended, an engine
+   * restarted) is not left idle for up to 2^exploreBackoff × exploreAfterDecisions decisions. The
+   * answer itself decides, not b's fits: those forget its slow past at alpha per sample.
+   */
+  private resetExplores(b: BackendState, f: Flight, r: CompletionReport): void {
+    const out = r.completionTokens ?? f.expectedOut;
+    const best = this.bestCost(f.prefillTokens, out);
+    if (best === undefined) return;
+    if (best !== b) {
+      const tookS =
+        r.promptEvalMs !== undefined && r.evalMs !== undefined
+          ? (r.promptEvalMs + r.evalMs) / 1000
+          : (r.finishedAt - r.dispatchedAt) / 1000;
+      const bestS = this.rates.prefillS(best, f.prefillTokens) + out * this.rates.decodeS(best, 1);
+      if (tookS > bestS * EXPLORE_RESET) return;
+    }
+    b.explores = 0;
   }
 
   get defaultSlots(): number {

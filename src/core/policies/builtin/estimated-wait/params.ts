@@ -50,6 +50,18 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    */
   othersWeight: z.number().nonnegative().default(1),
   /**
+   * Weight of the request's own time to first token in its cost while no engine queues past its
+   * slots (ttftPenalty, candidate-cost.ts): the prefill it would wait behind where it has room, then
+   * its uncached prefill. On finish time alone the default sent re-sent long prompts off their
+   * holder for a second of decode saved in a smaller batch, and their prefill there was the TTFT
+   * tail (issue #30, prefix-agents-8 ×1, TTFT p90 ÷ the best built-in, seeds 1 / 2: 1.29 / 1.52 at
+   * 0, 1.02 / 1.17 at 4, mean E2E ≤ 1.02× prefix-trie's; 6: 1.00 / 1.09, but skylb-regions-12 seed 2
+   * TTFT p90 1.16× the best and agents ×3 / unequal ×2 worse). Off once engines queue: priced there
+   * with the slot wait, it took prefix-heavy traffic at ×2 off its holders (prefix-conversations-8
+   * ×2 TTFT p90 1.13 → 1.72× the best). 0: the finish-time cost alone.
+   */
+  ttftWeight: z.number().nonnegative().default(4),
+  /**
    * Prefix credit (issue #20, skylb-multiturn-12): share of the prompt prefix a backend likely
    * holds in its prefix cache (what this router sent it, prefix-credit.ts) that is not charged as
    * prefill there — in its own finish and in the stall it adds to the others. 0: every backend

@@ -90,8 +90,9 @@ test('a busy fast backend loses to an idle slow one once its queue outweighs the
 });
 
 test('backends that run several sequences at once are not charged a queue below their slots', () => {
-  // The request's own finish only: the delay it adds to a's three is the next test's subject.
-  const { p, b } = taughtPair({ defaultSlots: 4, othersWeight: 0 }, 10, 1, 12);
+  // The request's own finish only: the delay it adds to a's three is the next test's subject (and
+  // the first token, which waits behind their prefill on a, ttft.test.ts's).
+  const { p, b } = taughtPair({ defaultSlots: 4, othersWeight: 0, ttftWeight: 0 }, 10, 1, 12);
   for (let i = 0; i < 3; i++) p.onDispatch?.(req(`a${i}`), view('a', 0, i), 1000);
   // a has 3 in flight but 4 slots: the new request starts at once there, and a is faster.
   assert.equal(chosen(p.pick(req('n'), [view('a', 0, 3), b], 1000))?.name, 'a');

@@ -2,7 +2,7 @@ import { HOLD } from '../../../types.js';
 import type { BackendView, Policy, PolicyContext, RequestInfo } from '../../../types.js';
 import { WaitEstimator } from './estimator.js';
 import { parseEstimatedWaitParams } from './params.js';
-import { loraPenalty, missPenalty, missPrice } from './candidate-cost.js';
+import { loraPenalty, missPenalty, missPrice, queuedPastSlots, ttftPenalty } from './candidate-cost.js';
 import { LoraSlots } from '../../shared/lora-slots.js';
 import { roomInside } from './slots.js';
 import { chooseCandidate } from './choose.js';
@@ -55,6 +55,10 @@ export { rrBefore } from './choose.js';
  *   grows with the requests queued past the engines' slots (missQueueWeight, missPrice): there a
  *   miss's prefill is work everyone queued waits behind. Without them, prefix-heavy
  *   traffic near saturation spread for load, missed, and each miss's prefill held more.
+ * - Time to first token (issue #30): while no engine queues past its slots, the request's own TTFT
+ *   there — the prefill it waits behind, then its uncached prefill — is priced ttftWeight times on
+ *   top of its finish (ttftPenalty), so a re-sent long prompt is not moved off its holder for a
+ *   little decode time saved in a smaller batch (that prefill was the TTFT tail at light load).
  * - Estimates within `tieTolerance` of the best are ties (their difference is below the noise of
  *   the fits): the one with fewer in flight wins, then an unmeasured one, then round-robin order.
  *   Identical replicas then split load evenly rather than by their fits' noise.
@@ -142,7 +146,12 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
         const price = missPrice(est.candState, est.candSlots, n, p.missWeight, p.missQueueWeight);
         missPenalty(est.wait, est.candCost, est.uncached, n, price, scratch);
       }
-      if (adapter) loraPenalty(lora, req, candidates, n, p.loraSwapS, scratch);
+      // TTFT priced while no engine queues (light load): past the knee the wait is the tail, not the prefill.
+      const ttft =
+        p.ttftWeight > 0 && queuedPastSlots(est.candState, est.candSlots, n) === 0 ? p.ttftWeight : 0;
+      ttftPenalty(est.wait, est.candState, est.candCost, est.candSlots, est.uncached, now, n, ttft, scratch);
+      // An adapter's load comes before the first token too.
+      if (adapter) loraPenalty(lora, req, candidates, n, p.loraSwapS * (1 + ttft), scratch);
       const chosen = chooseCandidate(est, p, candidates, n, scratch, open, cursor, promptTokens, predicted);
       if (chosen < 0) return HOLD.retry;
       const view = candidates[chosen]!;
