@@ -307,7 +307,14 @@ export interface Policy {
    * What decided the last pick, per candidate in its order (estimated-wait: seconds until the
    * request would finish there), for /admin/decisions. Called only when a decision is explained.
    */
-  explainLast?(): { readonly name: string; readonly scores: readonly number[] } | undefined;
+  explainLast?():
+    | {
+        readonly name: string;
+        readonly scores: readonly number[];
+        /** Other per-candidate numbers behind the scores (debug traces). */
+        readonly detail?: Readonly<Record<string, readonly number[]>>;
+      }
+    | undefined;
 }
 
 /** Per-policy parameters from YAML; each policy validates its own at construction. */

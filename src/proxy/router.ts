@@ -13,6 +13,7 @@ import { RouterMetrics } from '../metrics/router-metrics.js';
 import { Admission } from '../admission/service.js';
 import { dashboardAllowed, isLoopback } from './admin-auth.js';
 import { Cooldowns } from './cooldowns.js';
+import { traced } from './decision-trace.js';
 import { DecisionLog, DecisionWaiters } from './decision-log.js';
 import { ObjectiveTable } from './objectives.js';
 import { AttemptBook } from './attempt-book.js';
@@ -361,6 +362,7 @@ export class Router {
 
   /** Hooks a new policy's explanations into the decision log. */
   explained(policy: Policy): Policy {
+    policy = traced(policy);
     // With a shared view, in-flight-counting policies see the other routers' requests too.
     const state = this.sharedState;
     if (state) return this.decisionLog.explained(this.sharing(policy, state));

@@ -91,7 +91,14 @@ export interface Picker extends PluginHooks {
     now: number,
   ): readonly BackendView[] | Hold;
   /** A whole-decision policy's own numbers for the last pick (Policy.explainLast). */
-  explainLast?(): { readonly name: string; readonly scores: readonly number[] } | undefined;
+  explainLast?():
+    | {
+        readonly name: string;
+        readonly scores: readonly number[];
+        /** Other per-candidate numbers behind the scores (debug traces). */
+        readonly detail?: Readonly<Record<string, readonly number[]>>;
+      }
+    | undefined;
   /** The order it wants waiting requests offered in (Policy.queueOrder). */
   readonly queueOrder?: QueueOrder | undefined;
 }

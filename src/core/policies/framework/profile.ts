@@ -292,6 +292,11 @@ export class ProfilePolicy implements Policy {
     return undefined;
   }
 
+  /** The picker's own numbers for its last pick (a whole-decision picker: estimated-wait). */
+  explainLast(): ReturnType<NonNullable<Picker['explainLast']>> {
+    return this.picker.explainLast?.();
+  }
+
   describe(backend: string): Readonly<Record<string, number>> {
     let out: Record<string, number> | undefined;
     for (const p of this.plugins) {

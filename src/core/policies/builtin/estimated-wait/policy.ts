@@ -167,6 +167,11 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       return {
         name: 'estimated-wait: seconds to finish',
         scores: Array.from(scratch.subarray(0, lastCount)),
+        detail: {
+          cachedTokens: Array.from(est.candCached.subarray(0, lastCount)),
+          prefillTokens: Array.from(est.uncached.subarray(0, lastCount)),
+          open: Array.from(open.subarray(0, lastCount)),
+        },
       };
     },
     estimates: (req, candidates, now, out) => est.estimates(req, candidates, now, out),
