@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { KeyTable } from './key-table.js';
+import { KeyTable, LaneTable } from './key-table.js';
 import { createRng } from '../rng.js';
 
 test('key table: answers as a Set of the same keys would, through growth and clears', () => {
@@ -30,4 +30,69 @@ test('key table: answers as a Set of the same keys would, through growth and cle
   assert.ok(t.capacity > big);
   t.clear(100);
   assert.equal(t.capacity, 256);
+});
+
+test('lane table: each lane keeps its own generations of a key; one slot per key for both', () => {
+  const t = new LaneTable(16);
+  t.attach(0);
+  t.attach(1);
+  const g0 = t.cur[0]!;
+  const g1 = t.cur[1]!;
+  t.set(t.find(7), 7, 0, g0);
+  assert.equal(t.genOf(7, 0), g0);
+  assert.equal(t.genOf(7, 1), 0, 'never touched by lane 1');
+  t.set(t.find(7), 7, 1, g1);
+  assert.equal(t.occupied, 1, 'the second lane found the first lane slot');
+  assert.equal(t.genOf(7, 0), g0);
+  assert.equal(t.genOf(7, 1), g1);
+  assert.equal(t.genOf(8, 0), 0);
+  assert.equal(t.find(8), -1);
+});
+
+test('lane table: a rebuild drops the keys no attached lane remembers, and keeps at most 72 bytes per live key', () => {
+  const t = new LaneTable(16);
+  t.attach(0);
+  t.attach(1);
+  // Lane 0 touches keys 0..999 in generations of 100 (turning over each hundred); lane 1 only
+  // 0..99, in its first generation.
+  for (let k = 0; k < 1000; k++) {
+    if (k > 0 && k % 100 === 0) t.cur[0] = t.cur[0]! + 1;
+    t.set(t.find(k), k, 0, t.cur[0]!);
+    if (k < 100) t.set(t.find(k), k, 1, t.cur[1]!);
+    t.maintain();
+    // Live: lane 0's current and previous hundred, and lane 1's 0..99.
+    assert.ok(t.bytes <= 72 * Math.max(16, t.live()) + 72 * 16, `${t.bytes} bytes for ${t.live()} live`);
+  }
+  assert.equal(t.live(), 300);
+  // Keys 100..799: forgotten by lane 0 and never in lane 1: dropped by the rebuilds.
+  assert.ok(t.occupied < 1000, `${t.occupied} slots in use`);
+  for (const k of [0, 99, 800, 999]) assert.ok(t.find(k) >= 0, `${k} kept`);
+  // Lane 1 detached: its keys are no longer live (the next rebuild drops them).
+  assert.equal(t.detach(1), false);
+  assert.equal(t.live(), 200);
+  assert.equal(t.detach(0), true, 'no lane left');
+});
+
+test('lane table: a lane attached again starts past every generation it left in the table', () => {
+  const t = new LaneTable(16);
+  t.attach(0);
+  t.set(t.find(5), 5, 0, t.cur[0]!);
+  t.detach(0);
+  t.attach(0);
+  assert.ok(t.genOf(5, 0) < t.cur[0]! - 1, 'forgotten: older than the previous generation');
+});
+
+test('lane table: inserts past half full rebuild at once, and membership holds through rebuilds', () => {
+  const rnd = createRng(9);
+  const t = new LaneTable(4);
+  t.attach(0);
+  const s = new Set<number>();
+  for (let i = 0; i < 20_000; i++) {
+    const k = Math.floor(rnd() * 0x3fffffff);
+    t.set(t.find(k), k, 0, t.cur[0]!);
+    s.add(k);
+    assert.ok(t.occupied * 2 <= t.capacity);
+  }
+  for (const k of s) assert.equal(t.genOf(k, 0), t.cur[0]);
+  assert.equal(t.live(), s.size);
 });
