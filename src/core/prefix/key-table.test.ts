@@ -36,50 +36,79 @@ test('lane table: each lane keeps its own generations of a key; one slot per key
   const t = new LaneTable(16);
   t.attach(0);
   t.attach(1);
-  const g0 = t.cur[0]!;
-  const g1 = t.cur[1]!;
-  t.set(t.find(7), 7, 0, g0);
-  assert.equal(t.genOf(7, 0), g0);
-  assert.equal(t.genOf(7, 1), 0, 'never touched by lane 1');
-  t.set(t.find(7), 7, 1, g1);
+  t.set(t.find(7), 7, 0);
+  assert.equal(t.has(7, 0), true);
+  assert.equal(t.has(7, 1), false, 'never touched by lane 1');
+  t.set(t.find(7), 7, 1);
   assert.equal(t.occupied, 1, 'the second lane found the first lane slot');
-  assert.equal(t.genOf(7, 0), g0);
-  assert.equal(t.genOf(7, 1), g1);
-  assert.equal(t.genOf(8, 0), 0);
+  assert.equal(t.has(7, 1), true);
+  // Lane 0 turns over twice: 7 is forgotten there (previous, then gone), still in lane 1.
+  t.turn(0);
+  assert.equal(t.has(7, 0), true, 'in the previous generation');
+  assert.equal(t.isCurrent(t.find(7), 0), false);
+  t.turn(0);
+  assert.equal(t.has(7, 0), false);
+  assert.equal(t.has(7, 1), true);
+  assert.equal(t.isCurrent(t.find(7), 1), true);
+  assert.equal(t.has(8, 0), false);
   assert.equal(t.find(8), -1);
 });
 
-test('lane table: a rebuild drops the keys no attached lane remembers, and keeps at most 72 bytes per live key', () => {
+test('lane table: a rebuild drops the keys no attached lane remembers, and keeps at most 40 bytes per live key', () => {
   const t = new LaneTable(16);
   t.attach(0);
   t.attach(1);
-  // Lane 0 touches keys 0..999 in generations of 100 (turning over each hundred); lane 1 only
-  // 0..99, in its first generation.
+  // Lane 0 touches keys 0..999 in generations of 100; lane 1 only 0..99, in its first generation.
+  let most = 0;
   for (let k = 0; k < 1000; k++) {
-    if (k > 0 && k % 100 === 0) t.cur[0] = t.cur[0]! + 1;
-    t.set(t.find(k), k, 0, t.cur[0]!);
-    if (k < 100) t.set(t.find(k), k, 1, t.cur[1]!);
+    if (k > 0 && k % 100 === 0) t.turn(0);
+    t.set(t.find(k), k, 0);
+    if (k < 100) t.set(t.find(k), k, 1);
     t.maintain();
-    // Live: lane 0's current and previous hundred, and lane 1's 0..99.
-    assert.ok(t.bytes <= 72 * Math.max(16, t.live()) + 72 * 16, `${t.bytes} bytes for ${t.live()} live`);
+    most = Math.max(most, t.live());
+    assert.ok(t.bytes <= 40 * Math.max(16, most + 1), `${t.bytes} bytes, at most ${most} live`);
   }
+  // Live: lane 0's current and previous hundred, and lane 1's 0..99.
   assert.equal(t.live(), 300);
   // Keys 100..799: forgotten by lane 0 and never in lane 1: dropped by the rebuilds.
   assert.ok(t.occupied < 1000, `${t.occupied} slots in use`);
   for (const k of [0, 99, 800, 999]) assert.ok(t.find(k) >= 0, `${k} kept`);
+  assert.equal(t.has(150, 0), false);
   // Lane 1 detached: its keys are no longer live (the next rebuild drops them).
   assert.equal(t.detach(1), false);
   assert.equal(t.live(), 200);
+  assert.equal(t.has(0, 1), false);
   assert.equal(t.detach(0), true, 'no lane left');
 });
 
-test('lane table: a lane attached again starts past every generation it left in the table', () => {
+test('lane table: a lane attached again remembers nothing of before', () => {
   const t = new LaneTable(16);
   t.attach(0);
-  t.set(t.find(5), 5, 0, t.cur[0]!);
+  t.attach(1);
+  t.set(t.find(5), 5, 0);
+  t.set(t.find(5), 5, 1);
   t.detach(0);
   t.attach(0);
-  assert.ok(t.genOf(5, 0) < t.cur[0]! - 1, 'forgotten: older than the previous generation');
+  assert.equal(t.has(5, 0), false);
+  assert.equal(t.has(5, 1), true, 'the other lane keeps it');
+});
+
+test('lane table: generations wrap (65,535 of them) without reviving a forgotten key', () => {
+  const t = new LaneTable(16);
+  t.attach(0);
+  t.attach(1);
+  t.set(t.find(1), 1, 1); // kept live by lane 1 throughout
+  t.set(t.find(1), 1, 0);
+  t.set(t.find(2), 2, 0);
+  for (let g = 0; g < 3 * 65_536; g++) {
+    t.turn(0);
+    // Never again in lane 0: a count that came round to its old generation must not bring it back.
+    assert.equal(t.has(1, 0), g === 0, `after ${g + 1} turnovers`);
+    if (g % 4096 === 0) t.set(t.find(3), 3, 0);
+  }
+  assert.equal(t.has(1, 1), true);
+  assert.equal(t.has(2, 0), false);
+  assert.equal(t.find(2), -1, 'dead: dropped by a rebuild');
 });
 
 test('lane table: inserts past half full rebuild at once, and membership holds through rebuilds', () => {
@@ -89,10 +118,11 @@ test('lane table: inserts past half full rebuild at once, and membership holds t
   const s = new Set<number>();
   for (let i = 0; i < 20_000; i++) {
     const k = Math.floor(rnd() * 0x3fffffff);
-    t.set(t.find(k), k, 0, t.cur[0]!);
+    t.set(t.find(k), k, 0);
     s.add(k);
     assert.ok(t.occupied * 2 <= t.capacity);
   }
-  for (const k of s) assert.equal(t.genOf(k, 0), t.cur[0]);
+  for (const k of s) assert.equal(t.has(k, 0), true);
+  assert.equal(t.has(0x3fffffff, 0), s.has(0x3fffffff));
   assert.equal(t.live(), s.size);
 });

@@ -103,51 +103,57 @@ function slotsFor(keys: number): number {
  * policy's learned record and its four times longer affinity memory, issue #30), in one table: per
  * key the generation each lane last touched it in. A prompt new to the backend is inserted once —
  * the second lane's walk finds the slots the first just wrote, in warm cache lines — where two
- * KeyTable pairs inserted it twice, into two cold tables.
+ * KeyTable pairs inserted it twice, into two cold tables; a lookup in either lane is one probe.
  *
- * Open addressing with linear probing, three Int32 per slot (key + 1, 0 empty; lane 0's
- * generation; lane 1's), at most half full. A key is live while some attached lane's generation
- * for it is its current or previous one; dead keys stay until a rebuild drops them. A rebuild
- * sizes the table for three times its live keys (a power of two: less than six times), so it takes
- * at most 72 bytes per live key; `maintain` does it ahead, outside the routing decision, once the
- * table is two-fifths full, and an insert into a half-full table does it at once.
+ * Open addressing with linear probing, two Int32 per slot (key + 1, 0 empty; both lanes'
+ * generations, 16 bits each, 0: never), at most half full. A lane's generations count 1..65,535
+ * and wrap; a key is in a lane while its generation there is the lane's current or previous one,
+ * and live while some attached lane has it. Dead keys stay until a rebuild drops them, which also
+ * clears every generation no longer current or previous (so a wrapped count never revives one: a
+ * rebuild comes at least every 32,768 turnovers). A rebuild sizes the table at 2.5 × its live keys
+ * or more (a power of two: under 5 ×), so it holds at most 40 bytes per live key; `maintain` does
+ * it ahead, outside the routing decision, when the table is 45 % full, and an insert into a
+ * half-full table does it at once.
  */
 export class LaneTable {
-  /** Per slot: key + 1, lane 0's generation, lane 1's (0: never touched there). */
+  /** Per slot: key + 1, then lane 0's generation | lane 1's << 16. */
   private slots: Int32Array;
   private mask: number;
   private shift: number;
   /** Slots in use, dead keys included. */
   private used = 0;
-  /** Per lane: its current generation (kept when detached, so a lane attached again starts past it). */
-  readonly cur = new Int32Array(2);
-  private on0 = false;
-  private on1 = false;
+  /** Per lane: its current generation, 1..65,535 (0: not attached). */
+  private cur0 = 0;
+  private cur1 = 0;
+  /** Turnovers (of either lane) since the last rebuild. */
+  private turns = 0;
 
   constructor(expected = 1024) {
     const n = slotsFor(expected);
-    this.slots = new Int32Array(3 * n);
+    this.slots = new Int32Array(2 * n);
     this.mask = n - 1;
     this.shift = 32 - Math.log2(n);
   }
 
-  /** Lane `lane` starts recording here (at a generation no key in the table holds for it). */
+  /** Lane `lane` starts recording here, remembering nothing (any generations it left are cleared). */
   attach(lane: 0 | 1): void {
-    if (lane === 0) this.on0 = true;
-    else this.on1 = true;
-    this.cur[lane] = this.cur[lane]! + 2;
+    const slots = this.slots;
+    const keep = lane === 0 ? 0xffff0000 : 0xffff;
+    for (let s = 1; s < slots.length; s += 2) slots[s] = slots[s]! & keep;
+    if (lane === 0) this.cur0 = 1;
+    else this.cur1 = 1;
   }
 
   /** Lane `lane` stops; true when no lane is left (the table can go). */
   detach(lane: 0 | 1): boolean {
-    if (lane === 0) this.on0 = false;
-    else this.on1 = false;
-    return !this.on0 && !this.on1;
+    if (lane === 0) this.cur0 = 0;
+    else this.cur1 = 0;
+    return this.cur0 === 0 && this.cur1 === 0;
   }
 
   /** Slots allocated. */
   get capacity(): number {
-    return this.slots.length / 3;
+    return this.slots.length / 2;
   }
 
   get bytes(): number {
@@ -165,79 +171,95 @@ export class LaneTable {
     const v = key + 1;
     let i = Math.imul(key, 0x9e3779b1) >>> this.shift;
     for (;;) {
-      const x = slots[3 * i]!;
-      if (x === v) return 3 * i;
+      const x = slots[2 * i]!;
+      if (x === v) return 2 * i;
       if (x === 0) return -1;
       i = (i + 1) & this.mask;
     }
   }
 
-  /** The generation `lane` last touched `key` in (0: never, or the key was dropped). */
-  genOf(key: number, lane: 0 | 1): number {
+  /** Whether `lane` has `key` in its current or previous generation. */
+  has(key: number, lane: 0 | 1): boolean {
     const at = this.find(key);
-    return at < 0 ? 0 : this.slots[at + 1 + lane]!;
+    return at >= 0 && this.fresh(this.slots[at + 1]!, lane);
   }
 
-  /** `lane`'s generation for the key at slot index `at` (from find). */
-  genAt(at: number, lane: 0 | 1): number {
-    return this.slots[at + 1 + lane]!;
+  /** Whether the key at slot index `at` (from find) is in `lane`'s current generation. */
+  isCurrent(at: number, lane: 0 | 1): boolean {
+    const w = this.slots[at + 1]!;
+    return lane === 0 ? (w & 0xffff) === this.cur0 : w >>> 16 === this.cur1;
   }
 
-  /** Sets `key`'s generation in `lane` to `gen`; `at`: its slot index from find (−1: not there). */
-  set(at: number, key: number, lane: 0 | 1, gen: number): void {
-    if (at >= 0) {
-      this.slots[at + 1 + lane] = gen;
-      return;
+  /** Puts `key` in `lane`'s current generation; `at`: its slot index from find (−1: not there). */
+  set(at: number, key: number, lane: 0 | 1): void {
+    if (at < 0) {
+      if ((this.used + 1) * 2 > this.capacity) this.rebuild(1);
+      const slots = this.slots;
+      let i = Math.imul(key, 0x9e3779b1) >>> this.shift;
+      while (slots[2 * i] !== 0) i = (i + 1) & this.mask;
+      slots[2 * i] = key + 1;
+      slots[2 * i + 1] = 0;
+      this.used++;
+      at = 2 * i;
     }
-    if ((this.used + 1) * 2 > this.capacity) this.rebuild(1);
-    const slots = this.slots;
-    let i = Math.imul(key, 0x9e3779b1) >>> this.shift;
-    while (slots[3 * i] !== 0) i = (i + 1) & this.mask;
-    slots[3 * i] = key + 1;
-    slots[3 * i + 1 + lane] = gen;
-    slots[3 * i + 2 - lane] = 0;
-    this.used++;
+    const w = this.slots[at + 1]!;
+    this.slots[at + 1] = lane === 0 ? (w & 0xffff0000) | this.cur0 : (w & 0xffff) | (this.cur1 << 16);
   }
 
-  /** Rebuilds ahead of need (outside a decision): when two-fifths full, dead keys dropped. */
+  /** `lane` starts a new generation: its previous one is forgotten. */
+  turn(lane: 0 | 1): void {
+    if (lane === 0) this.cur0 = this.cur0 === 0xffff ? 1 : this.cur0 + 1;
+    else this.cur1 = this.cur1 === 0xffff ? 1 : this.cur1 + 1;
+    if (++this.turns >= 0x8000) this.rebuild(0);
+  }
+
+  /** Rebuilds ahead of need (outside a decision), when 45 % full: dead keys dropped. */
   maintain(): void {
-    if (this.used * 5 > this.capacity * 2) this.rebuild(0);
+    if (this.used * 20 > this.capacity * 9) this.rebuild(0);
   }
 
-  /** Keys some attached lane remembers (a pass over the table: tests, describe). */
+  /** Keys some attached lane remembers (a pass over the table: tests). */
   live(): number {
     let n = 0;
-    for (let s = 0; s < this.slots.length; s += 3) if (this.slots[s] !== 0 && this.isLive(s)) n++;
+    for (let s = 0; s < this.slots.length; s += 2)
+      if (this.slots[s] !== 0 && this.liveWord(this.slots[s + 1]!) !== 0) n++;
     return n;
   }
 
-  private isLive(s: number): boolean {
-    const slots = this.slots;
-    return (this.on0 && slots[s + 1]! >= this.cur[0]! - 1) || (this.on1 && slots[s + 2]! >= this.cur[1]! - 1);
+  private fresh(w: number, lane: 0 | 1): boolean {
+    const cur = lane === 0 ? this.cur0 : this.cur1;
+    const g = lane === 0 ? w & 0xffff : w >>> 16;
+    return cur !== 0 && g !== 0 && (g === cur || g === (cur === 1 ? 0xffff : cur - 1));
   }
 
-  /** Copies the live keys into a table of a power of two ≥ 3 × (live + `extra`) slots. */
+  /** A slot's generations word with the lanes that no longer have the key cleared (0: dead). */
+  private liveWord(w: number): number {
+    return (this.fresh(w, 0) ? w & 0xffff : 0) | (this.fresh(w, 1) ? w & 0xffff0000 : 0);
+  }
+
+  /** Copies the live keys into a table of a power of two ≥ 2.5 × (live + `extra`) slots. */
   private rebuild(extra: number): void {
     const old = this.slots;
     let live = 0;
-    for (let s = 0; s < old.length; s += 3) if (old[s] !== 0 && this.isLive(s)) live++;
+    for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.liveWord(old[s + 1]!) !== 0) live++;
     let n = 16;
-    while (n < 3 * (live + extra)) n *= 2;
-    const slots = new Int32Array(3 * n);
+    while (2 * n < 5 * (live + extra)) n *= 2;
+    const slots = new Int32Array(2 * n);
     const mask = n - 1;
     const shift = 32 - Math.log2(n);
-    for (let s = 0; s < old.length; s += 3) {
+    for (let s = 0; s < old.length; s += 2) {
       const v = old[s]!;
-      if (v === 0 || !this.isLive(s)) continue;
+      const w = v === 0 ? 0 : this.liveWord(old[s + 1]!);
+      if (w === 0) continue;
       let i = Math.imul(v - 1, 0x9e3779b1) >>> shift;
-      while (slots[3 * i] !== 0) i = (i + 1) & mask;
-      slots[3 * i] = v;
-      slots[3 * i + 1] = old[s + 1]!;
-      slots[3 * i + 2] = old[s + 2]!;
+      while (slots[2 * i] !== 0) i = (i + 1) & mask;
+      slots[2 * i] = v;
+      slots[2 * i + 1] = w;
     }
     this.slots = slots;
     this.mask = mask;
     this.shift = shift;
     this.used = live;
+    this.turns = 0;
   }
 }

@@ -143,7 +143,7 @@ test('prefix credit: a long prompt is recorded sparsely past its first 128 chunk
   assert.equal(c.cachedChars('a', head), 100 * 64);
 });
 
-test('prefix credit: a backend record takes at most 72 bytes per key remembered, however many prompts pass', () => {
+test('prefix credit: a backend record takes at most 40 bytes per key remembered, however many prompts pass', () => {
   // Capacity 2,000 chunks: generations of 1,000; 300 prompts of 20 chunks (6,000 distinct chunks).
   const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 2000, maxPrefixChars: 32_768 });
   const sys = text('system', 64);
@@ -155,10 +155,10 @@ test('prefix credit: a backend record takes at most 72 bytes per key remembered,
     c.maintain('a');
     most = Math.max(most, c.bytesOf('a'));
   }
-  assert.ok(most <= 72 * 2000, `${most} bytes`);
-  // One table of 8,192 twelve-byte slots (three per live key, rounded up): forgotten keys were
-  // dropped, or 6,000 keys would have needed 16,384.
-  assert.equal(c.bytesOf('a'), 8192 * 12);
+  assert.ok(most <= 40 * 2000, `${most} bytes`);
+  // One table of 8,192 eight-byte slots (2.5 per live key or more, a power of two): forgotten keys
+  // were dropped, or 6,000 keys would have needed 16,384.
+  assert.equal(c.bytesOf('a'), 8192 * 8);
   assert.equal(c.bytesOf('never'), 0);
 });
 

@@ -259,7 +259,7 @@ export class PrefixCredit {
     return this.sent.get(backend)?.size ?? 0;
   }
 
-  /** Bytes of a backend's table (shared with shareTablesWith's record): at most 72 per live key. */
+  /** Bytes of a backend's table (shared with shareTablesWith's record): at most 40 per live key. */
   bytesOf(backend: string): number {
     return this.sent.get(backend)?.table.bytes ?? 0;
   }
@@ -289,22 +289,22 @@ class Lane {
   }
 
   has(s: number): boolean {
-    return this.table.genOf(s, this.lane) >= this.table.cur[this.lane]! - 1;
+    return this.table.has(s, this.lane);
   }
 
   /** Adds a `small` key; false when it was already in the current generation. */
   touch(s: number): boolean {
     const t = this.table;
     const at = t.find(s);
-    let id = t.cur[this.lane]!;
-    if (at >= 0 && t.genAt(at, this.lane) === id) return false;
+    if (at >= 0 && t.isCurrent(at, this.lane)) return false;
     // Full: a new generation starts (the previous one's keys are forgotten).
     if (this.curSize >= this.gen) {
       this.prevSize = this.curSize;
       this.curSize = 0;
-      id = ++t.cur[this.lane]!;
-    }
-    t.set(at, s, this.lane, id);
+      t.turn(this.lane);
+      // A turnover may rebuild the table (moving the key's slot).
+      t.set(at >= 0 ? t.find(s) : -1, s, this.lane);
+    } else t.set(at, s, this.lane);
     this.curSize++;
     return true;
   }
