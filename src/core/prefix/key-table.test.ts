@@ -51,7 +51,7 @@ test('lane table: each lane keeps its own generations of a key; one slot per key
   assert.equal(t.has(7, 1), true);
   assert.equal(t.isCurrent(t.find(7), 1), true);
   assert.equal(t.has(8, 0), false);
-  assert.equal(t.find(8), -1);
+  assert.ok(t.find(8) < 0);
 });
 
 test('lane table: a rebuild drops the keys no attached lane remembers, and keeps at most 40 bytes per live key', () => {
@@ -108,7 +108,24 @@ test('lane table: generations wrap (65,535 of them) without reviving a forgotten
   }
   assert.equal(t.has(1, 1), true);
   assert.equal(t.has(2, 0), false);
-  assert.equal(t.find(2), -1, 'dead: dropped by a rebuild');
+  assert.ok(t.find(2) < 0, 'dead: dropped by a rebuild');
+});
+
+test('lane table: maintain keeps room for the longest chain recorded, so recording one rebuilds nothing', () => {
+  const t = new LaneTable(16);
+  t.attach(0);
+  let k = 0;
+  for (let prompt = 0; prompt < 50; prompt++) {
+    t.noteChain(300);
+    t.maintain(); // an answer between two prompts
+    const before = t.bytes;
+    const slotsBefore = t.capacity;
+    for (let j = 0; j < 300; j++, k++) t.set(t.find(k), k, 0);
+    assert.equal(t.capacity, slotsBefore, `prompt ${prompt}: no rebuild while recording`);
+    assert.equal(t.bytes, before);
+  }
+  assert.equal(t.live(), 15_000);
+  assert.ok(t.bytes <= 40 * (15_000 + 300), `${t.bytes} bytes`);
 });
 
 test('lane table: inserts past half full rebuild at once, and membership holds through rebuilds', () => {

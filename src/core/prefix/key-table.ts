@@ -110,10 +110,10 @@ function slotsFor(keys: number): number {
  * and wrap; a key is in a lane while its generation there is the lane's current or previous one,
  * and live while some attached lane has it. Dead keys stay until a rebuild drops them, which also
  * clears every generation no longer current or previous (so a wrapped count never revives one: a
- * rebuild comes at least every 32,768 turnovers). A rebuild sizes the table at 2.5 × its live keys
- * or more (a power of two: under 5 ×), so it holds at most 40 bytes per live key; `maintain` does
- * it ahead, outside the routing decision, when the table is 45 % full, and an insert into a
- * half-full table does it at once.
+ * rebuild comes at least every 32,768 turnovers). A rebuild sizes the table at 2.5 × (its live
+ * keys + the longest chain recorded) or more (a power of two: under 5 ×), so it holds at most 40
+ * bytes per key; `maintain` does it ahead, outside the routing decision, once the longest chain
+ * would no longer fit below half full, and an insert into a half-full table does it at once.
  */
 export class LaneTable {
   /** Per slot: key + 1, then lane 0's generation | lane 1's << 16. */
@@ -165,7 +165,10 @@ export class LaneTable {
     return this.used;
   }
 
-  /** Index of `key`'s slot (its first Int32), or −1. */
+  /**
+   * Index of `key`'s slot (its first Int32); not there: −1 − the index of the empty slot it would
+   * take (valid for `set` until the table next changes).
+   */
   find(key: number): number {
     const slots = this.slots;
     const v = key + 1;
@@ -173,7 +176,7 @@ export class LaneTable {
     for (;;) {
       const x = slots[2 * i]!;
       if (x === v) return 2 * i;
-      if (x === 0) return -1;
+      if (x === 0) return -1 - 2 * i;
       i = (i + 1) & this.mask;
     }
   }
@@ -190,17 +193,17 @@ export class LaneTable {
     return lane === 0 ? (w & 0xffff) === this.cur0 : w >>> 16 === this.cur1;
   }
 
-  /** Puts `key` in `lane`'s current generation; `at`: its slot index from find (−1: not there). */
+  /** Puts `key` in `lane`'s current generation; `at`: what find answered for it since the table last changed. */
   set(at: number, key: number, lane: 0 | 1): void {
     if (at < 0) {
-      if ((this.used + 1) * 2 > this.capacity) this.rebuild(1);
-      const slots = this.slots;
-      let i = Math.imul(key, 0x9e3779b1) >>> this.shift;
-      while (slots[2 * i] !== 0) i = (i + 1) & this.mask;
-      slots[2 * i] = key + 1;
-      slots[2 * i + 1] = 0;
+      if ((this.used + 1) * 2 > this.capacity) {
+        this.rebuild(1 + this.reserve);
+        at = this.find(key);
+      }
+      at = -1 - at;
+      this.slots[at] = key + 1;
+      this.slots[at + 1] = 0;
       this.used++;
-      at = 2 * i;
     }
     const w = this.slots[at + 1]!;
     this.slots[at + 1] = lane === 0 ? (w & 0xffff0000) | this.cur0 : (w & 0xffff) | (this.cur1 << 16);
@@ -213,9 +216,20 @@ export class LaneTable {
     if (++this.turns >= 0x8000) this.rebuild(0);
   }
 
-  /** Rebuilds ahead of need (outside a decision), when 45 % full: dead keys dropped. */
+  /** Keys one prompt may insert (the longest chain recorded): the room `maintain` keeps. */
+  private reserve = 0;
+
+  /** A chain of `keys` keys is about to be recorded. */
+  noteChain(keys: number): void {
+    if (keys > this.reserve) this.reserve = keys;
+  }
+
+  /**
+   * Rebuilds ahead of need (outside a decision), dead keys dropped: when the longest chain recorded
+   * would not fit before the table is half full (the insert that finds it so rebuilds at once).
+   */
   maintain(): void {
-    if (this.used * 20 > this.capacity * 9) this.rebuild(0);
+    if ((this.used + this.reserve) * 2 > this.capacity) this.rebuild(this.reserve);
   }
 
   /** Keys some attached lane remembers (a pass over the table: tests). */

@@ -156,9 +156,9 @@ test('prefix credit: a backend record takes at most 40 bytes per key remembered,
     most = Math.max(most, c.bytesOf('a'));
   }
   assert.ok(most <= 40 * 2000, `${most} bytes`);
-  // One table of 8,192 eight-byte slots (2.5 per live key or more, a power of two): forgotten keys
-  // were dropped, or 6,000 keys would have needed 16,384.
-  assert.equal(c.bytesOf('a'), 8192 * 8);
+  // One table of 4,096 eight-byte slots: forgotten keys were dropped, or 6,000 keys would have
+  // needed 16,384.
+  assert.equal(c.bytesOf('a'), 4096 * 8);
   assert.equal(c.bytesOf('never'), 0);
 });
 

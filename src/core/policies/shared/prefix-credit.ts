@@ -303,7 +303,7 @@ class Lane {
       this.curSize = 0;
       t.turn(this.lane);
       // A turnover may rebuild the table (moving the key's slot).
-      t.set(at >= 0 ? t.find(s) : -1, s, this.lane);
+      t.set(t.find(s), s, this.lane);
     } else t.set(at, s, this.lane);
     this.curSize++;
     return true;
@@ -311,7 +311,9 @@ class Lane {
 
   /** As Generations.touchChain: last chunk to first, stopping at one already in the current generation. */
   touchChain(at: Int32Array): void {
-    for (let j = Math.min(at.length, this.gen) - 1; j >= 0; j--) if (!this.touch(at[j]!)) return;
+    const n = Math.min(at.length, this.gen);
+    this.table.noteChain(n);
+    for (let j = n - 1; j >= 0; j--) if (!this.touch(at[j]!)) return;
   }
 }
 
