@@ -111,15 +111,18 @@ function slotsFor(keys: number): number {
  * and live while some attached lane has it. Dead keys stay until a rebuild drops them, which also
  * clears every generation no longer current or previous (so a wrapped count never revives one: a
  * rebuild comes at least every 32,768 turnovers). A rebuild sizes the table at 2.5 × (its live
- * keys + the longest chain recorded) or more (a power of two: under 5 ×), so it holds at most 40
- * bytes per key; `maintain` does it ahead, outside the routing decision, once the longest chain
- * would no longer fit below half full, and an insert into a half-full table does it at once.
+ * keys + the longest chain recorded), not rounded to a power of two, so it holds 20 bytes per key
+ * (and 2.5 × 8 per key of that chain; 16 slots at least); `maintain` does it ahead, outside the
+ * routing decision, once the longest chain would no longer fit below half full, and an insert into
+ * a half-full table does it at once.
  */
 export class LaneTable {
   /** Per slot: key + 1, then lane 0's generation | lane 1's << 16. */
   private slots: Int32Array;
-  private mask: number;
-  private shift: number;
+  /** Slots (any count: a key's first slot is its hash scaled to it, so rebuilds size it exactly). */
+  private n: number;
+  /** n / 2^32. */
+  private scale: number;
   /** Slots in use, dead keys included. */
   private used = 0;
   /** Per lane: its current generation, 1..65,535 (0: not attached). */
@@ -131,8 +134,8 @@ export class LaneTable {
   constructor(expected = 1024) {
     const n = slotsFor(expected);
     this.slots = new Int32Array(2 * n);
-    this.mask = n - 1;
-    this.shift = 32 - Math.log2(n);
+    this.n = n;
+    this.scale = n / 2 ** 32;
   }
 
   /** Lane `lane` starts recording here, remembering nothing (any generations it left are cleared). */
@@ -172,12 +175,13 @@ export class LaneTable {
   find(key: number): number {
     const slots = this.slots;
     const v = key + 1;
-    let i = Math.imul(key, 0x9e3779b1) >>> this.shift;
+    const n = this.n;
+    let i = Math.floor((Math.imul(key, 0x9e3779b1) >>> 0) * this.scale);
     for (;;) {
       const x = slots[2 * i]!;
       if (x === v) return 2 * i;
       if (x === 0) return -1 - 2 * i;
-      i = (i + 1) & this.mask;
+      if (++i === n) i = 0;
     }
   }
 
@@ -251,28 +255,26 @@ export class LaneTable {
     return (this.fresh(w, 0) ? w & 0xffff : 0) | (this.fresh(w, 1) ? w & 0xffff0000 : 0);
   }
 
-  /** Copies the live keys into a table of a power of two ≥ 2.5 × (live + `extra`) slots. */
+  /** Copies the live keys into a table of 2.5 × (live + `extra`) slots (16 at least). */
   private rebuild(extra: number): void {
     const old = this.slots;
     let live = 0;
     for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.liveWord(old[s + 1]!) !== 0) live++;
-    let n = 16;
-    while (2 * n < 5 * (live + extra)) n *= 2;
+    const n = Math.max(16, Math.ceil(2.5 * (live + extra)));
+    const scale = n / 2 ** 32;
     const slots = new Int32Array(2 * n);
-    const mask = n - 1;
-    const shift = 32 - Math.log2(n);
     for (let s = 0; s < old.length; s += 2) {
       const v = old[s]!;
       const w = v === 0 ? 0 : this.liveWord(old[s + 1]!);
       if (w === 0) continue;
-      let i = Math.imul(v - 1, 0x9e3779b1) >>> shift;
-      while (slots[2 * i] !== 0) i = (i + 1) & mask;
+      let i = Math.floor((Math.imul(v - 1, 0x9e3779b1) >>> 0) * scale);
+      while (slots[2 * i] !== 0) if (++i === n) i = 0;
       slots[2 * i] = v;
       slots[2 * i + 1] = w;
     }
     this.slots = slots;
-    this.mask = mask;
-    this.shift = shift;
+    this.n = n;
+    this.scale = scale;
     this.used = live;
     this.turns = 0;
   }
