@@ -111,10 +111,12 @@ function slotsFor(keys: number): number {
  * and live while some attached lane has it. Dead keys stay until a rebuild drops them, which also
  * clears every generation no longer current or previous (so a wrapped count never revives one: a
  * rebuild comes at least every 32,768 turnovers). A rebuild sizes the table at 2.5 × (its live
- * keys + the longest chain recorded), not rounded to a power of two, so it holds 20 bytes per key
- * (and 2.5 × 8 per key of that chain; 16 slots at least); `maintain` does it ahead, outside the
- * routing decision, once the longest chain would no longer fit below half full, and an insert into
- * a half-full table does it at once.
+ * keys + the longest chain recorded), not rounded to a power of two, and one that must grow it at
+ * least doubles it (growing by a quarter rebuilt four times as often, and each fresh array evicted
+ * the decisions' working set from the cache: the 50k-token bench's other decisions were slower
+ * than base's), so it holds 20–40 bytes per key (and per key of that chain; 16 slots at least);
+ * `maintain` does it ahead, outside the routing decision, once the longest chain would no longer
+ * fit below half full, and an insert into a half-full table does it at once.
  */
 export class LaneTable {
   /** Per slot: key + 1, then lane 0's generation | lane 1's << 16. */
@@ -128,6 +130,9 @@ export class LaneTable {
   /** Per lane: its current generation, 1..65,535 (0: not attached). */
   private cur0 = 0;
   private cur1 = 0;
+  /** Per lane: the generation before the current one (0: none). */
+  private prev0 = 0;
+  private prev1 = 0;
   /** Turnovers (of either lane) since the last rebuild. */
   private turns = 0;
 
@@ -143,14 +148,19 @@ export class LaneTable {
     const slots = this.slots;
     const keep = lane === 0 ? 0xffff0000 : 0xffff;
     for (let s = 1; s < slots.length; s += 2) slots[s] = slots[s]! & keep;
-    if (lane === 0) this.cur0 = 1;
-    else this.cur1 = 1;
+    if (lane === 0) {
+      this.cur0 = 1;
+      this.prev0 = 0;
+    } else {
+      this.cur1 = 1;
+      this.prev1 = 0;
+    }
   }
 
   /** Lane `lane` stops; true when no lane is left (the table can go). */
   detach(lane: 0 | 1): boolean {
-    if (lane === 0) this.cur0 = 0;
-    else this.cur1 = 0;
+    if (lane === 0) this.cur0 = this.prev0 = 0;
+    else this.cur1 = this.prev1 = 0;
     return this.cur0 === 0 && this.cur1 === 0;
   }
 
@@ -176,7 +186,8 @@ export class LaneTable {
     const slots = this.slots;
     const v = key + 1;
     const n = this.n;
-    let i = Math.floor((Math.imul(key, 0x9e3779b1) >>> 0) * this.scale);
+    // (| 0: an int index; a float one costs V8 a slower element access.)
+    let i = ((Math.imul(key, 0x9e3779b1) >>> 0) * this.scale) | 0;
     for (;;) {
       const x = slots[2 * i]!;
       if (x === v) return 2 * i;
@@ -215,8 +226,13 @@ export class LaneTable {
 
   /** `lane` starts a new generation: its previous one is forgotten. */
   turn(lane: 0 | 1): void {
-    if (lane === 0) this.cur0 = this.cur0 === 0xffff ? 1 : this.cur0 + 1;
-    else this.cur1 = this.cur1 === 0xffff ? 1 : this.cur1 + 1;
+    if (lane === 0) {
+      this.prev0 = this.cur0;
+      this.cur0 = this.cur0 === 0xffff ? 1 : this.cur0 + 1;
+    } else {
+      this.prev1 = this.cur1;
+      this.cur1 = this.cur1 === 0xffff ? 1 : this.cur1 + 1;
+    }
     if (++this.turns >= 0x8000) this.rebuild(0);
   }
 
@@ -245,9 +261,12 @@ export class LaneTable {
   }
 
   private fresh(w: number, lane: 0 | 1): boolean {
-    const cur = lane === 0 ? this.cur0 : this.cur1;
-    const g = lane === 0 ? w & 0xffff : w >>> 16;
-    return cur !== 0 && g !== 0 && (g === cur || g === (cur === 1 ? 0xffff : cur - 1));
+    if (lane === 0) {
+      const g = w & 0xffff;
+      return g !== 0 && (g === this.cur0 || g === this.prev0);
+    }
+    const g = w >>> 16;
+    return g !== 0 && (g === this.cur1 || g === this.prev1);
   }
 
   /** A slot's generations word with the lanes that no longer have the key cleared (0: dead). */
@@ -255,19 +274,20 @@ export class LaneTable {
     return (this.fresh(w, 0) ? w & 0xffff : 0) | (this.fresh(w, 1) ? w & 0xffff0000 : 0);
   }
 
-  /** Copies the live keys into a table of 2.5 × (live + `extra`) slots (16 at least). */
+  /** Copies the live keys into a table of 2.5 × (live + `extra`) slots, or twice as many as now if more (16 at least). */
   private rebuild(extra: number): void {
     const old = this.slots;
     let live = 0;
     for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.liveWord(old[s + 1]!) !== 0) live++;
-    const n = Math.max(16, Math.ceil(2.5 * (live + extra)));
+    const want = Math.ceil(2.5 * (live + extra));
+    const n = Math.max(16, want > this.n ? Math.max(want, 2 * this.n) : want);
     const scale = n / 2 ** 32;
     const slots = new Int32Array(2 * n);
     for (let s = 0; s < old.length; s += 2) {
       const v = old[s]!;
       const w = v === 0 ? 0 : this.liveWord(old[s + 1]!);
       if (w === 0) continue;
-      let i = Math.floor((Math.imul(v - 1, 0x9e3779b1) >>> 0) * scale);
+      let i = ((Math.imul(v - 1, 0x9e3779b1) >>> 0) * scale) | 0;
       while (slots[2 * i] !== 0) if (++i === n) i = 0;
       slots[2 * i] = v;
       slots[2 * i + 1] = w;

@@ -259,7 +259,7 @@ export class PrefixCredit {
     return this.sent.get(backend)?.size ?? 0;
   }
 
-  /** Bytes of a backend's table (shared with shareTablesWith's record): 20 per key remembered. */
+  /** Bytes of a backend's table (shared with shareTablesWith's record): 20–40 per key remembered. */
   bytesOf(backend: string): number {
     return this.sent.get(backend)?.table.bytes ?? 0;
   }
