@@ -443,8 +443,8 @@ interface LongRow {
    * slowest 1 %): a prompt new to the backend (its record grew by ≥ 64 chunks: ~317 keys in each of
    * the two records), and the rest. Share of decisions, p50, p99.
    */
-  newRecord: { share: number; p50us: number; p99us: number };
-  rest: { p50us: number; p99us: number };
+  newRecord: { share: number; p50us: number; p99us: number; dispatchP50us: number; dispatchP99us: number };
+  rest: { p50us: number; p99us: number; dispatchP50us: number; dispatchP99us: number };
   heapMiB: number;
   /** Of the slowest 1 % of decisions, the share that overlapped a GC pause. */
   slowWithGc: number;
@@ -477,6 +477,9 @@ async function longPrompts(n: number, decisions: number): Promise<LongRow> {
   const chunksAt = new Array<number>(n).fill(0);
   const quietNew: number[] = [];
   const quietRest: number[] = [];
+  /** Of those, the onDispatch part (recording the prompt), µs. */
+  const dispatchNew: number[] = [];
+  const dispatchRest: number[] = [];
   let newCount = 0;
   /** Start of each timed decision (performance.now() ms), to match against GC pauses. */
   const starts: number[] = [];
@@ -500,13 +503,17 @@ async function longPrompts(n: number, decisions: number): Promise<LongRow> {
     const c0 = process.cpuUsage();
     const t0 = performance.now();
     const b = policy.pick(r, bs, now);
+    let td = t0;
     if (!isHold(b)) {
       const v = bs[b.index]!;
       v.inFlight++;
+      td = performance.now();
       policy.onDispatch?.(r, v, now);
       flights.push({ r, v, at: now });
     }
-    const t = (performance.now() - t0) * 1000;
+    const t1 = performance.now();
+    const t = (t1 - t0) * 1000;
+    const dispatchUs = td === t0 ? 0 : (t1 - td) * 1000;
     const c = process.cpuUsage(c0);
     const preempted = process.resourceUsage().involuntaryContextSwitches !== s0;
     let fresh = false;
@@ -520,6 +527,7 @@ async function longPrompts(n: number, decisions: number): Promise<LongRow> {
       else {
         quiet.push(t);
         (fresh ? quietNew : quietRest).push(t);
+        (fresh ? dispatchNew : dispatchRest).push(dispatchUs);
       }
       if (fresh) newCount++;
       hash.push(Math.max(0, h - t));
@@ -590,8 +598,19 @@ async function longPrompts(n: number, decisions: number): Promise<LongRow> {
     quietP50us: q(quiet, 0.5),
     quietP99us: q(quiet, 0.99),
     preempted: preemptedCount / times.length,
-    newRecord: { share: newCount / times.length, p50us: q(quietNew, 0.5), p99us: q(quietNew, 0.99) },
-    rest: { p50us: q(quietRest, 0.5), p99us: q(quietRest, 0.99) },
+    newRecord: {
+      share: newCount / times.length,
+      p50us: q(quietNew, 0.5),
+      p99us: q(quietNew, 0.99),
+      dispatchP50us: q(dispatchNew, 0.5),
+      dispatchP99us: q(dispatchNew, 0.99),
+    },
+    rest: {
+      p50us: q(quietRest, 0.5),
+      p99us: q(quietRest, 0.99),
+      dispatchP50us: q(dispatchRest, 0.5),
+      dispatchP99us: q(dispatchRest, 0.99),
+    },
     heapMiB: heap,
     slowWithGc: slow > 0 ? slowGc / slow : 0,
     gcMs,
@@ -622,6 +641,7 @@ if (longRows.length > 0) {
         'unpreempted p50 / p99 µs (share preempted)',
         'of which recording a prompt new to the backend: share, p50 / p99 µs',
         'the rest: p50 / p99 µs',
+        'of which onDispatch p50 / p99 µs: recording; the rest',
         `p99 ≤ ${LONG_GOAL_US} µs`,
         'policy heap growth MiB',
         'chunk keys / backend (mean, max)',
@@ -640,6 +660,7 @@ if (longRows.length > 0) {
         `${r.quietP50us.toFixed(1)} / ${r.quietP99us.toFixed(1)} (${(100 * r.preempted).toFixed(1)} %)`,
         `${(100 * r.newRecord.share).toFixed(1)} %, ${r.newRecord.p50us.toFixed(1)} / ${r.newRecord.p99us.toFixed(1)}`,
         `${r.rest.p50us.toFixed(1)} / ${r.rest.p99us.toFixed(1)}`,
+        `${r.newRecord.dispatchP50us.toFixed(1)} / ${r.newRecord.dispatchP99us.toFixed(1)}; ${r.rest.dispatchP50us.toFixed(1)} / ${r.rest.dispatchP99us.toFixed(1)}`,
         r.p99us <= LONG_GOAL_US ? 'yes' : 'NO',
         r.heapMiB.toFixed(1),
         `${r.chunksMean.toFixed(0)}, ${r.chunksMax}`,

@@ -97,3 +97,205 @@ function slotsFor(keys: number): number {
   while (n < 2 * keys) n *= 2;
   return n;
 }
+
+/**
+ * One backend's chunk keys for up to two generational records ("lanes": the estimated-wait
+ * policy's learned record and its four times longer affinity memory, issue #30), in one table: per
+ * key the generation each lane last touched it in. A prompt new to the backend is inserted once —
+ * the second lane's walk finds the slots the first just wrote, in warm cache lines — where two
+ * KeyTable pairs inserted it twice, into two cold tables; a lookup in either lane is one probe.
+ *
+ * Open addressing with linear probing, two Int32 per slot (key + 1, 0 empty; both lanes'
+ * generations, 16 bits each, 0: never), at most half full. A lane's generations count 1..65,535
+ * and wrap; a key is in a lane while its generation there is the lane's current or previous one,
+ * and live while some attached lane has it. Dead keys stay until a rebuild drops them, which also
+ * clears every generation no longer current or previous (so a wrapped count never revives one: a
+ * rebuild comes at least every 32,768 turnovers). A rebuild sizes the table at 2.5 × (its live
+ * keys + the longest chain recorded), not rounded to a power of two, and one that must grow it at
+ * least doubles it (growing by a quarter rebuilt four times as often, and each fresh array evicted
+ * the decisions' working set from the cache: the 50k-token bench's other decisions were slower
+ * than base's), so it holds 20–40 bytes per key (and per key of that chain; 16 slots at least);
+ * `maintain` does it ahead, outside the routing decision, once the longest chain would no longer
+ * fit below half full, and an insert into a half-full table does it at once.
+ */
+export class LaneTable {
+  /** Per slot: key + 1, then lane 0's generation | lane 1's << 16. */
+  private slots: Int32Array;
+  /** Slots (any count: a key's first slot is its hash scaled to it, so rebuilds size it exactly). */
+  private n: number;
+  /** n / 2^32. */
+  private scale: number;
+  /** Slots in use, dead keys included. */
+  private used = 0;
+  /** Per lane: its current generation, 1..65,535 (0: not attached). */
+  private cur0 = 0;
+  private cur1 = 0;
+  /** Per lane: the generation before the current one (0: none). */
+  private prev0 = 0;
+  private prev1 = 0;
+  /** Turnovers (of either lane) since the last rebuild. */
+  private turns = 0;
+
+  constructor(expected = 1024) {
+    const n = slotsFor(expected);
+    this.slots = new Int32Array(2 * n);
+    this.n = n;
+    this.scale = n / 2 ** 32;
+  }
+
+  /** Lane `lane` starts recording here, remembering nothing (any generations it left are cleared). */
+  attach(lane: 0 | 1): void {
+    const slots = this.slots;
+    const keep = lane === 0 ? 0xffff0000 : 0xffff;
+    for (let s = 1; s < slots.length; s += 2) slots[s] = slots[s]! & keep;
+    if (lane === 0) {
+      this.cur0 = 1;
+      this.prev0 = 0;
+    } else {
+      this.cur1 = 1;
+      this.prev1 = 0;
+    }
+  }
+
+  /** Lane `lane` stops; true when no lane is left (the table can go). */
+  detach(lane: 0 | 1): boolean {
+    if (lane === 0) this.cur0 = this.prev0 = 0;
+    else this.cur1 = this.prev1 = 0;
+    return this.cur0 === 0 && this.cur1 === 0;
+  }
+
+  /** Slots allocated. */
+  get capacity(): number {
+    return this.slots.length / 2;
+  }
+
+  get bytes(): number {
+    return 4 * this.slots.length;
+  }
+
+  /** Slots in use (live keys and dead ones not yet dropped). */
+  get occupied(): number {
+    return this.used;
+  }
+
+  /**
+   * Index of `key`'s slot (its first Int32); not there: −1 − the index of the empty slot it would
+   * take (valid for `set` until the table next changes).
+   */
+  find(key: number): number {
+    const slots = this.slots;
+    const v = key + 1;
+    const n = this.n;
+    // (| 0: an int index; a float one costs V8 a slower element access.)
+    let i = ((Math.imul(key, 0x9e3779b1) >>> 0) * this.scale) | 0;
+    for (;;) {
+      const x = slots[2 * i]!;
+      if (x === v) return 2 * i;
+      if (x === 0) return -1 - 2 * i;
+      if (++i === n) i = 0;
+    }
+  }
+
+  /** Whether `lane` has `key` in its current or previous generation. */
+  has(key: number, lane: 0 | 1): boolean {
+    const at = this.find(key);
+    return at >= 0 && this.fresh(this.slots[at + 1]!, lane);
+  }
+
+  /** Whether the key at slot index `at` (from find) is in `lane`'s current generation. */
+  isCurrent(at: number, lane: 0 | 1): boolean {
+    const w = this.slots[at + 1]!;
+    return lane === 0 ? (w & 0xffff) === this.cur0 : w >>> 16 === this.cur1;
+  }
+
+  /** Puts `key` in `lane`'s current generation; `at`: what find answered for it since the table last changed. */
+  set(at: number, key: number, lane: 0 | 1): void {
+    if (at < 0) {
+      if ((this.used + 1) * 2 > this.capacity) {
+        this.rebuild(1 + this.reserve);
+        at = this.find(key);
+      }
+      at = -1 - at;
+      this.slots[at] = key + 1;
+      this.slots[at + 1] = 0;
+      this.used++;
+    }
+    const w = this.slots[at + 1]!;
+    this.slots[at + 1] = lane === 0 ? (w & 0xffff0000) | this.cur0 : (w & 0xffff) | (this.cur1 << 16);
+  }
+
+  /** `lane` starts a new generation: its previous one is forgotten. */
+  turn(lane: 0 | 1): void {
+    if (lane === 0) {
+      this.prev0 = this.cur0;
+      this.cur0 = this.cur0 === 0xffff ? 1 : this.cur0 + 1;
+    } else {
+      this.prev1 = this.cur1;
+      this.cur1 = this.cur1 === 0xffff ? 1 : this.cur1 + 1;
+    }
+    if (++this.turns >= 0x8000) this.rebuild(0);
+  }
+
+  /** Keys one prompt may insert (the longest chain recorded): the room `maintain` keeps. */
+  private reserve = 0;
+
+  /** A chain of `keys` keys is about to be recorded. */
+  noteChain(keys: number): void {
+    if (keys > this.reserve) this.reserve = keys;
+  }
+
+  /**
+   * Rebuilds ahead of need (outside a decision), dead keys dropped: when the longest chain recorded
+   * would not fit before the table is half full (the insert that finds it so rebuilds at once).
+   */
+  maintain(): void {
+    if ((this.used + this.reserve) * 2 > this.capacity) this.rebuild(this.reserve);
+  }
+
+  /** Keys some attached lane remembers (a pass over the table: tests). */
+  live(): number {
+    let n = 0;
+    for (let s = 0; s < this.slots.length; s += 2)
+      if (this.slots[s] !== 0 && this.liveWord(this.slots[s + 1]!) !== 0) n++;
+    return n;
+  }
+
+  private fresh(w: number, lane: 0 | 1): boolean {
+    if (lane === 0) {
+      const g = w & 0xffff;
+      return g !== 0 && (g === this.cur0 || g === this.prev0);
+    }
+    const g = w >>> 16;
+    return g !== 0 && (g === this.cur1 || g === this.prev1);
+  }
+
+  /** A slot's generations word with the lanes that no longer have the key cleared (0: dead). */
+  private liveWord(w: number): number {
+    return (this.fresh(w, 0) ? w & 0xffff : 0) | (this.fresh(w, 1) ? w & 0xffff0000 : 0);
+  }
+
+  /** Copies the live keys into a table of 2.5 × (live + `extra`) slots, or twice as many as now if more (16 at least). */
+  private rebuild(extra: number): void {
+    const old = this.slots;
+    let live = 0;
+    for (let s = 0; s < old.length; s += 2) if (old[s] !== 0 && this.liveWord(old[s + 1]!) !== 0) live++;
+    const want = Math.ceil(2.5 * (live + extra));
+    const n = Math.max(16, want > this.n ? Math.max(want, 2 * this.n) : want);
+    const scale = n / 2 ** 32;
+    const slots = new Int32Array(2 * n);
+    for (let s = 0; s < old.length; s += 2) {
+      const v = old[s]!;
+      const w = v === 0 ? 0 : this.liveWord(old[s + 1]!);
+      if (w === 0) continue;
+      let i = ((Math.imul(v - 1, 0x9e3779b1) >>> 0) * scale) | 0;
+      while (slots[2 * i] !== 0) if (++i === n) i = 0;
+      slots[2 * i] = v;
+      slots[2 * i + 1] = w;
+    }
+    this.slots = slots;
+    this.n = n;
+    this.scale = scale;
+    this.used = live;
+    this.turns = 0;
+  }
+}

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PrefixCredit } from './prefix-credit.js';
+import { createRng } from '../../rng.js';
 import { estimatedWait } from '../builtin/estimated-wait/index.js';
 import type { BackendView, RequestInfo } from '../../types.js';
 import { backendView, distinctText, engineReport, requestInfo, warmRates, chosen } from '../../testing.js';
@@ -142,7 +143,7 @@ test('prefix credit: a long prompt is recorded sparsely past its first 128 chunk
   assert.equal(c.cachedChars('a', head), 100 * 64);
 });
 
-test('prefix credit: a backend record takes at most 32 bytes per key of a generation, however many prompts pass', () => {
+test('prefix credit: a backend record takes at most 40 bytes per key remembered (and per key of the longest prompt), however many prompts pass', () => {
   // Capacity 2,000 chunks: generations of 1,000; 300 prompts of 20 chunks (6,000 distinct chunks).
   const c = new PrefixCredit({ chunkChars: 64, capacityChunks: 2000, maxPrefixChars: 32_768 });
   const sys = text('system', 64);
@@ -151,10 +152,55 @@ test('prefix credit: a backend record takes at most 32 bytes per key of a genera
   for (let i = 0; i < 300; i++) {
     c.record(`p${i}`, 'a', sys + text(`prompt ${i}`, 64 * 19));
     assert.ok(c.sizeOf('a') <= 2000);
+    c.maintain('a');
     most = Math.max(most, c.bytesOf('a'));
   }
-  assert.ok(most <= 32 * 1000, `${most} bytes`);
-  // Two tables of 2,048 four-byte slots once both generations have filled.
-  assert.equal(c.bytesOf('a'), 2 * 2048 * 4);
+  assert.ok(most <= 40 * (2000 + 20), `${most} bytes`);
+  // Forgotten keys were dropped: 6,000 keys would have needed 12,000 eight-byte slots.
+  assert.ok(c.bytesOf('a') <= 40 * (2000 + 20) && c.bytesOf('a') < 12_000 * 8);
   assert.equal(c.bytesOf('never'), 0);
+});
+
+test('prefix credit: two records sharing their tables answer exactly as two apart would', () => {
+  // The learned record (small, its size changing) and a longer one, as the estimated-wait policy
+  // keeps them; the same traffic to each pair, the longer one given the first one's keys.
+  const opts = { chunkChars: 64, maxPrefixChars: 32_768 };
+  const a0 = new PrefixCredit({ ...opts, capacityChunks: 40 });
+  const a1 = new PrefixCredit({ ...opts, capacityChunks: 160 });
+  const s0 = new PrefixCredit({ ...opts, capacityChunks: 40 });
+  const s1 = new PrefixCredit({ ...opts, capacityChunks: 160, shareTablesWith: s0 });
+  const rnd = createRng(11);
+  const docs = Array.from({ length: 12 }, (_, i) => text(`doc ${i}`, 64 * (4 + Math.floor(rnd() * 60))));
+  const backends = ['a', 'b', 'c'];
+  for (let i = 0; i < 3000; i++) {
+    const be = backends[Math.floor(rnd() * 3)]!;
+    const d = docs[Math.floor(rnd() ** 2 * docs.length)]!;
+    const prompt = d.slice(0, 64 * Math.floor(1 + rnd() * (d.length / 64))) + text(`q${i}`, 64 * 3);
+    const id = String(i);
+    const k0 = a0.keysOf(id, prompt);
+    const k1 = s0.keysOf(id, prompt);
+    for (const b of backends) {
+      assert.equal(s0.cachedChars(b, k1), a0.cachedChars(b, k0), `learned, ${b} at ${i}`);
+      assert.equal(s1.cachedChars(b, k1), a1.cachedChars(b, k0), `longer, ${b} at ${i}`);
+    }
+    if (i % 97 === 0) {
+      const cap = 2 + Math.floor(rnd() * 80);
+      a0.setCapacity(be, cap);
+      s0.setCapacity(be, cap);
+    }
+    a0.record(id, be, prompt);
+    a1.record(id, be, prompt, k0);
+    s0.record(id, be, prompt);
+    s1.record(id, be, prompt, k1);
+    if (i % 5 === 0) s0.maintain(be);
+    if (i % 701 === 0) {
+      const gone = backends[i % 3]!;
+      for (const c of [a0, a1, s0, s1]) c.removeBackend(gone);
+    }
+    for (const b of backends) {
+      assert.equal(s0.sizeOf(b), a0.sizeOf(b));
+      assert.equal(s1.sizeOf(b), a1.sizeOf(b));
+    }
+  }
+  assert.ok(a0.sizeOf('a') > 0 && a1.sizeOf('a') > a0.sizeOf('a'));
 });

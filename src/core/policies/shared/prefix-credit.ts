@@ -1,5 +1,5 @@
 import { chunkKeys } from '../../prefix/chunk-keys.js';
-import { KeyTable } from '../../prefix/key-table.js';
+import { KeyTable, LaneTable } from '../../prefix/key-table.js';
 import { PrefixTrie } from '../../prefix/prefix-trie.js';
 
 /**
@@ -32,6 +32,11 @@ export interface PrefixCreditOptions {
   readonly capacityChunks: number;
   /** Characters of a prompt indexed: bounds the per-request hashing. */
   readonly maxPrefixChars: number;
+  /**
+   * Another credit of the same chunking whose per-backend tables this one shares, as their second
+   * lane (LaneTable): a prompt both record is inserted once.
+   */
+  readonly shareTablesWith?: PrefixCredit;
 }
 
 /**
@@ -68,7 +73,10 @@ export class PrefixCredit {
   /** Whether a prompt's first chunk is indexed at all (maxPrefixChars holds a chunk). */
   private readonly headIndexed: boolean;
   /** Per backend, the chunk keys sent there (two generations: an approximate LRU). */
-  private readonly sent = new Map<string, Generations>();
+  private readonly sent = new Map<string, Lane>();
+  /** Per backend, the table its lanes share (with shareTablesWith's, when set). */
+  private readonly tables: Map<string, LaneTable>;
+  private readonly lane: 0 | 1;
   /** Per request until it is dispatched: its keys, or its first chunk's key while not hashed. */
   private readonly memo = new Map<string, PromptKeys | number>();
   /** All of a prompt's chain keys, hashed into this and kept only at the recorded positions. */
@@ -90,6 +98,11 @@ export class PrefixCredit {
       maxPrefixChars: opts.maxPrefixChars,
     });
     this.headIndexed = opts.maxPrefixChars >= opts.chunkChars;
+    const other = opts.shareTablesWith;
+    if (other !== undefined && (other.lane !== 0 || other.chunkChars !== opts.chunkChars))
+      throw new Error('prefix credit: shares tables only with a first-lane credit of the same chunking');
+    this.tables = other?.tables ?? new Map<string, LaneTable>();
+    this.lane = other === undefined ? 0 : 1;
   }
 
   /**
@@ -163,7 +176,9 @@ export class PrefixCredit {
   }
 
   removeBackend(name: string): void {
+    const g = this.sent.get(name);
     this.sent.delete(name);
+    if (g !== undefined && g.table.detach(this.lane)) this.tables.delete(name);
     for (const [h, p] of this.pending)
       if (p.backend === name) {
         this.pending.delete(h);
@@ -210,15 +225,29 @@ export class PrefixCredit {
   setCapacity(backend: string, chunks: number): void {
     const gen = Math.max(1, Math.floor(chunks / 2));
     const g = this.sent.get(backend);
-    if (g === undefined) this.sent.set(backend, new Generations(gen));
+    if (g === undefined) this.sent.set(backend, this.laneFor(backend, gen));
     else g.gen = gen;
+  }
+
+  /** Drops `backend`'s forgotten keys ahead of need, when its table is filling (outside a decision). */
+  maintain(backend: string): void {
+    this.tables.get(backend)?.maintain();
+  }
+
+  private laneFor(backend: string, gen: number): Lane {
+    let t = this.tables.get(backend);
+    if (t === undefined) {
+      t = new LaneTable(Math.min(gen, 1024));
+      this.tables.set(backend, t);
+    }
+    return new Lane(t, this.lane, gen);
   }
 
   private touch(backend: string, keys: PromptKeys): void {
     if (keys.length === 0) return;
     let g = this.sent.get(backend);
     if (g === undefined) {
-      g = new Generations(Math.max(1, Math.floor(this.capacityChunks / 2)));
+      g = this.laneFor(backend, Math.max(1, Math.floor(this.capacityChunks / 2)));
       this.sent.set(backend, g);
     }
     g.touchChain(keys.at);
@@ -230,9 +259,61 @@ export class PrefixCredit {
     return this.sent.get(backend)?.size ?? 0;
   }
 
-  /** Bytes of a backend's record (its two generations' tables): at most 32 × capacity / 2. */
+  /** Bytes of a backend's table (shared with shareTablesWith's record): 20–40 per key remembered. */
   bytesOf(backend: string): number {
-    return this.sent.get(backend)?.bytes ?? 0;
+    return this.sent.get(backend)?.table.bytes ?? 0;
+  }
+}
+
+/**
+ * One backend's record as Generations keeps it (two generations of at most `gen` keys: an
+ * approximate LRU), in a lane of the backend's LaneTable: a key is in the current generation when
+ * its lane generation is the lane's current one, in the previous when it is the one before, so a
+ * turnover is one increment (nothing cleared; the table drops dead keys when it rebuilds). It
+ * answers exactly as Generations would.
+ */
+class Lane {
+  private curSize = 0;
+  private prevSize = 0;
+
+  constructor(
+    readonly table: LaneTable,
+    private readonly lane: 0 | 1,
+    public gen: number,
+  ) {
+    table.attach(lane);
+  }
+
+  get size(): number {
+    return this.curSize + this.prevSize;
+  }
+
+  has(s: number): boolean {
+    return this.table.has(s, this.lane);
+  }
+
+  /** Adds a `small` key; false when it was already in the current generation. */
+  touch(s: number): boolean {
+    const t = this.table;
+    const at = t.find(s);
+    if (at >= 0 && t.isCurrent(at, this.lane)) return false;
+    // Full: a new generation starts (the previous one's keys are forgotten).
+    if (this.curSize >= this.gen) {
+      this.prevSize = this.curSize;
+      this.curSize = 0;
+      t.turn(this.lane);
+      // A turnover may rebuild the table (moving the key's slot).
+      t.set(t.find(s), s, this.lane);
+    } else t.set(at, s, this.lane);
+    this.curSize++;
+    return true;
+  }
+
+  /** As Generations.touchChain: last chunk to first, stopping at one already in the current generation. */
+  touchChain(at: Int32Array): void {
+    const n = Math.min(at.length, this.gen);
+    this.table.noteChain(n);
+    for (let j = n - 1; j >= 0; j--) if (!this.touch(at[j]!)) return;
   }
 }
 

@@ -53,6 +53,11 @@ export class CachedPrefix {
     /** Prompt tokens an engine is assumed to keep until it says otherwise. */
     private readonly initialTokens: number,
     initialTokensPerChar = 0.25,
+    /**
+     * A record of the same prompts whose per-backend tables this one shares (the affinity memory
+     * shares the learned record's): a prompt recorded in both is inserted once.
+     */
+    shareWith?: CachedPrefix,
   ) {
     this.credit =
       share > 0
@@ -60,6 +65,7 @@ export class CachedPrefix {
             chunkChars: CHUNK_CHARS,
             capacityChunks: chunksFor(initialTokens, initialTokensPerChar),
             maxPrefixChars: MAX_PREFIX_CHARS,
+            ...(shareWith?.credit !== undefined ? { shareTablesWith: shareWith.credit } : {}),
           })
         : undefined;
   }
@@ -102,7 +108,10 @@ export class CachedPrefix {
    * found than predicted (by two chunks or a tenth of the prompt) grows it by a quarter.
    */
   learn(backend: string, predicted: number, actual: number, prompt: number, tokensPerChar: number): void {
-    if (this.credit === undefined || !(actual >= 0) || !(predicted >= 0)) return;
+    if (this.credit === undefined) return;
+    // An answer, not a decision: the backend's table drops forgotten keys here, ahead of need.
+    this.credit.maintain(backend);
+    if (!(actual >= 0) || !(predicted >= 0)) return;
     const now = this.cacheTokensOf(backend);
     const chunkTokens = CHUNK_CHARS * tokensPerChar;
     const missed = predicted > 0 && actual < 0.5 * predicted;
@@ -165,6 +174,11 @@ export class CachedPrefix {
   /** Chunks remembered for `backend` (undefined: credit off). */
   chunksOf(backend: string): number | undefined {
     return this.credit?.sizeOf(backend);
+  }
+
+  /** Bytes of `backend`'s table (shared with the record it shares tables with). */
+  bytesOf(backend: string): number {
+    return this.credit?.bytesOf(backend) ?? 0;
   }
 }
 

@@ -78,7 +78,7 @@ export class WaitEstimator {
     );
     this.affinity =
       p.affinityMemory > 0 && p.prefixCredit > 0
-        ? new CachedPrefix(1, p.prefixCacheTokens * AFFINITY_SPAN, p.initialTokensPerChar)
+        ? new CachedPrefix(1, p.prefixCacheTokens * AFFINITY_SPAN, p.initialTokensPerChar, this.prefix)
         : undefined;
   }
 
