@@ -4,8 +4,7 @@ import type { Logger } from 'pino';
 import type { RouterConfig } from '../config/schema.js';
 import { Scheduler } from '../core/scheduler.js';
 import { createPolicy, type PolicyDeps } from '../core/policies/index.js';
-import type { BackendView, Decision, Policy } from '../core/types.js';
-import { HOLD, isHold } from '../core/types.js';
+import type { Decision, Policy } from '../core/types.js';
 import { Fleet, type BackendRuntime } from '../fleet/fleet.js';
 import { Dashboard } from '../dashboard/handler.js';
 import { LiveStats } from '../dashboard/live-stats.js';
@@ -27,6 +26,8 @@ import { withSharedView } from '../federation/shared-view-policy.js';
 import { SharedView, type SharedViewTransport } from '../state/shared-view.js';
 import { SharedState, type StateTransport } from '../state/shared-state.js';
 import { sharingLinks } from './sharing-links.js';
+import { withPickDebug } from './pick-debug.js';
+import { allowancePick, type AllowanceWait } from './allowance-pick.js';
 import { Redis } from 'ioredis';
 import { HttpFront } from './http-front.js';
 import { registerSharingMetrics } from './sharing-metrics.js';
@@ -131,7 +132,7 @@ export class Router {
   /** sharedState: the allowance this router may fill per capped backend (the shared view's split). */
   private readonly allowances = new Map<string, number>();
   /** sharedState: requests held for want of allowance on the backend their policy chose. */
-  private readonly waitingFor = new Map<string, { backend: string; at: number; first: number }>();
+  private readonly waitingFor = new Map<string, AllowanceWait>();
   /** sharedState: requests that waited for allowance, and their waits summed (ms), for /metrics. */
   readonly allowanceWaits = { count: 0, totalMs: 0 };
   /** What policies built here are lent: the `rl` policy's weights reader (at creation, never per request). */
@@ -365,9 +366,17 @@ export class Router {
     policy = traced(policy);
     // With a shared view, in-flight-counting policies see the other routers' requests too.
     const state = this.sharedState;
-    if (state) return this.decisionLog.explained(this.sharing(policy, state));
+    if (state)
+      return this.decisionLog.explained(
+        withPickDebug(
+          this.sharing(policy, state),
+          state.othersOf,
+          (n) => this.allowances.get(n),
+          (id) => this.waitingFor.get(id)?.backend,
+        ),
+      );
     const view = this.sharedView;
-    return this.decisionLog.explained(view ? withSharedView(policy, view.othersOf) : policy);
+    return this.decisionLog.explained(withPickDebug(view ? withSharedView(policy, view.othersOf) : policy));
   }
 
   /** Requests held for want of allowance on `backend` in the last second (the round asks for them). */
@@ -409,33 +418,19 @@ export class Router {
     };
     const wrapped = withSharedView(policy, state.othersOf, since);
     const out: { -readonly [K in keyof Policy]: Policy[K] } = wrapped;
-    // The policy chooses as one router would: among backends with room in the whole fleet (this
-    // router's and the others' requests). The choice goes out only within this router's allowance
-    // (caps stay exact); past it the request waits for allowance there, asked for at once (nudge).
-    const pick = wrapped.pick;
-    const room: BackendView[] = [];
-    out.pick = (req, candidates, at) => {
-      room.length = 0;
-      for (const b of candidates) if (b.inFlight + state.othersOf(b.name) < b.maxConcurrency) room.push(b);
-      // No room anywhere in the fleet: load alone holds it (an answer anywhere lifts it).
-      if (room.length === 0) return HOLD.load;
-      const chosen = pick(req, room, at);
-      if (isHold(chosen)) return chosen;
-      if (chosen.inFlight >= (this.allowances.get(chosen.name) ?? Infinity)) {
-        const first = this.waitingFor.get(req.id)?.first ?? now();
-        this.waitingFor.set(req.id, { backend: chosen.name, at: now(), first });
-        this.sharedView?.nudge();
-        // Waiting for allowance, which a round brings without a backend changing: asked every pump.
-        return HOLD.retry;
-      }
-      const w = this.waitingFor.get(req.id);
-      if (w) {
-        this.waitingFor.delete(req.id);
-        this.allowanceWaits.count++;
-        this.allowanceWaits.totalMs += now() - w.first;
-      }
-      return chosen;
-    };
+    // The policy chooses as one router would, among backends with room in the whole fleet; the
+    // choice goes out only within this router's allowance (allowance-pick.ts).
+    out.pick = allowancePick(
+      wrapped.pick,
+      {
+        othersOf: state.othersOf,
+        allowance: (name) => this.allowances.get(name),
+        nudge: () => this.sharedView?.nudge(),
+        now,
+      },
+      this.waitingFor,
+      this.allowanceWaits,
+    );
     const onDispatch = wrapped.onDispatch;
     const onComplete = wrapped.onComplete;
     out.onDispatch = (req, b, at) => {

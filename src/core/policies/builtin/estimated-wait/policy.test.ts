@@ -115,6 +115,9 @@ test('no winner-takes-all: an unmeasured or stale idle backend is tried', () => 
   teach(p, b, 't2', 5, 50, 100);
   assert.equal(chosen(p.pick(req('y'), [a, b], 200))?.name, 'a');
   assert.equal(chosen(p.pick(req('y2'), [a, b], 300))?.name, 'a');
+  // Pushed there (the round-robin cursor moves at the push, not the pick), and failed: nothing learned.
+  p.onDispatch?.(req('y2'), a, 300);
+  p.onComplete?.(req('y2'), a, { ok: false, dispatchedAt: 300, finishedAt: 301 }, 301);
   // two decisions later, b's estimate is stale and b is idle → it is re-measured
   assert.equal(chosen(p.pick(req('z'), [view('a', 0), b], 400))?.name, 'b');
 });

@@ -155,7 +155,8 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const chosen = chooseCandidate(est, p, candidates, n, scratch, open, cursor, promptTokens, predicted);
       if (chosen < 0) return HOLD.retry;
       const view = candidates[chosen]!;
-      cursor = view.index + 1;
+      // The round-robin cursor moves at the push (onDispatch), not here: a pick that a router
+      // then holds (waiting for allowance, issue #31) must not turn the next tie elsewhere.
       est.decisions++;
       lastCount = n;
       const explored = est.candCost[chosen] !== est.candState[chosen];
