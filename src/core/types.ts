@@ -307,14 +307,7 @@ export interface Policy {
    * What decided the last pick, per candidate in its order (estimated-wait: seconds until the
    * request would finish there), for /admin/decisions. Called only when a decision is explained.
    */
-  explainLast?():
-    | {
-        readonly name: string;
-        readonly scores: readonly number[];
-        /** Other per-candidate numbers behind the scores (debug traces). */
-        readonly detail?: Readonly<Record<string, readonly number[]>>;
-      }
-    | undefined;
+  explainLast?(): PickExplanation | undefined;
 }
 
 /** Per-policy parameters from YAML; each policy validates its own at construction. */
@@ -332,3 +325,11 @@ export type RejectReason = 'no-backend' | 'queue-full' | 'queue-timeout';
 export type Decision =
   | { readonly type: 'dispatch'; readonly request: RequestInfo; readonly backend: string }
   | { readonly type: 'reject'; readonly request: RequestInfo; readonly reason: RejectReason };
+
+/** What decided a pick, per candidate in its order (Policy.explainLast). */
+export interface PickExplanation {
+  readonly name: string;
+  readonly scores: readonly number[];
+  /** Other per-candidate numbers behind the scores (debug traces). */
+  readonly detail?: Readonly<Record<string, readonly number[]>>;
+}

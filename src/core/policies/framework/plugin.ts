@@ -4,6 +4,7 @@ import type {
   Hold,
   HoldReason,
   PolicyParams,
+  PickExplanation,
   PolicyTraits,
   QueueOrder,
   RequestClass,
@@ -91,14 +92,7 @@ export interface Picker extends PluginHooks {
     now: number,
   ): readonly BackendView[] | Hold;
   /** A whole-decision policy's own numbers for the last pick (Policy.explainLast). */
-  explainLast?():
-    | {
-        readonly name: string;
-        readonly scores: readonly number[];
-        /** Other per-candidate numbers behind the scores (debug traces). */
-        readonly detail?: Readonly<Record<string, readonly number[]>>;
-      }
-    | undefined;
+  explainLast?(): PickExplanation | undefined;
   /** The order it wants waiting requests offered in (Policy.queueOrder). */
   readonly queueOrder?: QueueOrder | undefined;
 }
