@@ -12,7 +12,7 @@ import { RouterMetrics } from '../metrics/router-metrics.js';
 import { Admission } from '../admission/service.js';
 import { dashboardAllowed, isLoopback } from './admin-auth.js';
 import { Cooldowns } from './cooldowns.js';
-import { traced } from './decision-trace.js';
+import { traced, traceSink } from './decision-trace.js';
 import { DecisionLog, DecisionWaiters } from './decision-log.js';
 import { ObjectiveTable } from './objectives.js';
 import { AttemptBook } from './attempt-book.js';
@@ -26,7 +26,6 @@ import { withSharedView } from '../federation/shared-view-policy.js';
 import { SharedView, type SharedViewTransport } from '../state/shared-view.js';
 import { SharedState, type StateTransport } from '../state/shared-state.js';
 import { sharingLinks } from './sharing-links.js';
-import { withPickDebug } from './pick-debug.js';
 import { allowancePick, type AllowanceWait } from './allowance-pick.js';
 import { Redis } from 'ioredis';
 import { HttpFront } from './http-front.js';
@@ -363,20 +362,18 @@ export class Router {
 
   /** Hooks a new policy's explanations into the decision log. */
   explained(policy: Policy): Policy {
-    policy = traced(policy);
     // With a shared view, in-flight-counting policies see the other routers' requests too.
     const state = this.sharedState;
     if (state)
       return this.decisionLog.explained(
-        withPickDebug(
-          this.sharing(policy, state),
-          state.othersOf,
-          (n) => this.allowances.get(n),
-          (id) => this.waitingFor.get(id)?.backend,
-        ),
+        traced(this.sharing(policy, state), traceSink(), {
+          othersOf: state.othersOf,
+          allowance: (n) => this.allowances.get(n),
+          waitingFor: (id) => this.waitingFor.get(id)?.backend,
+        }),
       );
     const view = this.sharedView;
-    return this.decisionLog.explained(withPickDebug(view ? withSharedView(policy, view.othersOf) : policy));
+    return this.decisionLog.explained(traced(view ? withSharedView(policy, view.othersOf) : policy));
   }
 
   /** Requests held for want of allowance on `backend` in the last second (the round asks for them). */
