@@ -74,11 +74,11 @@ test('miss price: missWeight plus queueWeight × the requests queued past their 
   for (let i = 0; i < 9; i++) addFlight(states[1]!, `b${i}`, flight(0, 100)); // 3 slots: 6 queued
   for (let i = 0; i < 50; i++) addFlight(states[2]!, `c${i}`, flight(0, 100)); // no limit known: none
   const slots = Float64Array.of(4, 3, Infinity);
-  near(missPrice(states, slots, 3, 2, 3), 2 + (3 * (3 + 6)) / 3);
+  near(missPrice(queuedPastSlots(states, slots, 3), 3, 2, 3), 2 + (3 * (3 + 6)) / 3);
   // Only the first n candidates count; no queue, or a weight of 0: missWeight.
-  near(missPrice(states, slots, 1, 2, 3), 2 + 3 * 3);
-  near(missPrice(states, Float64Array.of(10, 10, 100), 3, 2, 3), 2);
-  near(missPrice(states, slots, 3, 2, 0), 2);
+  near(missPrice(queuedPastSlots(states, slots, 1), 1, 2, 3), 2 + 3 * 3);
+  near(missPrice(queuedPastSlots(states, Float64Array.of(10, 10, 100), 3), 3, 2, 3), 2);
+  near(missPrice(queuedPastSlots(states, slots, 3), 3, 2, 0), 2);
 });
 
 test('ttft penalty: ttftWeight × (the prefill it waits behind where it has room + its own uncached prefill)', () => {

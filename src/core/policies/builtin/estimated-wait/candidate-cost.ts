@@ -112,20 +112,14 @@ export function ttftPenalty(
 
 /**
  * The miss price near saturation (issue #30, the knee): `missWeight` plus `queueWeight` times the
- * requests queued past their engine's slots (`states`' flights beyond `slots`; none where no limit is
- * known), averaged over the `n` candidates. An engine's extra prefill delays whoever waits behind it,
+ * requests queued past their engine's slots (`queued`: queuedPastSlots), averaged over the `n`
+ * candidates. An engine's extra prefill delays whoever waits behind it,
  * and a fleet that queues everywhere sends that wait on to every request it holds: the deeper the
  * queues, the more a lost hit costs, and what spreads load at light load keeps locality at the knee.
  */
-export function missPrice(
-  states: readonly BackendState[],
-  slots: Float64Array,
-  n: number,
-  missWeight: number,
-  queueWeight: number,
-): number {
+export function missPrice(queued: number, n: number, missWeight: number, queueWeight: number): number {
   if (!(queueWeight > 0) || n === 0) return missWeight;
-  return missWeight + (queueWeight * queuedPastSlots(states, slots, n)) / n;
+  return missWeight + (queueWeight * queued) / n;
 }
 
 /**

@@ -142,13 +142,17 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       const predicted = est.sizing.predictOf(req, promptTokens);
       const best = est.bestCost(promptTokens, predicted);
       est.fillWith(req, candidates, now, promptTokens, predicted, best, scratch, p.othersWeight);
+      // Requests queued past the engines' slots: the miss price grows with them, TTFT is priced without.
+      const queued =
+        (p.prefixCredit > 0 && p.missQueueWeight > 0) || p.ttftWeight > 0
+          ? queuedPastSlots(est.candState, est.candSlots, n)
+          : 0;
       if (p.prefixCredit > 0) {
-        const price = missPrice(est.candState, est.candSlots, n, p.missWeight, p.missQueueWeight);
+        const price = missPrice(queued, n, p.missWeight, p.missQueueWeight);
         missPenalty(est.wait, est.candCost, est.uncached, n, price, scratch);
       }
       // TTFT priced while no engine queues (light load): past the knee the wait is the tail, not the prefill.
-      const ttft =
-        p.ttftWeight > 0 && queuedPastSlots(est.candState, est.candSlots, n) === 0 ? p.ttftWeight : 0;
+      const ttft = p.ttftWeight > 0 && queued === 0 ? p.ttftWeight : 0;
       ttftPenalty(est.wait, est.candState, est.candCost, est.candSlots, est.uncached, now, n, ttft, scratch);
       // An adapter's load comes before the first token too.
       if (adapter) loraPenalty(lora, req, candidates, n, p.loraSwapS * (1 + ttft), scratch);
