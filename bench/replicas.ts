@@ -18,7 +18,9 @@
  * Prints per policy and setup: mean E2E, TTFT p90, prefix hit rate, errors, most in flight per
  * engine vs its cap, and the ratio to one router. Target (issue #31): 3 routers within 1.10×.
  * Knobs: REPLICAS_POLICIES (least-connections,estimated-wait,prefix-trie), REPLICAS_RATE (req/s,
- * 8), REPLICAS_SECONDS (12), REPLICAS_SEED (31), REPLICAS_REDIS (redis://127.0.0.1:6379/0),
+ * 8), REPLICAS_SECONDS (12), REPLICAS_SEED (31) or REPLICAS_SEEDS (a list, e.g. 31,32,33: every
+ * setup per seed in turn, then each setup's mean E2E and TTFT p90 over the seeds ÷ one router's, so
+ * one misplaced group in one short run does not decide the figure), REPLICAS_REDIS (redis://127.0.0.1:6379/0),
  * REPLICAS_MODES (1,3-shared,3-state,3-own), REPLICAS_PARAMS (every policy's params, a YAML flow mapping).
  * Exit code 1 when a request failed or an engine was pushed past its cap in a shared-view run.
  */
@@ -44,7 +46,10 @@ const POLICIES = (process.env.REPLICAS_POLICIES ?? 'least-connections,estimated-
 const MODES = (process.env.REPLICAS_MODES ?? '1,3-shared,3-state,3-own').split(',').filter((s) => s !== '');
 const RATE = Number(process.env.REPLICAS_RATE ?? 8);
 const SECONDS = Number(process.env.REPLICAS_SECONDS ?? 12);
-const SEED = Number(process.env.REPLICAS_SEED ?? 31);
+const SEEDS = (process.env.REPLICAS_SEEDS ?? process.env.REPLICAS_SEED ?? '31')
+  .split(',')
+  .filter((x) => x !== '')
+  .map(Number);
 /** Parameters for every policy, a YAML flow mapping (e.g. `{ tieByCache: false }`); absent: defaults. */
 const PARAMS = process.env.REPLICAS_PARAMS;
 const REDIS = process.env.REPLICAS_REDIS ?? 'redis://127.0.0.1:6379/0';
@@ -76,13 +81,13 @@ interface Req {
   outputTokens: number;
 }
 
-/** The stream: Poisson arrivals at RATE for SECONDS, group uniform, from SEED (same every setup). */
-function workload(): Req[] {
-  const rng = createRng(SEED);
+/** The stream: Poisson arrivals at RATE for SECONDS, group uniform, from `seed` (same every setup). */
+function workload(seed: number): Req[] {
+  const rng = createRng(seed);
   const words = (n: number, r: () => number): string =>
     Array.from({ length: n }, () => Math.floor(r() * 36 ** 4).toString(36)).join(' ');
   const prefixes = Array.from({ length: GROUPS }, (_, g) => {
-    const r = createRng(SEED * 1000 + g);
+    const r = createRng(seed * 1000 + g);
     return `System ${g}: ` + words(Math.ceil((PREFIX_TOKENS * 4) / 5), r);
   });
   const out: Req[] = [];
@@ -130,6 +135,7 @@ async function send(dispatcher: Agent, url: string, r: Req): Promise<Outcome> {
 }
 
 interface Result {
+  seed: number;
   policy: string;
   mode: string;
   n: number;
@@ -153,7 +159,7 @@ const p90 = (xs: number[]): number => {
   return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.ceil(0.9 * s.length) - 1)]!;
 };
 
-async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promise<Result> {
+async function runOne(seed: number, policy: string, mode: string, reqs: readonly Req[]): Promise<Result> {
   const routersN = mode === '1' ? 1 : 3;
   const state = mode === '3-state';
   const shared = mode === '3-shared' || state;
@@ -226,6 +232,7 @@ async function runOne(policy: string, mode: string, reqs: readonly Req[]): Promi
     }
     const ok = outs.filter((o) => o.ok);
     return {
+      seed,
       policy,
       mode,
       n: outs.length,
@@ -255,25 +262,30 @@ const modeName = (m: string): string =>
         : '3 routers, own view';
 
 async function main(): Promise<void> {
-  const reqs = workload();
   const t0 = Date.now();
   const load0 = loadavg()[0]!.toFixed(1);
-  process.stderr.write(
-    `${reqs.length} requests over ${SECONDS} s (${RATE}/s, seed ${SEED}), ${GROUPS} shared prefixes of ${PREFIX_TOKENS} tokens, ` +
-      `${ENGINES} engines capped at ${CAP}\n`,
-  );
   const results: Result[] = [];
-  for (const p of POLICIES)
-    for (const m of MODES) {
-      process.stderr.write(`${p} / ${modeName(m)} …\n`);
-      results.push(await runOne(p, m, reqs));
-    }
+  for (const seed of SEEDS) {
+    const reqs = workload(seed);
+    process.stderr.write(
+      `${reqs.length} requests over ${SECONDS} s (${RATE}/s, seed ${seed}), ${GROUPS} shared prefixes of ${PREFIX_TOKENS} tokens, ` +
+        `${ENGINES} engines capped at ${CAP}\n`,
+    );
+    for (const p of POLICIES)
+      for (const m of MODES) {
+        process.stderr.write(`${p} / ${modeName(m)} …\n`);
+        results.push(await runOne(seed, p, m, reqs));
+      }
+  }
+  const oneOf = (r: Result): Result | undefined =>
+    results.find((x) => x.seed === r.seed && x.policy === r.policy && x.mode === '1');
   const rows = results.map((r) => {
-    const one = results.find((x) => x.policy === r.policy && x.mode === '1');
+    const one = oneOf(r);
     const ratio = one ? r.meanE2eMs / one.meanE2eMs : NaN;
     const ttftRatio = one ? r.ttftP90Ms / one.ttftP90Ms : NaN;
     const over = r.peaks.filter((p) => p > CAP).length;
     return [
+      String(r.seed),
       r.policy,
       modeName(r.mode),
       String(r.n),
@@ -288,6 +300,7 @@ async function main(): Promise<void> {
     ];
   });
   const head = [
+    'seed',
     'policy',
     'setup',
     'requests',
@@ -300,28 +313,53 @@ async function main(): Promise<void> {
     'TTFT p90 vs 1',
     'shared KB/s',
   ];
-  console.log(formatTable(head, rows, { left: [0, 1, 7] }));
-  const shared = results.filter((r) => r.mode === '3-shared' || r.mode === '3-state');
-  const worstOf = (m: string): number =>
-    Math.max(
-      ...results
-        .filter((r) => r.mode === m)
-        .map((r) => r.meanE2eMs / results.find((x) => x.policy === r.policy && x.mode === '1')!.meanE2eMs),
+  console.log(formatTable(head, rows, { left: [1, 2, 8] }));
+  // Over the seeds: each setup's mean E2E and TTFT p90 averaged over the seeds, ÷ one router's.
+  const avg = (rs: readonly Result[], f: (r: Result) => number): number =>
+    rs.reduce((s, r) => s + f(r), 0) / Math.max(1, rs.length);
+  const ratioOf = (policy: string, mode: string): { e2e: number; ttft: number; hits: number } => {
+    const these = results.filter((r) => r.policy === policy && r.mode === mode);
+    const ones = results.filter((r) => r.policy === policy && r.mode === '1');
+    return {
+      e2e: avg(these, (r) => r.meanE2eMs) / avg(ones, (r) => r.meanE2eMs),
+      ttft: avg(these, (r) => r.ttftP90Ms) / avg(ones, (r) => r.ttftP90Ms),
+      hits: avg(these, (r) => r.hitRate),
+    };
+  };
+  if (SEEDS.length > 1) {
+    const sum = POLICIES.flatMap((p) =>
+      MODES.map((m) => {
+        const x = ratioOf(p, m);
+        return [
+          p,
+          modeName(m),
+          String(SEEDS.length),
+          `${x.e2e.toFixed(2)}×`,
+          `${x.ttft.toFixed(2)}×`,
+          `${(x.hits * 100).toFixed(1)} %`,
+        ];
+      }),
     );
+    console.log(
+      "\nOver the seeds (mean of each figure over the seeds ÷ one router's):\n" +
+        formatTable(['policy', 'setup', 'seeds', 'E2E vs 1', 'TTFT p90 vs 1', 'prefix hits'], sum, {
+          left: [0, 1],
+        }),
+    );
+  }
+  const worstOf = (m: string): number =>
+    Math.max(...POLICIES.filter(() => MODES.includes(m)).map((p) => ratioOf(p, m).e2e));
   const worstState = worstOf('3-state');
-  const worst = Math.max(
-    ...shared
-      .filter((r) => r.mode === '3-shared')
-      .map((r) => r.meanE2eMs / results.find((x) => x.policy === r.policy && x.mode === '1')!.meanE2eMs),
-  );
+  const worst = worstOf('3-shared');
+  const shared = results.filter((r) => r.mode === '3-shared' || r.mode === '3-state');
   const failed = results.reduce((s, r) => s + r.failed, 0);
   const overCap = shared.filter((r) => r.peaks.some((p) => p > CAP)).length;
   console.log(
     `\n${results.length} runs in ${((Date.now() - t0) / 1000).toFixed(0)} s (load ${load0} → ${loadavg()[0]!.toFixed(1)}); ` +
       `worst 3-routers-shared-view / 1-router mean E2E ${Number.isFinite(worst) ? worst.toFixed(2) : 'n/a'}×; ` +
       `worst 3-routers-shared-state / 1-router ${Number.isFinite(worstState) ? worstState.toFixed(2) : 'n/a'}× ` +
-      `(target ≤ ${TARGET.toFixed(2)}×: ${worstState <= TARGET ? 'met' : 'NOT met'}); ${failed} failed requests; ` +
-      `${overCap} shared-view runs over a cap`,
+      `(over ${SEEDS.length} seed${SEEDS.length > 1 ? 's' : ''}; target ≤ ${TARGET.toFixed(2)}×: ` +
+      `${worstState <= TARGET ? 'met' : 'NOT met'}); ${failed} failed requests; ${overCap} shared-view runs over a cap`,
   );
   process.exit(failed > 0 || overCap > 0 ? 1 : 0);
 }
