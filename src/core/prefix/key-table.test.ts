@@ -143,3 +143,60 @@ test('lane table: inserts past half full rebuild at once, and membership holds t
   assert.equal(t.has(0x3fffffff, 0), s.has(0x3fffffff));
   assert.equal(t.live(), s.size);
 });
+
+test('lane table: touchRun puts and stops as find, isCurrent and set per key do, through rebuilds and turnovers', () => {
+  const rnd = createRng(11);
+  const a = new LaneTable(16);
+  const b = new LaneTable(16);
+  for (const t of [a, b]) {
+    t.attach(0);
+    t.attach(1);
+  }
+  let longWay = 0;
+  for (let round = 0; round < 600; round++) {
+    const lane: 0 | 1 = round % 3 === 0 ? 1 : 0;
+    if (round % 7 === 0) for (const t of [a, b]) t.turn(lane);
+    // Chains from a small range (repeats: keys already current stop a walk), rooms that cut them short.
+    const keys = Int32Array.from({ length: 1 + Math.floor(rnd() * 60) }, () => Math.floor(rnd() * 3000));
+    const room = Math.floor(rnd() * 80);
+    let put = 0;
+    let stopped = false;
+    for (let j = keys.length - 1; j >= 0 && put < room; j--) {
+      const at = a.find(keys[j]!);
+      if (at >= 0 && a.isCurrent(at, lane)) {
+        stopped = true;
+        break;
+      }
+      a.set(at, keys[j]!, lane);
+      put++;
+    }
+    // touchRun, and the key it leaves before an insert into a half-full table the long way (set rebuilds).
+    let j = keys.length - 1;
+    let put2 = 0;
+    let stopped2 = false;
+    while (j >= 0 && put2 < room) {
+      const k = b.touchRun(keys, j, room - put2, lane);
+      put2 += k;
+      j -= k;
+      if (b.stopped) {
+        stopped2 = true;
+        break;
+      }
+      if (j < 0 || put2 >= room) break;
+      longWay++;
+      b.set(b.find(keys[j]!), keys[j]!, lane);
+      put2++;
+      j--;
+    }
+    assert.equal(put2, put, `round ${round}: keys put`);
+    assert.equal(stopped2, stopped, `round ${round}: stopped`);
+    assert.equal(b.occupied, a.occupied);
+    assert.equal(b.capacity, a.capacity);
+    if (round % 50 === 49)
+      for (let k = 0; k < 3000; k++) {
+        assert.equal(b.has(k, 0), a.has(k, 0), `key ${k}, lane 0`);
+        assert.equal(b.has(k, 1), a.has(k, 1), `key ${k}, lane 1`);
+      }
+  }
+  assert.ok(longWay > 0, 'some walks met a half-full table');
+});

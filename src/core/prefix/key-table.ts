@@ -196,6 +196,79 @@ export class LaneTable {
     }
   }
 
+  /** Set by touchRun: whether its walk stopped at a key already in the lane's current generation. */
+  stopped = false;
+
+  /**
+   * What a record's `touch` does (find the key; stop at one in `lane`'s current generation, else put
+   * it there) for keys[j], keys[j − 1], … in one loop, at most `room` of them (the room left in the
+   * lane's current generation: a turnover is the caller's). Returns the keys put; it stops early
+   * (`stopped`) at a key already current, and returns before a key it would insert into a half-full
+   * table (the caller's set rebuilds it). One loop with the table in locals, not find, isCurrent and
+   * set per key: a prompt new to the backend puts some 300 keys (issue #30: the recording decision).
+   */
+  touchRun(keys: Int32Array, j: number, room: number, lane: 0 | 1): number {
+    this.stopped = false;
+    const slots = this.slots;
+    const n = this.n;
+    const scale = this.scale;
+    const cur = lane === 0 ? this.cur0 : this.cur1;
+    let used = this.used;
+    let k = 0;
+    for (; k < room && j - k >= 0; k++) {
+      const key = keys[j - k]!;
+      const v = key + 1;
+      let i = ((Math.imul(key, 0x9e3779b1) >>> 0) * scale) | 0;
+      let x = slots[2 * i]!;
+      while (x !== v && x !== 0) {
+        if (++i === n) i = 0;
+        x = slots[2 * i]!;
+      }
+      const g = 2 * i + 1;
+      if (x === 0) {
+        if ((used + 1) * 2 > n) break;
+        slots[2 * i] = v;
+        slots[g] = lane === 0 ? cur : cur << 16;
+        used++;
+        continue;
+      }
+      const w = slots[g]!;
+      if (lane === 0) {
+        if ((w & 0xffff) === cur) {
+          this.stopped = true;
+          break;
+        }
+        slots[g] = (w & 0xffff0000) | cur;
+      } else {
+        if (w >>> 16 === cur) {
+          this.stopped = true;
+          break;
+        }
+        slots[g] = (w & 0xffff) | (cur << 16);
+      }
+    }
+    this.used = used;
+    return k;
+  }
+
+  /** Sum of the slots `warm` read (kept so the reads are not optimised away). */
+  private touched = 0;
+
+  /**
+   * Reads the first slot of each of `keys[0..end)`, and nothing else: a prompt new to the backend
+   * inserts some 300 keys into a table the prompt's own text has pushed out of the CPU's caches,
+   * and one insert's probe depends on nothing the others do, so these reads go out together and
+   * the inserts that follow find their slots cached (issue #30: the recording decision's p99).
+   */
+  warm(keys: Int32Array, end: number): void {
+    const slots = this.slots;
+    const scale = this.scale;
+    let sum = 0;
+    for (let j = 0; j < end; j++)
+      sum = (sum + slots[2 * (((Math.imul(keys[j]!, 0x9e3779b1) >>> 0) * scale) | 0)]!) | 0;
+    this.touched = sum;
+  }
+
   /** Whether `lane` has `key` in its current or previous generation. */
   has(key: number, lane: 0 | 1): boolean {
     const at = this.find(key);

@@ -265,6 +265,9 @@ export class PrefixCredit {
   }
 }
 
+/** Keys a chain walk inserts before it reads the rest of its slots ahead (LaneTable.warm). */
+const WARM_AFTER = 4;
+
 /**
  * One backend's record as Generations keeps it (two generations of at most `gen` keys: an
  * approximate LRU), in a lane of the backend's LaneTable: a key is in the current generation when
@@ -312,8 +315,32 @@ class Lane {
   /** As Generations.touchChain: last chunk to first, stopping at one already in the current generation. */
   touchChain(at: Int32Array): void {
     const n = Math.min(at.length, this.gen);
-    this.table.noteChain(n);
-    for (let j = n - 1; j >= 0; j--) if (!this.touch(at[j]!)) return;
+    const t = this.table;
+    t.noteChain(n);
+    let j = n - 1;
+    let warmed = false;
+    while (j >= 0) {
+      // The keys that fit in the current generation, in one loop (LaneTable.touchRun).
+      const room = this.gen - this.curSize;
+      if (room > 0) {
+        const most = warmed ? room : Math.min(room, WARM_AFTER);
+        const k = t.touchRun(at, j, most, this.lane);
+        this.curSize += k;
+        j -= k;
+        if (t.stopped) return;
+        // Still putting after WARM_AFTER keys: a prompt new here (a re-sent one with a new question
+        // stops within a key or two) — the rest of its slots are read ahead at once.
+        if (!warmed && n - 1 - j >= WARM_AFTER) {
+          warmed = true;
+          if (j >= 0) t.warm(at, j + 1);
+        }
+        if (k === most) continue;
+      }
+      if (j < 0) return;
+      // A turnover, or an insert into a half-full table (a rebuild): one key the long way.
+      if (!this.touch(at[j]!)) return;
+      j--;
+    }
   }
 }
 
