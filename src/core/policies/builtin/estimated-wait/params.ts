@@ -104,6 +104,14 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    */
   queueForCacheShare: z.number().min(0).max(1).default(1),
   /**
+   * Hot-prefix replication (issue #30, prefix-documents-8 ×2: all of the TTFT p90 tail was queued
+   * inside the full engine holding its document): a request queueForCache would queue into a full
+   * holder goes to the cheapest engine with room instead when the holder's time to first token
+   * (its start wait, then the uncached prefill) is more than this many times that engine's (its
+   * wait, then the whole miss); that engine then holds the prompt too (replicate.ts). 0: off.
+   */
+  replicateHot: z.number().nonnegative().default(0),
+  /**
    * Price of a prefix-cache miss (issue #30): a candidate that would prefill more of the prompt than
    * the one that holds most of it is charged this many times the extra prefill on top of its cost
    * (candidate-cost.ts, missPenalty). Its own finish counts that prefill once; the engine time a miss

@@ -6,6 +6,7 @@ import { loraPenalty, missPenalty, missPrice, queuedPastSlots, ttftPenalty } fro
 import { LoraSlots } from '../../shared/lora-slots.js';
 import { roomInside } from './slots.js';
 import { chooseCandidate } from './choose.js';
+import { replicaFor } from './replicate.js';
 
 export { rrBefore } from './choose.js';
 
@@ -156,8 +157,10 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       ttftPenalty(est.wait, est.candState, est.candCost, est.candSlots, est.uncached, now, n, ttft, scratch);
       // An adapter's load comes before the first token too.
       if (adapter) loraPenalty(lora, req, candidates, n, p.loraSwapS * (1 + ttft), scratch);
-      const chosen = chooseCandidate(est, p, candidates, n, scratch, open, cursor, promptTokens, predicted);
-      if (chosen < 0) return HOLD.retry;
+      const first = chooseCandidate(est, p, candidates, n, scratch, open, cursor, promptTokens, predicted);
+      if (first < 0) return HOLD.retry;
+      // A hot prefix whose holder queues too long is copied to an engine with room (replicateHot).
+      const chosen = replicaFor(est, p, open, n, scratch, first, now);
       const view = candidates[chosen]!;
       // The round-robin cursor moves at the push (onDispatch), not here: a pick that a router
       // then holds (waiting for allowance, issue #31) must not turn the next tie elsewhere.
