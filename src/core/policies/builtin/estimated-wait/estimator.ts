@@ -89,9 +89,15 @@ export class WaitEstimator {
     this.slotMirror = p.prefixCredit > 0 ? new SlotMirror() : undefined;
   }
 
-  /** Prompt tokens of `req` a slot-cache engine would find cached (slot-mirror.ts). */
+  /**
+   * Prompt tokens of `req` a slot-cache engine would find cached (slot-mirror.ts), in whole chunks
+   * as the record counts them: a few shared characters ("Document 3" after "Document 0") would
+   * otherwise break every tie toward the engine sent the last prompt (live: the warm-up's six
+   * documents all went to one engine, evicting each other).
+   */
   private slotCached(req: RequestInfo, backend: string, promptTokens: number): number {
-    const chars = this.slotMirror!.cachedChars(backend, req.promptText);
+    const shared = this.slotMirror!.cachedChars(backend, req.promptText);
+    const chars = shared - (shared % CHUNK_CHARS);
     return chars === 0 ? 0 : promptTokens * Math.min(1, chars / req.promptText.length);
   }
 
