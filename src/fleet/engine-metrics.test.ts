@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseEngineMetrics, parseLlamaProps, parseOllamaPs } from './engine-metrics.js';
+import { llamaPropsOf, parseEngineMetrics, parseLlamaProps, parseOllamaPs } from './engine-metrics.js';
 
 test('vLLM and SGLang pages parse; other pages do not', () => {
   const vllm = [
@@ -110,4 +110,11 @@ test("vLLM's cache_config_info gives the cache's size (block_size × num_gpu_blo
   assert.equal(parseLlamaProps({ total_slots: 4 }), undefined);
   assert.equal(parseLlamaProps({ default_generation_settings: { n_ctx: 8192 } }), undefined);
   assert.equal(parseLlamaProps([]), undefined);
+  // The fleet reads the page's text: not JSON, or not llama.cpp's, is null (not asked again).
+  assert.deepEqual(llamaPropsOf('{"total_slots":2,"default_generation_settings":{"n_ctx":100}}'), {
+    tokens: 200,
+    slots: 2,
+  });
+  assert.equal(llamaPropsOf('<html>'), null);
+  assert.equal(llamaPropsOf('{}'), null);
 });

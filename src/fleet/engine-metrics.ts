@@ -124,6 +124,15 @@ function cacheConfigOf(labels: string): EngineCacheInfo | undefined {
   return { tokens: block * blocks };
 }
 
+/** parseLlamaProps of a page's text; null when it is not JSON or not llama.cpp's /props. */
+export function llamaPropsOf(text: string): EngineCacheInfo | null {
+  try {
+    return parseLlamaProps(JSON.parse(text)) ?? null;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * llama.cpp server's /props: `total_slots` slots of `default_generation_settings.n_ctx` tokens
  * each, every slot keeping only the last prompt it ran. Undefined when the body is not that.

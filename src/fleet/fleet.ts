@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { Scheduler } from '../core/scheduler.js';
 import type { BackendEntry } from '../config/schema.js';
 import type { Decision, EngineCacheInfo } from '../core/types.js';
-import { parseEngineMetrics, parseLlamaProps, parseOllamaPs } from './engine-metrics.js';
+import { llamaPropsOf, parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
 import { parseBackendUrl } from './backend-url.js';
 import { parseModelList, syntheticTag } from './model-list.js';
 
@@ -240,14 +240,9 @@ export class Fleet {
         rt.hasMetrics = m !== undefined;
         // A page without the cache's size may belong to llama.cpp, whose /props says it (static: asked once).
         if (m !== undefined && m.cache === undefined && rt.props === undefined) {
-          const props = await this.fetchPage(rt, '/props');
-          let info: EngineCacheInfo | undefined;
-          try {
-            info = props === undefined ? undefined : parseLlamaProps(JSON.parse(props));
-          } catch {
-            info = undefined;
-          }
-          rt.props = info ?? null;
+          // Unreachable now (false): this scrape's metrics still count, and it is asked again next time.
+          const props = await this.fetchPage(rt, '/props').catch(() => false as const);
+          if (props !== false) rt.props = props === undefined ? null : llamaPropsOf(props);
         }
         if (m !== undefined && m.cache === undefined && rt.props) m = { ...m, cache: rt.props };
         if (m) this.scheduler.setMetrics(rt.config.name, m);
