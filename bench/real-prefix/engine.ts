@@ -280,6 +280,13 @@ async function main(): Promise<void> {
       case 'GET /metrics':
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
         return void res.end(metricsPage());
+      case 'GET /props':
+        // As llama.cpp's server says it: the slots and each one's context (the router sizes its
+        // prefix credit from them: one kept prompt per slot).
+        return sendJson(res, 200, {
+          total_slots: SLOTS,
+          default_generation_settings: { n_ctx: context.contextSize },
+        });
       case 'GET /_engine/stats':
         return sendJson(res, 200, { ...stats, slots: SLOTS, contextSize: context.contextSize });
       case 'POST /_engine/reset':

@@ -29,6 +29,22 @@ export interface EngineMetrics {
   readonly prefixCacheHits?: number | undefined;
   /** LoRA adapters on the engine (vLLM's vllm:lora_requests_info), when it exports them. */
   readonly lora?: LoraMetrics | undefined;
+  /** What the engine's prompt cache can hold, when it says (see EngineCacheInfo). */
+  readonly cache?: EngineCacheInfo | undefined;
+}
+
+/**
+ * The engine's prompt-cache capacity as it reports it: vLLM's `vllm:cache_config_info` gauge
+ * (block_size × num_gpu_blocks), llama.cpp server's /props (total_slots × default_generation_settings.n_ctx).
+ */
+export interface EngineCacheInfo {
+  /** Prompt tokens the cache can hold in all. */
+  readonly tokens: number;
+  /**
+   * Present when the cache is per slot (llama.cpp): each of `slots` keeps only the last prompt it
+   * ran, nothing is shared between slots.
+   */
+  readonly slots?: number | undefined;
 }
 
 /** vLLM's `vllm:lora_requests_info` labels. */

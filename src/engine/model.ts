@@ -47,6 +47,7 @@
  * (`profile.ts`, `types.ts`), the real-time driver (`driver.ts`).
  */
 import { PrefixCache } from './prefix-cache.js';
+import { SlotCache } from './slot-cache.js';
 import type { BlockHash } from './tokens.js';
 import type { EngineEvent, EngineProfile, EngineSequence, EngineStats, LoraInfo } from './types.js';
 
@@ -103,6 +104,8 @@ interface Seq {
   emits: boolean;
   /** LoRA: the adapter it runs on; undefined: the base model. */
   readonly adapter: string | undefined;
+  /** cacheMode 'slots': the slot it runs in (-1: none). */
+  cacheSlot: number;
 }
 
 /** Throws a RangeError naming the first field that cannot describe an engine. */
@@ -121,6 +124,11 @@ export function validateProfile(p: EngineProfile): void {
   const budget = p.maxBatchedTokens;
   if (budget !== undefined && !(Number.isInteger(budget) && budget > 0))
     throw new RangeError('engine profile: maxBatchedTokens must be an integer > 0');
+  const cacheMode = p.cacheMode;
+  if (cacheMode !== undefined && cacheMode !== 'blocks' && cacheMode !== 'slots')
+    throw new RangeError('engine profile: cacheMode must be blocks or slots');
+  if (cacheMode === 'slots' && p.pagedKv === true)
+    throw new RangeError('engine profile: cacheMode slots does not share blocks (pagedKv must be off)');
   const lora = p.lora;
   if (lora !== undefined) {
     if (!(Number.isInteger(lora.maxLora) && lora.maxLora > 0))
@@ -143,6 +151,8 @@ export class EngineModel {
   private readonly tokenEvents: boolean;
   private readonly admitEvents: boolean;
   private readonly cache: PrefixCache;
+  /** cacheMode 'slots': the slots' kept prompts, in place of `cache` (undefined: the block LRU). */
+  private readonly slotCache: SlotCache | undefined;
   /** Live sequences by id; undefined without indexById. */
   private readonly byId: Map<string, Seq> | undefined;
   /** FIFO of waiting sequences from `waitHead`; cancelled entries are skipped lazily. */
@@ -222,6 +232,10 @@ export class EngineModel {
     this.admitEvents = options.admitEvents ?? true;
     this.byId = options.indexById === false ? undefined : new Map<string, Seq>();
     this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
+    this.slotCache =
+      profile.cacheMode === 'slots' && profile.prefixCacheBlocks > 0
+        ? new SlotCache(profile.slots)
+        : undefined;
     this.sharing = profile.pagedKv === true;
     this.mode = profile.prefillMode === 'stall' ? 1 : profile.prefillMode === 'chunked' ? 2 : 0;
     this.chunkBudget = profile.maxBatchedTokens ?? DEFAULT_CHUNK_BUDGET;
@@ -435,6 +449,7 @@ export class EngineModel {
       prefillLeft: 0,
       emits: true,
       adapter: this.adapters?.has(seq.model ?? '') === true ? seq.model : undefined,
+      cacheSlot: -1,
     };
     this.byId?.set(s.id, s);
     this.waitQ.push(s);
@@ -460,6 +475,7 @@ export class EngineModel {
       if (i >= 0) this.running.splice(i, 1);
       this.kvUsed -= s.promptTokens + s.generated + 1;
       if (this.sharing) this.release(s);
+      else if (this.slotCache !== undefined) this.slotCache.release(s.cacheSlot);
       this.releaseSlot(s);
     }
     s.state = GONE;
@@ -835,6 +851,13 @@ export class EngineModel {
       s.own = this.ownAtAdmission(s);
       this.ownTokens += s.own;
       this.trimCache();
+    } else if (this.slotCache !== undefined) {
+      // llama.cpp: the free slot sharing the longest prefix; only what it lacks is prefilled.
+      s.cacheSlot = this.slotCache.take(hashes);
+      const matched = s.cacheSlot >= 0 ? this.slotCache.matched : 0;
+      this.queries += hashes.length;
+      this.hits += matched;
+      cached = Math.min(matched * this.p.blockSize, Math.max(0, s.promptTokens - 1));
     } else if (hashes.length > 0) {
       const matched = this.cache.match(hashes);
       this.queries += hashes.length;
@@ -882,6 +905,7 @@ export class EngineModel {
         this.completed++;
         this.releaseSlot(s);
         if (this.sharing) this.release(s, s.contextHashes);
+        else if (this.slotCache !== undefined) this.slotCache.release(s.cacheSlot, s.contextHashes);
         else if (s.contextHashes !== undefined) this.cache.insert(s.contextHashes);
         out.push({
           type: 'finished',

@@ -92,6 +92,25 @@ function opsRoutes(ctx: EngineContext): [string, Route][] {
           ),
       },
     ],
+    // cacheMode 'slots' is llama.cpp's server: its /props says the slots and each one's context.
+    ...(profile.cacheMode === 'slots'
+      ? ([
+          [
+            '/props',
+            {
+              method: 'GET',
+              format: 'ollama',
+              handle: (_q, res) =>
+                sendJson(res, 200, {
+                  total_slots: profile.slots,
+                  default_generation_settings: {
+                    n_ctx: Math.floor(profile.kvCapacityTokens / profile.slots),
+                  },
+                }),
+            },
+          ],
+        ] satisfies [string, Route][])
+      : []),
     [
       '/healthz',
       { method: 'GET', format: 'ollama', handle: (_q, res) => sendJson(res, 200, { status: 'ok' }) },

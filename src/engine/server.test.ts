@@ -2,7 +2,7 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { defaultProfile, startEngine, type EngineServer, type EngineServerOptions } from './server.js';
 import { countTokens } from './tokens.js';
-import { parseEngineMetrics } from '../fleet/engine-metrics.js';
+import { parseEngineMetrics, parseLlamaProps } from '../fleet/engine-metrics.js';
 
 type Obj = Record<string, unknown>;
 
@@ -465,4 +465,14 @@ test('faults: exitAfter crashes the server after N requests', async (t) => {
   await ok.body?.cancel();
   await assert.rejects(post(e, '/api/generate', { model: 'llama3', prompt: 'x', stream: false }, 2));
   await assert.rejects(fetch(`${e.url}/healthz`));
+});
+
+test("cacheMode slots serves llama.cpp's /props (slots, each slot's context); block caches do not", async (t) => {
+  const slots = await engine(t, {
+    profile: defaultProfile({ slots: 2, kvCapacityTokens: 8000, cacheMode: 'slots' }),
+  });
+  const props = await json(await fetch(`${slots.url}/props`));
+  assert.deepEqual(parseLlamaProps(props), { tokens: 8000, slots: 2 });
+  const blocks = await engine(t);
+  assert.equal((await fetch(`${blocks.url}/props`)).status, 404);
 });

@@ -25,6 +25,15 @@ export interface EngineProfile {
   /** Prefix-cache capacity in blocks (LRU); 0 disables the cache. */
   readonly prefixCacheBlocks: number;
   /**
+   * How the prefix cache is kept (default 'blocks'):
+   * - 'blocks': an LRU of `prefixCacheBlocks` blocks, shared by every sequence (vLLM, SGLang).
+   * - 'slots': llama.cpp's server: each of the `slots` keeps only the last sequence it ran (prompt
+   *   and answer), nothing is shared between slots, and a sequence takes the free slot whose kept
+   *   blocks share the longest prefix with its prompt (least recently used on a tie) and prefills
+   *   only what that slot lacks. `prefixCacheBlocks` > 0 turns it on (its size is unused).
+   */
+  readonly cacheMode?: 'blocks' | 'slots' | undefined;
+  /**
    * Paged KV with prefix sharing, as vLLM and SGLang do it (default false: the simpler model). Running
    * sequences whose prompts start with the same full blocks hold ONE copy of those blocks, so they
    * use KV only for what is their own; and the prefix cache lives in the KV pool: it keeps only

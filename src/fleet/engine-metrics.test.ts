@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
+import { llamaPropsOf, parseEngineMetrics, parseLlamaProps, parseOllamaPs } from './engine-metrics.js';
 
 test('vLLM and SGLang pages parse; other pages do not', () => {
   const vllm = [
@@ -92,4 +92,29 @@ test("vLLM's vllm:lora_requests_info: the latest series' running and waiting ada
   // No max_lora: not a usable series.
   const bad = 'vllm:num_requests_running 0\nvllm:lora_requests_info{running_lora_adapters="a"} 1\n';
   assert.equal(parseEngineMetrics(bad, 1)?.lora, undefined);
+});
+
+test("vLLM's cache_config_info gives the cache's size (block_size × num_gpu_blocks); llama.cpp's /props its slots", () => {
+  const page = [
+    'vllm:num_requests_running{model_name="a"} 1',
+    'vllm:num_requests_waiting{model_name="a"} 0',
+    'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",num_gpu_blocks="2500"} 1.0',
+  ].join('\n');
+  assert.deepEqual(parseEngineMetrics(page, 0)?.cache, { tokens: 40_000 });
+  const noBlocks = page.replace('num_gpu_blocks="2500"', 'num_gpu_blocks="None"');
+  assert.equal(parseEngineMetrics(noBlocks, 0)?.cache, undefined, 'before the profile run vLLM says None');
+  assert.deepEqual(parseLlamaProps({ total_slots: 4, default_generation_settings: { n_ctx: 8192 } }), {
+    tokens: 32_768,
+    slots: 4,
+  });
+  assert.equal(parseLlamaProps({ total_slots: 4 }), undefined);
+  assert.equal(parseLlamaProps({ default_generation_settings: { n_ctx: 8192 } }), undefined);
+  assert.equal(parseLlamaProps([]), undefined);
+  // The fleet reads the page's text: not JSON, or not llama.cpp's, is null (not asked again).
+  assert.deepEqual(llamaPropsOf('{"total_slots":2,"default_generation_settings":{"n_ctx":100}}'), {
+    tokens: 200,
+    slots: 2,
+  });
+  assert.equal(llamaPropsOf('<html>'), null);
+  assert.equal(llamaPropsOf('{}'), null);
 });

@@ -1,4 +1,4 @@
-import type { EngineMetrics, LoraMetrics } from '../core/types.js';
+import type { EngineCacheInfo, EngineMetrics, LoraMetrics } from '../core/types.js';
 
 /** Metric names per engine family: vLLM (and the emulated engine), SGLang. */
 const RUNNING = ['vllm:num_requests_running', 'sglang:num_running_reqs'];
@@ -7,6 +7,9 @@ const KV = ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc', 'sglang:tok
 /** Prefix-cache counters, in prompt tokens (vLLM v1 and the emulated engine). */
 const CACHE_QUERIES = 'vllm:prefix_cache_queries_total';
 const CACHE_HITS = 'vllm:prefix_cache_hits_total';
+
+/** vLLM's cache configuration gauge: labels block_size and num_gpu_blocks (the KV pool), value 1. */
+const CACHE_CONFIG = 'vllm:cache_config_info';
 
 /** vLLM's LoRA gauge: labels max_lora, running_lora_adapters, waiting_lora_adapters; value: when (Unix s). */
 const LORA_INFO = 'vllm:lora_requests_info';
@@ -76,6 +79,7 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
   let queries: Map<string, number> | undefined;
   let hits: Map<string, number> | undefined;
   let lora: { at: number; m: LoraMetrics } | undefined;
+  let cache: EngineCacheInfo | undefined;
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const brace = line.indexOf('{');
@@ -96,6 +100,7 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
       else waiting = addModels(waiting, model, value);
     } else if (KV.includes(name)) kv = Math.max(kv ?? 0, value);
     else if (name === LORA_INFO && labelled) lora = loraOf(line.slice(brace, space), value, lora);
+    else if (name === CACHE_CONFIG && labelled) cache = cacheConfigOf(line.slice(brace, space)) ?? cache;
   }
   if (running === undefined && waiting === undefined) return undefined;
   return {
@@ -107,7 +112,41 @@ export function parseEngineMetrics(text: string, at: number): EngineMetrics | un
       ? { prefixCacheQueries: total(queries), prefixCacheHits: total(hits) }
       : {}),
     ...(lora !== undefined ? { lora: lora.m } : {}),
+    ...(cache !== undefined ? { cache } : {}),
   };
+}
+
+/** block_size × num_gpu_blocks of a `vllm:cache_config_info` series; undefined unless both are positive integers. */
+function cacheConfigOf(labels: string): EngineCacheInfo | undefined {
+  const block = Number(label(labels, 'block_size'));
+  const blocks = Number(label(labels, 'num_gpu_blocks'));
+  if (!(Number.isInteger(block) && block > 0 && Number.isInteger(blocks) && blocks > 0)) return undefined;
+  return { tokens: block * blocks };
+}
+
+/** parseLlamaProps of a page's text; null when it is not JSON or not llama.cpp's /props. */
+export function llamaPropsOf(text: string): EngineCacheInfo | null {
+  try {
+    return parseLlamaProps(JSON.parse(text)) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * llama.cpp server's /props: `total_slots` slots of `default_generation_settings.n_ctx` tokens
+ * each, every slot keeping only the last prompt it ran. Undefined when the body is not that.
+ */
+export function parseLlamaProps(body: unknown): EngineCacheInfo | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const { total_slots: slots, default_generation_settings: g } = body as {
+    total_slots?: unknown;
+    default_generation_settings?: { n_ctx?: unknown } | null;
+  };
+  const ctx = typeof g === 'object' && g !== null ? g.n_ctx : undefined;
+  if (!(typeof slots === 'number' && Number.isInteger(slots) && slots > 0)) return undefined;
+  if (!(typeof ctx === 'number' && Number.isInteger(ctx) && ctx > 0)) return undefined;
+  return { tokens: slots * ctx, slots };
 }
 
 /**

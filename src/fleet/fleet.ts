@@ -8,8 +8,8 @@ import { Pool } from 'undici';
 import type { Logger } from 'pino';
 import type { Scheduler } from '../core/scheduler.js';
 import type { BackendEntry } from '../config/schema.js';
-import type { Decision } from '../core/types.js';
-import { parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
+import type { Decision, EngineCacheInfo } from '../core/types.js';
+import { llamaPropsOf, parseEngineMetrics, parseOllamaPs } from './engine-metrics.js';
 import { parseBackendUrl } from './backend-url.js';
 import { parseModelList, syntheticTag } from './model-list.js';
 
@@ -62,6 +62,11 @@ export interface BackendRuntime {
   hasPs: boolean | undefined;
   /** Host time /api/ps was last read. */
   psAt: number | undefined;
+  /**
+   * llama.cpp's /props, read once after the first metrics page: its slot caches (null: the backend
+   * has no such page or it says nothing of slots; undefined: not asked yet).
+   */
+  props: EngineCacheInfo | null | undefined;
   scraping: boolean;
   /**
    * Whether it answers POST /v1/responses itself (learned once, after its first good probe);
@@ -146,6 +151,7 @@ export class Fleet {
       hasMetrics: undefined,
       hasPs: undefined,
       psAt: undefined,
+      props: undefined,
       scraping: false,
       responsesApi: undefined,
       checkingResponses: false,
@@ -230,8 +236,15 @@ export class Fleet {
     try {
       if (rt.hasMetrics !== false) {
         const text = await this.fetchPage(rt, '/metrics');
-        const m = text === undefined ? undefined : parseEngineMetrics(text, this.now());
+        let m = text === undefined ? undefined : parseEngineMetrics(text, this.now());
         rt.hasMetrics = m !== undefined;
+        // A page without the cache's size may belong to llama.cpp, whose /props says it (static: asked once).
+        if (m !== undefined && m.cache === undefined && rt.props === undefined) {
+          // Unreachable now (false): this scrape's metrics still count, and it is asked again next time.
+          const props = await this.fetchPage(rt, '/props').catch(() => false as const);
+          if (props !== false) rt.props = props === undefined ? null : llamaPropsOf(props);
+        }
+        if (m !== undefined && m.cache === undefined && rt.props) m = { ...m, cache: rt.props };
         if (m) this.scheduler.setMetrics(rt.config.name, m);
         if (m?.lora) this.learnAdapters(rt, m.lora.running, m.lora.waiting);
       }

@@ -12,7 +12,8 @@
  * timeScale: 20                     # suggested speed-up for live `bench` (model s per real s); default 1
  * defaults:                         # optional; merged under every fleet entry
  *   profile: { slots: 1 }           # EngineProfile fields (src/engine/types.ts), over defaultProfile()
- *                                   #   (pagedKv: true = vLLM/SGLang-style shared prefix KV)
+ *                                   #   (pagedKv: true = vLLM/SGLang-style shared prefix KV;
+ *                                   #   cacheMode: slots = llama.cpp's one kept prompt per slot)
  *   models: [llama3]                # default [llama3]
  *   region: us-east                 # also maxConcurrency, weight
  * fleet:                            # one entry per kind of backend

@@ -44,6 +44,7 @@ export const EngineProfilePatch = z
     prefillPerTokenS: z.number().finite().nonnegative(),
     blockSize: z.number().int().positive(),
     prefixCacheBlocks: z.number().int().nonnegative(),
+    cacheMode: z.enum(['blocks', 'slots']),
     pagedKv: z.boolean(),
     prefillMode: z.enum(['mixed', 'stall', 'chunked']),
     maxBatchedTokens: z.number().int().positive(),

@@ -5,7 +5,7 @@
  * of several (federation.ts).
  */
 import { createRng, deriveSeed } from '../core/rng.js';
-import type { EngineMetrics, RequestInfo } from '../core/types.js';
+import type { EngineCacheInfo, EngineMetrics, RequestInfo } from '../core/types.js';
 import { EngineModel } from '../engine/model.js';
 import { contextBlockHashes, countTokens, outputText, promptBlockHashes } from '../engine/tokens.js';
 import type { ScenarioBackend } from '../scenario/types.js';
@@ -56,6 +56,8 @@ export class EngineFleet<E> {
   private readonly wakeEvents: E[];
   /** Per backend, the metrics object refilled per probe (see probe). */
   private readonly metrics: Mutable<EngineMetrics>[];
+  /** Per engine, the cache size it reports (slot caches only; see metricsOf). */
+  private readonly cacheInfo: (EngineCacheInfo | undefined)[];
 
   constructor(
     readonly specs: readonly ScenarioBackend[],
@@ -78,6 +80,11 @@ export class EngineFleet<E> {
     this.dirtyList = new Array<number>(n).fill(0);
     this.wakeEvents = specs.map((_, i) => wakeEvent(i));
     this.metrics = specs.map(newMetrics);
+    this.cacheInfo = specs.map(({ profile: p }) =>
+      p.cacheMode === 'slots' && p.prefixCacheBlocks > 0
+        ? { tokens: p.slots * Math.floor(p.kvCapacityTokens / p.slots), slots: p.slots }
+        : undefined,
+    );
   }
 
   touch(i: number): void {
@@ -189,6 +196,10 @@ export class EngineFleet<E> {
     m.waiting = e.queueLength;
     m.kvUsage = e.kvUsage;
     m.at = now * 1000;
+    // Slot caches say their size (llama.cpp's /props, as the emulated engine serves it); block
+    // caches report none (the emulated engine publishes no vllm:cache_config_info).
+    const cache = this.cacheInfo[i];
+    if (cache !== undefined) m.cache = cache;
     return m;
   }
 

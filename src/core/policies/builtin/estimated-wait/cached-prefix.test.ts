@@ -112,3 +112,19 @@ test("cached prefix: without cached tokens in answers, the engine's prefix-cache
   c.learnFromCounters('a', 200, 0, 1000, 0, 0.25);
   assert.equal(c.cacheTokensOf('a'), after);
 });
+
+test('cached prefix: the size an engine reports caps the learned one, from the start and when it grows', () => {
+  const c = new CachedPrefix(1, 1 << 20);
+  assert.equal(c.cacheTokensOf('a'), 1 << 20);
+  c.capTo('a', 5000);
+  assert.equal(c.cacheTokensOf('a'), 5000, 'starts at what the engine says');
+  assert.equal(c.cacheTokensOf('b'), 1 << 20, 'per backend');
+  // More found than predicted would grow it by a quarter: not past the engine's size.
+  c.learn('a', 0, 4000, 4000, 0.25);
+  assert.equal(c.cacheTokensOf('a'), 5000);
+  // A miss shrinks it below.
+  c.learn('a', 4000, 0, 4000, 0.25);
+  assert.ok(c.cacheTokensOf('a') < 5000);
+  c.removeBackend('a');
+  assert.equal(c.cacheTokensOf('a'), 1 << 20);
+});

@@ -40,6 +40,8 @@ export class CachedPrefix {
   private readonly credit: PrefixCredit | undefined;
   /** Per backend: the prompt tokens its engine keeps, as learned. */
   private readonly cacheTokens = new Map<string, number>();
+  /** Per backend whose engine says how many tokens its cache holds: that size (capTo). */
+  private readonly reported = new Map<string, number>();
   /** Per backend: the recent share of predicted prefixes the engine did not have (EMA). */
   private readonly missRate = new Map<string, number>();
   /**
@@ -123,7 +125,7 @@ export class CachedPrefix {
       if (missed) next = Math.max(2 * chunkTokens, now * (r > 0.5 ? SHRINK_FAST : SHRINK));
     }
     if (!missed && actual > predicted + Math.max(2 * chunkTokens, 0.1 * prompt))
-      next = Math.min(MAX_CACHE_TOKENS, now * 1.25);
+      next = Math.min(MAX_CACHE_TOKENS, this.reported.get(backend) ?? Infinity, now * 1.25);
     if (next !== now) this.cacheTokens.set(backend, next);
   }
 
@@ -159,14 +161,29 @@ export class CachedPrefix {
     this.windows.set(backend, { queries, hits, predicted: 0, prompt: 0 });
   }
 
-  /** Prompt tokens `backend`'s engine is taken to keep cached (learned, or the initial size). */
+  /**
+   * `backend`'s engine says its cache holds `tokens` prompt tokens (vLLM's cache_config_info,
+   * llama.cpp's /props): the learned size is never more (issue #30: learning down from a 1M-token
+   * guess to a llama.cpp engine's ~5k took longer than a run).
+   */
+  capTo(backend: string, tokens: number): void {
+    if (!(tokens > 0) || this.reported.get(backend) === tokens) return;
+    this.reported.set(backend, tokens);
+    const now = this.cacheTokens.get(backend);
+    if (now !== undefined && now > tokens) this.cacheTokens.set(backend, tokens);
+  }
+
+  /** Prompt tokens `backend`'s engine is taken to keep cached (learned, or the initial size; at most what it reports). */
   cacheTokensOf(backend: string): number {
-    return this.cacheTokens.get(backend) ?? this.initialTokens;
+    const learned = this.cacheTokens.get(backend) ?? this.initialTokens;
+    const cap = this.reported.get(backend);
+    return cap !== undefined && cap < learned ? cap : learned;
   }
 
   removeBackend(name: string): void {
     this.credit?.removeBackend(name);
     this.cacheTokens.delete(name);
+    this.reported.delete(name);
     this.missRate.delete(name);
     this.windows.delete(name);
   }

@@ -7,6 +7,7 @@ import { creditedIn, learnRates, reportedPrompt } from './learn-rates.js';
 import type { EstimatedWaitParams } from './params.js';
 import { Rates } from './rates.js';
 import { Sizing } from './sizing.js';
+import { SlotMirror } from './slot-mirror.js';
 import { slotsOf } from './slots.js';
 import { WaitModel } from './wait-model.js';
 
@@ -41,6 +42,11 @@ export class WaitEstimator {
    * times larger and never shrunk, for a prompt the learned record has forgotten. Undefined: off.
    */
   readonly affinity: CachedPrefix | undefined;
+  /**
+   * Engines whose cache is their slots (they say so: metrics.cache.slots, llama.cpp's /props): their
+   * credit is what this mirror of the slots says, not the record's (prefix credit on).
+   */
+  readonly slotMirror: SlotMirror | undefined;
   /** Routing decisions counted (estimates, picks): an idle backend's samples go stale in decisions, not time. */
   decisions = 0;
   /** The instant of the last call (describe's pending work is read at it). */
@@ -80,6 +86,19 @@ export class WaitEstimator {
       p.affinityMemory > 0 && p.prefixCredit > 0
         ? new CachedPrefix(1, p.prefixCacheTokens * AFFINITY_SPAN, p.initialTokensPerChar, this.prefix)
         : undefined;
+    this.slotMirror = p.prefixCredit > 0 ? new SlotMirror() : undefined;
+  }
+
+  /**
+   * Prompt tokens of `req` a slot-cache engine would find cached (slot-mirror.ts), in whole chunks
+   * as the record counts them: a few shared characters ("Document 3" after "Document 0") would
+   * otherwise break every tie toward the engine sent the last prompt (live: the warm-up's six
+   * documents all went to one engine, evicting each other).
+   */
+  private slotCached(req: RequestInfo, backend: string, promptTokens: number): number {
+    const shared = this.slotMirror!.cachedChars(backend, req.promptText);
+    const chars = shared - (shared % CHUNK_CHARS);
+    return chars === 0 ? 0 : promptTokens * Math.min(1, chars / req.promptText.length);
   }
 
   /** Sets candState for `candidates` (their states, made on first sight). */
@@ -142,10 +161,13 @@ export class WaitEstimator {
       const slots = slotsOf(b, view, this.p.defaultSlots);
       this.candCost[i] = c;
       this.candSlots[i] = slots;
-      const cached = this.prefix.cachedOf(req, keys, view.name, promptTokens);
+      const slotCache = this.slotMirror !== undefined && view.metrics?.cache?.slots !== undefined;
+      const cached = slotCache
+        ? this.slotCached(req, view.name, promptTokens)
+        : this.prefix.cachedOf(req, keys, view.name, promptTokens);
       this.candCached[i] = cached;
       let credited = cached;
-      if (aff !== undefined && cached < 0.5 * promptTokens) {
+      if (aff !== undefined && !slotCache && cached < 0.5 * promptTokens) {
         // Forgotten by the learned record (or never sent here): an engine often still holds part of
         // what it was sent longer ago (issue #30: at the knee, ~half of it 20–40 s after), and going
         // back there keeps the prompt's blocks in one cache, not two.
@@ -222,9 +244,18 @@ export class WaitEstimator {
     } else {
       promptTokens = this.sizing.promptTokensOf(req);
       predicted = this.sizing.predictOf(req, promptTokens);
-      cachedTokens = this.prefix.cachedOf(req, this.prefix.keysOf(req), backend.name, promptTokens);
+      cachedTokens =
+        this.slotMirror !== undefined && backend.metrics?.cache?.slots !== undefined
+          ? this.slotCached(req, backend.name, promptTokens)
+          : this.prefix.cachedOf(req, this.prefix.keysOf(req), backend.name, promptTokens);
     }
     this.picked = undefined;
+    const cache = backend.metrics?.cache;
+    if (cache !== undefined) {
+      // The engine says what its cache holds: the learned size starts there and never passes it.
+      this.prefix.capTo(backend.name, cache.tokens);
+      if (cache.slots !== undefined) this.slotMirror?.push(backend.name, cache.slots, req.id, req.promptText);
+    }
     const prefillTokens = this.prefix.creditedPrefill(promptTokens, cachedTokens);
     // The affinity memory records the learned record's keys (asked before that record drops them).
     const keys = this.affinity !== undefined ? this.prefix.keysOf(req) : undefined;
@@ -253,6 +284,7 @@ export class WaitEstimator {
     if (!b.flightById.has(req.id)) return;
     advanceArea(b, now);
     const f = removeFlight(b, req.id)!;
+    this.slotMirror?.finish(backend.name, req.id);
     this.sizing.forget(req.id);
     if (!report.ok) return;
     this.wait.fitsChanged();
@@ -312,6 +344,7 @@ export class WaitEstimator {
     this.registry.remove(name);
     this.prefix.removeBackend(name);
     this.affinity?.removeBackend(name);
+    this.slotMirror?.removeBackend(name);
   }
 
   /** What is known of backend `name` (Policy.describe). */

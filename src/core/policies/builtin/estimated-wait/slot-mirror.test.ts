@@ -1,0 +1,55 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { SlotMirror } from './slot-mirror.js';
+
+const A = 'a'.repeat(100);
+const B = 'b'.repeat(100);
+const C = 'c'.repeat(100);
+
+test('slot mirror: two slots keep the last two prompts; a third evicts the least recently used', () => {
+  const m = new SlotMirror();
+  assert.equal(m.cachedChars('e', A + '?'), 0, 'nothing sent');
+  for (const [id, text] of [
+    ['a', A],
+    ['b', B],
+  ] as const) {
+    m.push('e', 2, id, text);
+    m.finish('e', id);
+  }
+  assert.equal(m.cachedChars('e', A + '?'), 100);
+  assert.equal(m.cachedChars('e', B + '?'), 100);
+  m.push('e', 2, 'c', C);
+  m.finish('e', 'c');
+  assert.equal(m.cachedChars('e', A + '?'), 0, "C took A's slot, the older");
+  assert.equal(m.cachedChars('e', B + '?'), 100);
+});
+
+test('slot mirror: nothing is credited beside a running read of the same prompt while a slot is free', () => {
+  const m = new SlotMirror();
+  m.push('e', 2, 'a', A);
+  m.finish('e', 'a');
+  m.push('e', 2, 'a2', A + '1');
+  // A runs in its slot; the other slot is free and holds nothing of A: llama.cpp runs it there.
+  assert.equal(m.cachedChars('e', A + '2'), 0);
+  m.push('e', 2, 'b', B);
+  // Both busy: a new A read waits, and may get A's slot when it frees.
+  assert.equal(m.cachedChars('e', A + '2'), 100);
+  m.push('e', 2, 'a3', A + '3');
+  m.finish('e', 'a2');
+  // a3 (waiting) took A's slot, sharing 100 characters; b's slot is still busy.
+  assert.equal(m.cachedChars('e', A + '4'), 100, 'all busy again');
+  m.finish('e', 'b');
+  assert.equal(m.cachedChars('e', A + '4'), 0, "B's slot is free; A's runs a3");
+  assert.equal(m.cachedChars('e', B + '?'), 100);
+});
+
+test('slot mirror: a request that ends while waiting leaves the queue', () => {
+  const m = new SlotMirror();
+  m.push('e', 1, 'a', A);
+  m.push('e', 1, 'b', B);
+  m.finish('e', 'b');
+  m.finish('e', 'a');
+  assert.equal(m.cachedChars('e', A), 100, 'b never ran: the slot still keeps A');
+  m.removeBackend('e');
+  assert.equal(m.cachedChars('e', A), 0);
+});

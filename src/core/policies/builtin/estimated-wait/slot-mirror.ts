@@ -1,0 +1,108 @@
+/**
+ * The router's picture of engines whose prompt cache is their slots (llama.cpp's server, which says
+ * so in /props: EngineCacheInfo.slots). Each slot keeps only the last prompt it ran and shares
+ * nothing; a request takes the free slot whose kept prompt shares the longest prefix with it (the
+ * least recently used on a tie) and waits FIFO while all are busy. The learned record
+ * (cached-prefix.ts) cannot say this: it credits whatever fits its size, however many prompts that
+ * is, and a prompt beside a running read of itself (issue #30, live: 9 of 46 requests credited with
+ * an evicted document, 5 sent beside a running read of theirs).
+ *
+ * Built from this router's pushes and answers only: another router's requests, or a slot count that
+ * changes, make it a guess, no worse than the record's.
+ */
+
+interface Slot {
+  /** The prompt it keeps (the last it ran or runs). */
+  text: string;
+  /** The request running in it ('' when free). */
+  busy: string;
+  /** When it was last freed (a counter; lower is older). */
+  lastUsed: number;
+}
+
+interface Engine {
+  readonly slots: Slot[];
+  /** Pushed while every slot was busy, oldest first. */
+  readonly waiting: { id: string; text: string }[];
+  clock: number;
+}
+
+export class SlotMirror {
+  private readonly engines = new Map<string, Engine>();
+
+  /**
+   * Characters of `text` that `backend` would find cached if it went there now: the longest
+   * common prefix with a free slot's prompt (llama.cpp runs it at once in a free slot: a busy
+   * slot's prompt, even its own, is no use to it); while every slot is busy or requests wait, with
+   * any slot's (it waits, and may get the one that holds it).
+   */
+  cachedChars(backend: string, text: string): number {
+    const e = this.engines.get(backend);
+    if (e === undefined) return 0;
+    const anyFree = e.waiting.length === 0 && e.slots.some((s) => s.busy === '');
+    let best = 0;
+    for (const s of e.slots) {
+      if (anyFree && s.busy !== '') continue;
+      best = Math.max(best, commonPrefix(s.text, text));
+    }
+    return best;
+  }
+
+  /** Request `id` of prompt `text` was pushed to `backend`, an engine of `slots` slot caches. */
+  push(backend: string, slots: number, id: string, text: string): void {
+    let e = this.engines.get(backend);
+    if (e === undefined || e.slots.length !== slots) {
+      e = {
+        slots: Array.from({ length: slots }, () => ({ text: '', busy: '', lastUsed: 0 })),
+        waiting: [],
+        clock: 0,
+      };
+      this.engines.set(backend, e);
+    }
+    if (e.waiting.length > 0 || !place(e, id, text)) e.waiting.push({ id, text });
+  }
+
+  /** Request `id` ended at `backend` (answered, failed or cancelled): its slot is free for the next. */
+  finish(backend: string, id: string): void {
+    const e = this.engines.get(backend);
+    if (e === undefined) return;
+    const s = e.slots.find((x) => x.busy === id);
+    if (s === undefined) {
+      const w = e.waiting.findIndex((x) => x.id === id);
+      if (w >= 0) e.waiting.splice(w, 1);
+      return;
+    }
+    s.busy = '';
+    s.lastUsed = ++e.clock;
+    while (e.waiting.length > 0 && place(e, e.waiting[0]!.id, e.waiting[0]!.text)) e.waiting.shift();
+  }
+
+  removeBackend(name: string): void {
+    this.engines.delete(name);
+  }
+}
+
+/** Run `id` in the free slot llama.cpp would pick; false when none is free. */
+function place(e: Engine, id: string, text: string): boolean {
+  let best: Slot | undefined;
+  let bestLen = -1;
+  for (const s of e.slots) {
+    if (s.busy !== '') continue;
+    const n = commonPrefix(s.text, text);
+    if (n > bestLen || (n === bestLen && s.lastUsed < best!.lastUsed)) {
+      best = s;
+      bestLen = n;
+    }
+  }
+  if (best === undefined) return false;
+  best.text = text;
+  best.busy = id;
+  return true;
+}
+
+function commonPrefix(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  return i;
+}
