@@ -15,6 +15,16 @@ test('vLLM and SGLang pages parse; other pages do not', () => {
   const sglang =
     'sglang:num_running_reqs{tp_rank="0"} 2\nsglang:num_queue_reqs{tp_rank="0"} 0\nsglang:token_usage 0.1\n';
   assert.deepEqual(parseEngineMetrics(sglang, 1), { running: 2, waiting: 0, kvUsage: 0.1, at: 1 });
+  // llama-server --metrics: slots busy, requests deferred (waiting for a slot), KV cells used.
+  const llamacpp = [
+    '# HELP llamacpp:requests_processing Number of requests processing.',
+    '# TYPE llamacpp:requests_processing gauge',
+    'llamacpp:prompt_tokens_total 6886',
+    'llamacpp:requests_processing 2',
+    'llamacpp:requests_deferred 5',
+    'llamacpp:kv_cache_usage_ratio 0.25',
+  ].join('\n');
+  assert.deepEqual(parseEngineMetrics(llamacpp, 3), { running: 2, waiting: 5, kvUsage: 0.25, at: 3 });
   assert.equal(parseEngineMetrics('process_cpu_seconds_total 12\n', 1), undefined);
   assert.equal(parseEngineMetrics('', 1), undefined);
 });

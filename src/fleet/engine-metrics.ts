@@ -1,9 +1,17 @@
 import type { EngineCacheInfo, EngineMetrics, LoraMetrics } from '../core/types.js';
 
-/** Metric names per engine family: vLLM (and the emulated engine), SGLang. */
-const RUNNING = ['vllm:num_requests_running', 'sglang:num_running_reqs'];
-const WAITING = ['vllm:num_requests_waiting', 'sglang:num_queue_reqs'];
-const KV = ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc', 'sglang:token_usage'];
+/**
+ * Metric names per engine family: vLLM (and the emulated engine), SGLang, llama.cpp's server
+ * (`llama-server --metrics`: slots busy, requests deferred for want of a slot, KV cells used).
+ */
+const RUNNING = ['vllm:num_requests_running', 'sglang:num_running_reqs', 'llamacpp:requests_processing'];
+const WAITING = ['vllm:num_requests_waiting', 'sglang:num_queue_reqs', 'llamacpp:requests_deferred'];
+const KV = [
+  'vllm:kv_cache_usage_perc',
+  'vllm:gpu_cache_usage_perc',
+  'sglang:token_usage',
+  'llamacpp:kv_cache_usage_ratio',
+];
 /** Prefix-cache counters, in prompt tokens (vLLM v1 and the emulated engine). */
 const CACHE_QUERIES = 'vllm:prefix_cache_queries_total';
 const CACHE_HITS = 'vllm:prefix_cache_hits_total';
