@@ -70,6 +70,27 @@ export function missPenalty(
   }
 }
 
+/**
+ * Slot engines (issue #30): adds to each of the `n` candidates' costs in `out` `weight` times the
+ * prefill of the prompt its slots would drop for this request (`evictedTokens`, per candidate: a
+ * prompt no other slot holds — slot-mirror.ts evictedChars), priced at `costs`. Without it the
+ * first reads of six documents went to the engine learned fastest and evicted each other there.
+ */
+export function evictPenalty(
+  wait: WaitModel,
+  costs: readonly Cost[],
+  evictedTokens: Float64Array,
+  n: number,
+  weight: number,
+  out: Float64Array,
+): void {
+  if (!(weight > 0)) return;
+  for (let i = 0; i < n; i++) {
+    const t = evictedTokens[i]!;
+    if (t > 0) out[i]! += weight * wait.rates.prefillSlopeS(costs[i]!) * t;
+  }
+}
+
 /** Requests queued past their engine's slots over the `n` candidates (`states`' flights beyond `slots`). */
 export function queuedPastSlots(states: readonly BackendState[], slots: Float64Array, n: number): number {
   let queued = 0;

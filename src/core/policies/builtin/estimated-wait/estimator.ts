@@ -57,6 +57,8 @@ export class WaitEstimator {
   candCached = new Float64Array(8);
   /** Per candidate: the prompt tokens to prefill there (prefix credit applied). */
   uncached = new Float64Array(8);
+  /** Per candidate: prompt tokens of another prompt its slots would drop (slot engines, slotEvictWeight). */
+  evicted = new Float64Array(8);
   /**
    * The last pick, for its dispatch (which comes right after it): the request, where it went, and
    * what was found for it there — not looked up twice while nothing was learned in between.
@@ -86,7 +88,7 @@ export class WaitEstimator {
       p.affinityMemory > 0 && p.prefixCredit > 0
         ? new CachedPrefix(1, p.prefixCacheTokens * AFFINITY_SPAN, p.initialTokensPerChar, this.prefix)
         : undefined;
-    this.slotMirror = p.prefixCredit > 0 ? new SlotMirror() : undefined;
+    this.slotMirror = p.prefixCredit > 0 ? new SlotMirror(CHUNK_CHARS) : undefined;
   }
 
   /**
@@ -115,6 +117,7 @@ export class WaitEstimator {
       this.candSlots = new Float64Array(n * 2);
       this.candCached = new Float64Array(n * 2);
       this.uncached = new Float64Array(n * 2);
+      this.evicted = new Float64Array(n * 2);
     }
   }
 
@@ -166,6 +169,10 @@ export class WaitEstimator {
         ? this.slotCached(req, view.name, promptTokens)
         : this.prefix.cachedOf(req, keys, view.name, promptTokens);
       this.candCached[i] = cached;
+      this.evicted[i] =
+        slotCache && this.p.slotEvictWeight > 0
+          ? this.slotMirror!.evictedChars(view.name, req.promptText) * this.sizing.tokensPerChar
+          : 0;
       let credited = cached;
       if (aff !== undefined && !slotCache && cached < 0.5 * promptTokens) {
         // Forgotten by the learned record (or never sent here): an engine often still holds part of

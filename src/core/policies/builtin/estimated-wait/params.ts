@@ -112,6 +112,14 @@ export const EstimatedWaitParamsSchema = z.strictObject({
    */
   replicateHot: z.number().nonnegative().default(0),
   /**
+   * Slot engines (issue #30, prefix-slots-4): a candidate whose slot cache would drop a prompt no
+   * other slot holds (slot-mirror.ts evictedChars) is charged this many times that prompt's prefill
+   * — its next read prefills it whole (evictPenalty, candidate-cost.ts). Engines that do not say
+   * their cache is slots: nothing. 1: that prefill once (prefix-slots-4 ×1 and ×1.5, seeds 1–4:
+   * mean E2E lower in all 8 cells, hits 68 → 78 % at ×1 s1; 0.5–2 measured, docs/results.md). 0: off.
+   */
+  slotEvictWeight: z.number().nonnegative().default(1),
+  /**
    * Price of a prefix-cache miss (issue #30): a candidate that would prefill more of the prompt than
    * the one that holds most of it is charged this many times the extra prefill on top of its cost
    * (candidate-cost.ts, missPenalty). Its own finish counts that prefill once; the engine time a miss

@@ -2,7 +2,14 @@ import { HOLD } from '../../../types.js';
 import type { BackendView, Policy, PolicyContext, RequestInfo } from '../../../types.js';
 import { WaitEstimator } from './estimator.js';
 import { parseEstimatedWaitParams } from './params.js';
-import { loraPenalty, missPenalty, missPrice, queuedPastSlots, ttftPenalty } from './candidate-cost.js';
+import {
+  evictPenalty,
+  loraPenalty,
+  missPenalty,
+  missPrice,
+  queuedPastSlots,
+  ttftPenalty,
+} from './candidate-cost.js';
 import { LoraSlots } from '../../shared/lora-slots.js';
 import { roomInside } from './slots.js';
 import { chooseCandidate } from './choose.js';
@@ -60,6 +67,9 @@ export { rrBefore } from './choose.js';
  *   there — the prefill it waits behind, then its uncached prefill — is priced ttftWeight times on
  *   top of its finish (ttftPenalty), so a re-sent long prompt is not moved off its holder for a
  *   little decode time saved in a smaller batch (that prefill was the TTFT tail at light load).
+ * - Slot caches (issue #30, llama.cpp: each slot keeps one prompt): a pick whose slot would drop the
+ *   only copy of another prompt pays slotEvictWeight × that prompt's prefill (evictPenalty), so first
+ *   reads spread over empty slots rather than evict each other on the engine learned fastest.
  * - Estimates within `tieTolerance` of the best are ties (their difference is below the noise of
  *   the fits): the one with fewer in flight wins, then an unmeasured one, then round-robin order.
  *   Identical replicas then split load evenly rather than by their fits' noise.
@@ -151,6 +161,7 @@ export function estimatedWait(ctx: PolicyContext): EstimatedWaitPolicy {
       if (p.prefixCredit > 0) {
         const price = missPrice(queued, n, p.missWeight, p.missQueueWeight);
         missPenalty(est.wait, est.candCost, est.uncached, n, price, scratch);
+        evictPenalty(est.wait, est.candCost, est.evicted, n, p.slotEvictWeight, scratch);
       }
       // TTFT priced while no engine queues (light load): past the knee the wait is the tail, not the prefill.
       const ttft = p.ttftWeight > 0 && queued === 0 ? p.ttftWeight : 0;

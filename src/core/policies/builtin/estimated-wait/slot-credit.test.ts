@@ -56,3 +56,35 @@ test('estimated-wait on slot caches: nothing is credited beside a running read o
   // A free slot on a holds the second document, not the third: b, idle, prefills it sooner.
   assert.equal(pickFor('third', true, 2), 'b');
 });
+
+/**
+ * Engine a (2 slots, idle) holds two documents, 'first' (the older) and 'second'; b (2 slots) runs a
+ * read of `bRuns` (the first document, or a short prompt) in one slot, the other empty. Where does
+ * a new document go?
+ */
+function newDocTo(bRuns: 'first' | 'short', slotEvictWeight: number): string | undefined {
+  const p = estimatedWait({ random: () => 0, params: { slotEvictWeight } });
+  const a = backendView('a', 0, { api: 'openai', metrics: metrics(0, 2) });
+  let b = backendView('b', 1, { api: 'openai', metrics: metrics(0, 2) });
+  let t = warmRates(p, [a, b]);
+  const [first, second, fourth] = ['first', 'second', 'fourth'].map((d) => distinctText(d, 8000));
+  [first, second].forEach((d, i) => {
+    const r = req(`r${i}`, `${d!} question ${i}?`);
+    p.onDispatch?.(r, a, t);
+    const rep = engineReport(t, 2000, 2000, 10);
+    p.onComplete?.(r, a, rep, rep.finishedAt);
+    t += 10_000;
+  });
+  p.onDispatch?.(req('run', bRuns === 'first' ? `${first!} running?` : 'a short question?'), b, t);
+  b = backendView('b', 1, { api: 'openai', inFlight: 1, metrics: metrics(1, 2) });
+  return chosen(p.pick(req('new', `${fourth!} question?`), [a, b], t + 100))?.name;
+}
+
+test('estimated-wait on slot caches: a new document does not evict the only copy of another', () => {
+  // Unpriced, idle a wins: its slot holding 'first' is lost, and 'first' is held nowhere else.
+  assert.equal(newDocTo('short', 0), 'a');
+  // Priced (the default), b's empty slot loses nothing.
+  assert.equal(newDocTo('short', 1), 'b');
+  // b runs 'first' too: a's copy is not the only one, evicting it costs nothing, and idle a wins.
+  assert.equal(newDocTo('first', 1), 'a');
+});

@@ -53,3 +53,34 @@ test('slot mirror: a request that ends while waiting leaves the queue', () => {
   m.removeBackend('e');
   assert.equal(m.cachedChars('e', A), 0);
 });
+
+test('slot mirror: what a push would evict — the slot it takes, unless another slot holds that prompt', () => {
+  const m = new SlotMirror(10);
+  m.push('e', 2, 'a', A);
+  m.finish('e', 'a');
+  assert.equal(m.evictedChars('e', B), 0, 'B takes the empty slot');
+  m.push('e', 2, 'b', B);
+  m.finish('e', 'b');
+  assert.equal(m.evictedChars('e', C), 100, "C takes A's slot, the older, and A is nowhere else");
+  assert.equal(m.evictedChars('e', A + '?'), 0, "A's re-read keeps A");
+  m.push('f', 1, 'a2', A + '!');
+  assert.equal(m.evictedChars('e', C), 0, 'f holds A too (busy or not): a copy stays');
+  m.push('e', 2, 'c', C);
+  assert.equal(
+    m.evictedChars('e', C),
+    100,
+    "C runs in A's slot: another C read takes B's, held nowhere else",
+  );
+  m.push('e', 2, 'd', A);
+  assert.equal(m.evictedChars('e', B), 0, 'both busy: it waits, the slot it gets is not known');
+  assert.equal(m.evictedChars('g', A), 0, 'an engine sent nothing');
+});
+
+test('slot mirror: a few shared characters do not pick a slot (whole chunks, then least recently used)', () => {
+  const m = new SlotMirror(10);
+  m.push('e', 2, 'a', 'Document ' + A);
+  m.finish('e', 'a');
+  // 'Document ' (9 characters, under a chunk) is no match: the empty slot, older, takes it.
+  assert.equal(m.evictedChars('e', 'Document ' + B), 0);
+  assert.equal(new SlotMirror().evictedChars('e', 'x'), 0);
+});

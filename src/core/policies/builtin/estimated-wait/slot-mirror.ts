@@ -31,6 +31,14 @@ export class SlotMirror {
   private readonly engines = new Map<string, Engine>();
 
   /**
+   * `chunk`: a slot's prompt counts as shared with a request only in whole runs of this many
+   * characters (the router's chunk): llama.cpp, like the simulator's block match, picks the least
+   * recently used free slot for a prompt that shares a few characters ("Document ") with every kept
+   * one, not the slot of the last document sent.
+   */
+  constructor(private readonly chunk = 1) {}
+
+  /**
    * Characters of `text` that `backend` would find cached if it went there now: the longest
    * common prefix with a free slot's prompt (llama.cpp runs it at once in a free slot: a busy
    * slot's prompt, even its own, is no use to it); while every slot is busy or requests wait, with
@@ -59,7 +67,27 @@ export class SlotMirror {
       };
       this.engines.set(backend, e);
     }
-    if (e.waiting.length > 0 || !place(e, id, text)) e.waiting.push({ id, text });
+    if (e.waiting.length > 0 || !place(e, id, text, this.chunk)) e.waiting.push({ id, text });
+  }
+
+  /**
+   * Characters of another prompt that sending `text` to `backend` now would drop from every slot
+   * this router knows of (issue #30, slot placement): the free slot llama.cpp would run it in keeps
+   * a prompt no other slot, on any engine, holds as far — that part is gone, and its next read
+   * prefills it whole. In whole chunks. 0 where it would wait (the slot it gets is not known yet),
+   * or the slot it takes is empty or holds only what the request itself reuses.
+   */
+  evictedChars(backend: string, text: string): number {
+    const e = this.engines.get(backend);
+    if (e === undefined || e.waiting.length > 0) return 0;
+    const s = freeSlotFor(e, text, this.chunk);
+    if (s === undefined || s.text === '') return 0;
+    let kept = commonPrefix(s.text, text);
+    for (const other of this.engines.values()) {
+      for (const o of other.slots) if (o !== s) kept = Math.max(kept, commonPrefix(s.text, o.text));
+    }
+    const lost = s.text.length - kept;
+    return lost - (lost % this.chunk);
   }
 
   /** Request `id` ended at `backend` (answered, failed or cancelled): its slot is free for the next. */
@@ -74,7 +102,8 @@ export class SlotMirror {
     }
     s.busy = '';
     s.lastUsed = ++e.clock;
-    while (e.waiting.length > 0 && place(e, e.waiting[0]!.id, e.waiting[0]!.text)) e.waiting.shift();
+    while (e.waiting.length > 0 && place(e, e.waiting[0]!.id, e.waiting[0]!.text, this.chunk))
+      e.waiting.shift();
   }
 
   removeBackend(name: string): void {
@@ -82,18 +111,25 @@ export class SlotMirror {
   }
 }
 
-/** Run `id` in the free slot llama.cpp would pick; false when none is free. */
-function place(e: Engine, id: string, text: string): boolean {
+/** The free slot llama.cpp would run `text` in (shared prefix in whole `chunk`s, then LRU). */
+function freeSlotFor(e: Engine, text: string, chunk: number): Slot | undefined {
   let best: Slot | undefined;
   let bestLen = -1;
   for (const s of e.slots) {
     if (s.busy !== '') continue;
-    const n = commonPrefix(s.text, text);
+    const shared = commonPrefix(s.text, text);
+    const n = shared - (shared % chunk);
     if (n > bestLen || (n === bestLen && s.lastUsed < best!.lastUsed)) {
       best = s;
       bestLen = n;
     }
   }
+  return best;
+}
+
+/** Run `id` in the free slot llama.cpp would pick; false when none is free. */
+function place(e: Engine, id: string, text: string, chunk: number): boolean {
+  const best = freeSlotFor(e, text, chunk);
   if (best === undefined) return false;
   best.text = text;
   best.busy = id;
