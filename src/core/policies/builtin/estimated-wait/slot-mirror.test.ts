@@ -84,3 +84,29 @@ test('slot mirror: a few shared characters do not pick a slot (whole chunks, the
   assert.equal(m.evictedChars('e', 'Document ' + B), 0);
   assert.equal(new SlotMirror().evictedChars('e', 'x'), 0);
 });
+
+test('slot mirror: what slots share follows their prompts as they change and as engines leave', () => {
+  const m = new SlotMirror(10);
+  m.push('e', 1, 'a', A);
+  m.finish('e', 'a');
+  m.push('f', 1, 'a2', A + '!');
+  m.finish('f', 'a2');
+  assert.equal(m.evictedChars('e', C), 0, 'f keeps A too');
+  // f's slot turns to B: e's A is now held nowhere else.
+  m.push('f', 1, 'b', B);
+  m.finish('f', 'b');
+  assert.equal(m.evictedChars('e', C), 100);
+  // f holds A again, then leaves the fleet: its copy goes with it.
+  m.push('f', 1, 'a3', A + '?');
+  m.finish('f', 'a3');
+  assert.equal(m.evictedChars('e', C), 0);
+  m.removeBackend('f');
+  assert.equal(m.evictedChars('e', C), 100);
+  // An engine whose slot count changes starts over: its old slots are no copy.
+  m.push('g', 1, 'a4', A);
+  m.finish('g', 'a4');
+  assert.equal(m.evictedChars('e', C), 0);
+  m.push('g', 2, 'c', C);
+  m.finish('g', 'c');
+  assert.equal(m.evictedChars('e', B), 100);
+});

@@ -18,6 +18,12 @@ interface Slot {
   busy: string;
   /** When it was last freed (a counter; lower is older). */
   lastUsed: number;
+  /**
+   * The common prefix of its prompt with each other slot's (any engine; absent: 0), updated when a
+   * slot's prompt changes: evictedChars asks it per candidate per pick, and comparing every slot's
+   * 100k-token prompt with every other's there cost candidates × slots scans a pick.
+   */
+  readonly shared: Map<Slot, number>;
 }
 
 interface Engine {
@@ -60,14 +66,43 @@ export class SlotMirror {
   push(backend: string, slots: number, id: string, text: string): void {
     let e = this.engines.get(backend);
     if (e === undefined || e.slots.length !== slots) {
+      if (e !== undefined) this.forget(e);
       e = {
-        slots: Array.from({ length: slots }, () => ({ text: '', busy: '', lastUsed: 0 })),
+        slots: Array.from({ length: slots }, () => ({ text: '', busy: '', lastUsed: 0, shared: new Map() })),
         waiting: [],
         clock: 0,
       };
       this.engines.set(backend, e);
     }
-    if (e.waiting.length > 0 || !place(e, id, text, this.chunk)) e.waiting.push({ id, text });
+    if (e.waiting.length > 0 || !this.place(e, id, text)) e.waiting.push({ id, text });
+  }
+
+  /** Run `id` in the free slot llama.cpp would pick; false when none is free. */
+  private place(e: Engine, id: string, text: string): boolean {
+    const best = freeSlotFor(e, text, this.chunk);
+    if (best === undefined) return false;
+    best.busy = id;
+    if (best.text !== text) {
+      best.text = text;
+      for (const other of this.engines.values())
+        for (const o of other.slots) {
+          if (o === best) continue;
+          const n = commonPrefix(text, o.text);
+          if (n > 0) {
+            best.shared.set(o, n);
+            o.shared.set(best, n);
+          } else {
+            best.shared.delete(o);
+            o.shared.delete(best);
+          }
+        }
+    }
+    return true;
+  }
+
+  /** An engine's slots leave: the others forget what they shared with them. */
+  private forget(e: Engine): void {
+    for (const s of e.slots) for (const o of s.shared.keys()) o.shared.delete(s);
   }
 
   /**
@@ -83,9 +118,7 @@ export class SlotMirror {
     const s = freeSlotFor(e, text, this.chunk);
     if (s === undefined || s.text === '') return 0;
     let kept = commonPrefix(s.text, text);
-    for (const other of this.engines.values()) {
-      for (const o of other.slots) if (o !== s) kept = Math.max(kept, commonPrefix(s.text, o.text));
-    }
+    for (const n of s.shared.values()) if (n > kept) kept = n;
     const lost = s.text.length - kept;
     return lost - (lost % this.chunk);
   }
@@ -102,11 +135,12 @@ export class SlotMirror {
     }
     s.busy = '';
     s.lastUsed = ++e.clock;
-    while (e.waiting.length > 0 && place(e, e.waiting[0]!.id, e.waiting[0]!.text, this.chunk))
-      e.waiting.shift();
+    while (e.waiting.length > 0 && this.place(e, e.waiting[0]!.id, e.waiting[0]!.text)) e.waiting.shift();
   }
 
   removeBackend(name: string): void {
+    const e = this.engines.get(name);
+    if (e !== undefined) this.forget(e);
     this.engines.delete(name);
   }
 }
@@ -125,15 +159,6 @@ function freeSlotFor(e: Engine, text: string, chunk: number): Slot | undefined {
     }
   }
   return best;
-}
-
-/** Run `id` in the free slot llama.cpp would pick; false when none is free. */
-function place(e: Engine, id: string, text: string, chunk: number): boolean {
-  const best = freeSlotFor(e, text, chunk);
-  if (best === undefined) return false;
-  best.text = text;
-  best.busy = id;
-  return true;
 }
 
 function commonPrefix(a: string, b: string): number {
