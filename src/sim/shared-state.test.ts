@@ -79,3 +79,30 @@ test('one queue across routers: a push ends a hold, even one heard after it; a h
   assert.equal(policy.pick(mine, bs, 10_000), HOLD.retry);
   assert.notEqual(policy.pick(mine, [backendView('b', 1)], 10_000), HOLD.retry, 'idle fleet');
 });
+
+test('one queue across routers: at a lag small against the size, no margin and the unhold ends a hold', () => {
+  // Size 2 s, lag 10 ms: a round trip is 1 % of the size (the rules take 10 %).
+  const { policy, views } = sharedPolicy(
+    ratioPolicy(),
+    'shared-state',
+    () => {},
+    () => 0,
+    10,
+  );
+  const scheduler = new Scheduler({ policy });
+  scheduler.addBackend({ name: 'a', api: 'ollama', models: ['m'], maxConcurrency: Infinity, weight: 1 });
+  const bs = [backendView('a', 0, { inFlight: 1 })];
+  const old = { ...requestInfo('old'), arrivedAt: -10 };
+  const near = { ...requestInfo('near'), arrivedAt: 0 };
+  const hold = (req: RequestInfo, on: boolean): void => {
+    receiveShared(views, scheduler, { req, backend: '', report: undefined, hold: on }, 0);
+  };
+  hold(old, true);
+  // At 10 s: old's ratio 6.005, near's 6 (6.01 two lags on): a lead under two lags is waited for.
+  assert.equal(policy.pick(near, bs, 10_000), HOLD.retry, 'no margin');
+  receiveShared(views, scheduler, { req: old, backend: 'a', report: undefined, wasHeld: true }, 0);
+  assert.equal(policy.pick(near, bs, 10_000), HOLD.retry, 'the push does not end the hold');
+  hold(old, false);
+  assert.notEqual(policy.pick(near, bs, 10_000), HOLD.retry, 'the unhold does');
+  assert.equal(views.pushedBeforeHold.size, 0);
+});
