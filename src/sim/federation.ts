@@ -209,6 +209,7 @@ class Routers implements LoopHost<Event> {
         (s) => this.publish(k, s),
         // The order requests reached the routers (the balancer's): ties of the cross-router queue order.
         (req) => (req as Open).index,
+        mode.lagS * 1000,
       );
       const scheduler = routerScheduler(
         policy,
@@ -255,7 +256,12 @@ class Routers implements LoopHost<Event> {
    * push is in the log before any later pick reads it: at once (its request paid the round trip
    * before its pick: send).
    */
-  private publish(j: number, s: Shared): void {
+  private publish(j: number, pushOrHold: Shared): void {
+    // A push of a held request says so (the push ends the hold: shared-state.ts).
+    const s =
+      pushOrHold.hold === undefined && pushOrHold.report === undefined && (pushOrHold.req as Open).held
+        ? { ...pushOrHold, wasHeld: true }
+        : pushOrHold;
     const sequencedPush = this.mode.sequenced && s.report === undefined && s.hold === undefined;
     if (this.mode.lagS === 0 || sequencedPush) this.deliver(j, s);
     else this.loop.heap.push(this.loop.now + this.mode.lagS, SHARE, { kind: SHARE, router: j, share: s });
