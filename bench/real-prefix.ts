@@ -19,7 +19,9 @@
  * Flags: --engines 3 --slots 2 --load 0.8 (or --rate R) --requests 40 --docs (engines×slots) --doc-min 1200
  * --doc-max 2400 --suffix 24 --max-tokens 16 --seed 1 --policies default,round-robin,prefix-trie,
  * least-connections --embd 128 --layers 4 --ff 512 --heads 4 --threads 1 --cli src/cli.ts (another
- * llmlb: a .ts runs under tsx, a .js under node) --json FILE. Loopback only; children die with it.
+ * llmlb: a .ts runs under tsx, a .js under node) --metrics vllm (the engines' /metrics in vLLM's
+ * names with its prefix-cache counters; llamacpp: llama-server --metrics' own names, no
+ * prefix-cache counters — what a real llama.cpp fleet gives the router) --json FILE. Loopback only; children die with it.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -58,6 +60,7 @@ function flags() {
       heads: { type: 'string', default: '4' },
       threads: { type: 'string', default: '1' },
       cli: { type: 'string', default: 'src/cli.ts' },
+      metrics: { type: 'string', default: 'vllm' },
       json: { type: 'string' },
     },
   });
@@ -98,6 +101,8 @@ function flags() {
     throw new Error('--embd must be a multiple of 2 × --heads');
   const policies = values.policies.split(',').filter((p) => p !== '');
   if (policies.length === 0) throw new Error('--policies lists none');
+  if (values.metrics !== 'vllm' && values.metrics !== 'llamacpp')
+    throw new Error(`--metrics must be vllm or llamacpp (got '${values.metrics}')`);
   return {
     engines,
     slots,
@@ -109,6 +114,7 @@ function flags() {
     threads: num('threads', 1),
     policies,
     cli: values.cli,
+    metrics: values.metrics,
     json: values.json,
   };
 }
@@ -417,6 +423,8 @@ async function main(): Promise<void> {
           String(ctx),
           '--threads',
           String(o.threads),
+          '--metrics',
+          o.metrics,
         ]),
       ),
     );

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { parseEngineMetrics, parseLlamaProps } from '../../src/fleet/engine-metrics.js';
 import { isReadyMessage } from '../common.js';
 import { TINY_SHAPE, writeTinyLlamaGguf } from './gguf.js';
 
@@ -87,6 +88,40 @@ test('the engine reuses a slot’s cached prefix, streams usage last, and refuse
     const r = await request(`${base}/v1/completions`, { method: 'POST', body: '{not json' });
     assert.equal(r.statusCode, 400);
     await r.body.dump();
+  } finally {
+    proc.kill('SIGTERM');
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('--metrics llamacpp: the page llama-server --metrics serves, read by the router as engine load; /props its slots', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'llmlb-engine-'));
+  const model = join(dir, 'tiny.gguf');
+  await writeTinyLlamaGguf(model, TINY_SHAPE);
+  const proc = fork(ENGINE, [model, '--slots', '2', '--ctx', '512', '--metrics', 'llamacpp'], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  try {
+    const base = await new Promise<string>((resolve, reject) => {
+      proc.on('message', (m) => {
+        if (isReadyMessage(m)) resolve(m.urls[0]!);
+      });
+      proc.on('exit', (code) => reject(new Error(`engine exited ${code}`)));
+    });
+    assert.equal(
+      (await post(`${base}/v1/completions`, { model: 'm', prompt: 'Hello there.', max_tokens: 2 })).status,
+      200,
+    );
+    const page = await (await request(`${base}/metrics`)).body.text();
+    assert.doesNotMatch(page, /vllm:/);
+    assert.match(page, /^llamacpp:requests_processing 0$/m);
+    const m = parseEngineMetrics(page, 1);
+    assert.equal(m?.running, 0);
+    assert.equal(m?.waiting, 0);
+    assert.equal(m?.prefixCacheQueries, undefined, 'llama-server reports no prefix-cache counters');
+    const props = await (await request(`${base}/props`)).body.json();
+    assert.deepEqual(parseLlamaProps(props), { tokens: 2 * 512, slots: 2 });
   } finally {
     proc.kill('SIGTERM');
     await rm(dir, { recursive: true, force: true });

@@ -27,6 +27,8 @@ const { values, positionals } = parseArgs({
     ctx: { type: 'string', default: '4096' },
     threads: { type: 'string', default: '1' },
     name: { type: 'string', default: 'm' },
+    // The /metrics page: vLLM's names with its prefix-cache counters, or llama-server --metrics' own.
+    metrics: { type: 'string', default: 'vllm' },
   },
 });
 const modelPath = positionals[0];
@@ -38,10 +40,11 @@ if (
   modelPath === undefined ||
   !(Number.isInteger(SLOTS) && SLOTS >= 1) ||
   !(Number.isInteger(CTX) && CTX >= 64) ||
-  !(Number.isInteger(THREADS) && THREADS >= 1)
+  !(Number.isInteger(THREADS) && THREADS >= 1) ||
+  (values.metrics !== 'vllm' && values.metrics !== 'llamacpp')
 ) {
   console.error(
-    'usage: engine.ts MODEL.gguf [--slots N≥1] [--ctx TOKENS≥64] [--threads N≥1] [--name MODEL_NAME]',
+    'usage: engine.ts MODEL.gguf [--slots N≥1] [--ctx TOKENS≥64] [--threads N≥1] [--name MODEL_NAME] [--metrics vllm|llamacpp]',
   );
   process.exit(2);
 }
@@ -240,6 +243,21 @@ async function main(): Promise<void> {
     const running = slots.filter((s) => s.busy).length;
     let cachedTokens = 0;
     for (const s of slots) cachedTokens += s.seq.nextTokenIndex;
+    if (values.metrics === 'llamacpp')
+      // As llama-server --metrics says it: no model label, no prefix-cache counters.
+      return [
+        '# TYPE llamacpp:prompt_tokens_total counter',
+        `llamacpp:prompt_tokens_total ${stats.promptTokens}`,
+        '# TYPE llamacpp:tokens_predicted_total counter',
+        `llamacpp:tokens_predicted_total ${stats.completionTokens}`,
+        '# TYPE llamacpp:kv_cache_usage_ratio gauge',
+        `llamacpp:kv_cache_usage_ratio ${cachedTokens / (SLOTS * context.contextSize)}`,
+        '# TYPE llamacpp:requests_processing gauge',
+        `llamacpp:requests_processing ${running}`,
+        '# TYPE llamacpp:requests_deferred gauge',
+        `llamacpp:requests_deferred ${queue.length}`,
+        '',
+      ].join('\n');
     const label = `{model_name="${MODEL_NAME}"}`;
     return [
       '# TYPE vllm:num_requests_running gauge',
