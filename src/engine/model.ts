@@ -47,7 +47,7 @@
  * (`profile.ts`, `types.ts`), the real-time driver (`driver.ts`).
  */
 import { PrefixCache } from './prefix-cache.js';
-import { SlotCache } from './slot-cache.js';
+import { SlotCache, slotCacheInfo } from './slot-cache.js';
 import type { BlockHash } from './tokens.js';
 import type { EngineEvent, EngineProfile, EngineSequence, EngineStats, LoraInfo } from './types.js';
 
@@ -232,10 +232,7 @@ export class EngineModel {
     this.admitEvents = options.admitEvents ?? true;
     this.byId = options.indexById === false ? undefined : new Map<string, Seq>();
     this.cache = new PrefixCache(Math.floor(profile.prefixCacheBlocks));
-    this.slotCache =
-      profile.cacheMode === 'slots' && profile.prefixCacheBlocks > 0
-        ? new SlotCache(profile.slots)
-        : undefined;
+    this.slotCache = slotCacheInfo(profile) !== undefined ? new SlotCache(profile.slots) : undefined;
     this.sharing = profile.pagedKv === true;
     this.mode = profile.prefillMode === 'stall' ? 1 : profile.prefillMode === 'chunked' ? 2 : 0;
     this.chunkBudget = profile.maxBatchedTokens ?? DEFAULT_CHUNK_BUDGET;

@@ -9,6 +9,7 @@ import { endpoint, ENDPOINTS } from '../api/endpoints.js';
 import { engineStats, modelCounts, modelOr404, type EngineContext, type Route } from './context.js';
 import { ollamaEmbeddingsRoutes, openaiEmbeddingsRoute } from './embeddings.js';
 import { parseFaults } from './faults.js';
+import { slotCacheInfo } from './slot-cache.js';
 import type { Generate } from './generate.js';
 import { HttpError, readJson, send, sendJson } from './http.js';
 import { prometheusText } from './metrics.js';
@@ -77,6 +78,7 @@ function generationRoutes(
 /** The operator's pages: the metrics page (vLLM's names), health, and the emulator's own. */
 function opsRoutes(ctx: EngineContext): [string, Route][] {
   const { driver, name, timeScale, profile } = ctx;
+  const slotInfo = slotCacheInfo(profile);
   return [
     [
       '/metrics',
@@ -93,7 +95,7 @@ function opsRoutes(ctx: EngineContext): [string, Route][] {
       },
     ],
     // cacheMode 'slots' is llama.cpp's server: its /props says the slots and each one's context.
-    ...(profile.cacheMode === 'slots'
+    ...(slotInfo !== undefined
       ? ([
           [
             '/props',
@@ -102,10 +104,8 @@ function opsRoutes(ctx: EngineContext): [string, Route][] {
               format: 'ollama',
               handle: (_q, res) =>
                 sendJson(res, 200, {
-                  total_slots: profile.slots,
-                  default_generation_settings: {
-                    n_ctx: Math.floor(profile.kvCapacityTokens / profile.slots),
-                  },
+                  total_slots: slotInfo.slots,
+                  default_generation_settings: { n_ctx: slotInfo.slotTokens },
                 }),
             },
           ],

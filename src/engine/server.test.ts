@@ -475,4 +475,9 @@ test("cacheMode slots serves llama.cpp's /props (slots, each slot's context); bl
   assert.deepEqual(parseLlamaProps(props), { tokens: 8000, slots: 2 });
   const blocks = await engine(t);
   assert.equal((await fetch(`${blocks.url}/props`)).status, 404);
+  // Slots without a cache (prefixCacheBlocks 0) keep nothing: no /props, as the simulator reports none.
+  const none = await engine(t, {
+    profile: defaultProfile({ slots: 2, kvCapacityTokens: 8000, cacheMode: 'slots', prefixCacheBlocks: 0 }),
+  });
+  assert.equal((await fetch(`${none.url}/props`)).status, 404);
 });

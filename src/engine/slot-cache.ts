@@ -5,7 +5,22 @@
  * least recently used one on a tie, so a prompt no slot shares overwrites the oldest), and reuses
  * that prefix. As bench/real-prefix/slots.ts's pickSlot, in blocks instead of tokens.
  */
+import type { EngineCacheInfo } from '../core/types.js';
 import type { BlockHash } from './tokens.js';
+import type { EngineProfile } from './types.js';
+
+/**
+ * What an engine of `profile` says of its prompt cache when it is llama.cpp's (cacheMode 'slots',
+ * with a cache at all): `slots` slots of n_ctx = kvCapacityTokens / slots tokens each — what the
+ * live engine's /props serves and the simulator reports. Undefined otherwise (no /props).
+ */
+export function slotCacheInfo(
+  profile: Pick<EngineProfile, 'cacheMode' | 'prefixCacheBlocks' | 'slots' | 'kvCapacityTokens'>,
+): (EngineCacheInfo & { readonly slots: number; readonly slotTokens: number }) | undefined {
+  if (profile.cacheMode !== 'slots' || !(profile.prefixCacheBlocks > 0)) return undefined;
+  const slotTokens = Math.floor(profile.kvCapacityTokens / profile.slots);
+  return { tokens: profile.slots * slotTokens, slots: profile.slots, slotTokens };
+}
 
 const NONE: readonly BlockHash[] = Object.freeze([]);
 

@@ -7,6 +7,7 @@
 import { createRng, deriveSeed } from '../core/rng.js';
 import type { EngineCacheInfo, EngineMetrics, RequestInfo } from '../core/types.js';
 import { EngineModel } from '../engine/model.js';
+import { slotCacheInfo } from '../engine/slot-cache.js';
 import { contextBlockHashes, countTokens, outputText, promptBlockHashes } from '../engine/tokens.js';
 import type { ScenarioBackend } from '../scenario/types.js';
 import { engineBlockHashes } from '../workloads/trace-blocks.js';
@@ -80,11 +81,10 @@ export class EngineFleet<E> {
     this.dirtyList = new Array<number>(n).fill(0);
     this.wakeEvents = specs.map((_, i) => wakeEvent(i));
     this.metrics = specs.map(newMetrics);
-    this.cacheInfo = specs.map(({ profile: p }) =>
-      p.cacheMode === 'slots' && p.prefixCacheBlocks > 0
-        ? { tokens: p.slots * Math.floor(p.kvCapacityTokens / p.slots), slots: p.slots }
-        : undefined,
-    );
+    this.cacheInfo = specs.map(({ profile: p }) => {
+      const info = slotCacheInfo(p);
+      return info && { tokens: info.tokens, slots: info.slots };
+    });
   }
 
   touch(i: number): void {
