@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { commonPrefixLength, pickSlot, reusableTokens } from './slots.js';
+import { commonPrefixLength } from '../../src/engine/slot-cache.js';
+import { pickSlot, reusableTokens } from './slots.js';
 
 test('the common prefix of two token lists', () => {
   assert.equal(commonPrefixLength([1, 2, 3], [1, 2, 4]), 2);

@@ -4,6 +4,7 @@
  * when none shares any (or on a tie), and reuses that prefix — keeping at least one prompt token to
  * evaluate, since the first output token needs the logits of the prompt's last one.
  */
+import { commonPrefixLength } from '../../src/engine/slot-cache.js';
 
 /** What a slot holds, as the chooser sees it. */
 export interface SlotView {
@@ -12,14 +13,6 @@ export interface SlotView {
   readonly tokens: readonly number[];
   /** When it last finished a request (any increasing counter). */
   readonly lastUsed: number;
-}
-
-/** The length of the common prefix of two token lists. */
-export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 /** Cached tokens a prompt can keep from a slot: the common prefix, less one when it is the whole prompt. */

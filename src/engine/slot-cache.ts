@@ -49,7 +49,7 @@ export class SlotCache {
     let bestMatch = -1;
     for (let i = 0; i < this.slots; i++) {
       if (this.busy[i] === 1) continue;
-      const m = commonBlocks(this.kept[i]!, hashes);
+      const m = commonPrefixLength(this.kept[i]!, hashes);
       if (m > bestMatch || (m === bestMatch && this.lastUsed[i]! < this.lastUsed[best]!)) {
         best = i;
         bestMatch = m;
@@ -78,8 +78,8 @@ export class SlotCache {
   }
 }
 
-/** Blocks in the common prefix of two hash chains (a chain: equal at i means equal before i). */
-function commonBlocks(a: readonly BlockHash[], b: readonly BlockHash[]): number {
+/** The length of the common prefix of two lists (block hash chains here, token ids in bench/real-prefix). */
+export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
   const n = Math.min(a.length, b.length);
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
