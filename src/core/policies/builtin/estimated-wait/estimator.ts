@@ -1,4 +1,5 @@
 import type { BackendView, CompletionReport, RequestInfo } from '../../../types.js';
+import type { PromptKeys } from '../../shared/prefix-credit.js';
 import { addFlight, advanceArea, BackendRegistry, removeFlight } from './backend-state.js';
 import type { BackendState, Cost, Flight } from './backend-state.js';
 import { CachedPrefix, CHUNK_CHARS } from './cached-prefix.js';
@@ -59,6 +60,8 @@ export class WaitEstimator {
   uncached = new Float64Array(8);
   /** Per candidate: prompt tokens of another prompt its slots would drop (slot engines, slotEvictWeight). */
   evicted = new Float64Array(8);
+  /** cachedAt's prompt tokens of another prompt the slot would drop (0 off slot engines). */
+  private slotEvicted = 0;
   /**
    * The last pick, for its dispatch (which comes right after it): the request, where it went, and
    * what was found for it there — not looked up twice while nothing was learned in between.
@@ -91,14 +94,30 @@ export class WaitEstimator {
     this.slotMirror = p.prefixCredit > 0 ? new SlotMirror(CHUNK_CHARS) : undefined;
   }
 
+  /** Whether `view`'s engine keeps its cache in slots (it says so) and the slot mirror credits it. */
+  private onSlots(view: BackendView): boolean {
+    return this.slotMirror !== undefined && view.metrics?.cache?.slots !== undefined;
+  }
+
   /**
-   * Prompt tokens of `req` a slot-cache engine would find cached (slot-mirror.ts), in whole chunks
-   * as the record counts them: a few shared characters ("Document 3" after "Document 0") would
-   * otherwise break every tie toward the engine sent the last prompt (live: the warm-up's six
-   * documents all went to one engine, evicting each other).
+   * Prompt tokens of `req` that `view`'s engine would find cached: on an engine whose cache is its
+   * slots, what the slot mirror says, in whole chunks as the record counts them (a few shared
+   * characters, "Document 3" after "Document 0", would otherwise break every tie toward the engine
+   * sent the last prompt: live, the warm-up's six documents all went to one engine, evicting each
+   * other), and `slotEvicted` the prompt tokens of another prompt its slot would drop; elsewhere
+   * the learned record's (`keys`: its keysOf, asked here when not given) and `slotEvicted` 0.
    */
-  private slotCached(req: RequestInfo, backend: string, promptTokens: number): number {
-    const shared = this.slotMirror!.cachedChars(backend, req.promptText);
+  private cachedAt(
+    req: RequestInfo,
+    keys: PromptKeys | undefined,
+    view: BackendView,
+    promptTokens: number,
+  ): number {
+    this.slotEvicted = 0;
+    if (!this.onSlots(view))
+      return this.prefix.cachedOf(req, keys ?? this.prefix.keysOf(req), view.name, promptTokens);
+    const shared = this.slotMirror!.look(view.name, req.promptText);
+    this.slotEvicted = this.slotMirror!.evicted * this.sizing.tokensPerChar;
     const chars = shared - (shared % CHUNK_CHARS);
     return chars === 0 ? 0 : promptTokens * Math.min(1, chars / req.promptText.length);
   }
@@ -164,17 +183,11 @@ export class WaitEstimator {
       const slots = slotsOf(b, view, this.p.defaultSlots);
       this.candCost[i] = c;
       this.candSlots[i] = slots;
-      const slotCache = this.slotMirror !== undefined && view.metrics?.cache?.slots !== undefined;
-      const cached = slotCache
-        ? this.slotCached(req, view.name, promptTokens)
-        : this.prefix.cachedOf(req, keys, view.name, promptTokens);
+      const cached = this.cachedAt(req, keys, view, promptTokens);
       this.candCached[i] = cached;
-      this.evicted[i] =
-        slotCache && this.p.slotEvictWeight > 0
-          ? this.slotMirror!.evictedChars(view.name, req.promptText) * this.sizing.tokensPerChar
-          : 0;
+      this.evicted[i] = this.p.slotEvictWeight > 0 ? this.slotEvicted : 0;
       let credited = cached;
-      if (aff !== undefined && !slotCache && cached < 0.5 * promptTokens) {
+      if (aff !== undefined && !this.onSlots(view) && cached < 0.5 * promptTokens) {
         // Forgotten by the learned record (or never sent here): an engine often still holds part of
         // what it was sent longer ago (issue #30: at the knee, ~half of it 20–40 s after), and going
         // back there keeps the prompt's blocks in one cache, not two.
@@ -251,10 +264,7 @@ export class WaitEstimator {
     } else {
       promptTokens = this.sizing.promptTokensOf(req);
       predicted = this.sizing.predictOf(req, promptTokens);
-      cachedTokens =
-        this.slotMirror !== undefined && backend.metrics?.cache?.slots !== undefined
-          ? this.slotCached(req, backend.name, promptTokens)
-          : this.prefix.cachedOf(req, this.prefix.keysOf(req), backend.name, promptTokens);
+      cachedTokens = this.cachedAt(req, undefined, backend, promptTokens);
     }
     this.picked = undefined;
     const cache = backend.metrics?.cache;

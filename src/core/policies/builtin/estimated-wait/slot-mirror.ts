@@ -44,22 +44,38 @@ export class SlotMirror {
    */
   constructor(private readonly chunk = 1) {}
 
+  /** evictedChars of the last look(). */
+  evicted = 0;
+
   /**
    * Characters of `text` that `backend` would find cached if it went there now: the longest
    * common prefix with a free slot's prompt (llama.cpp runs it at once in a free slot: a busy
    * slot's prompt, even its own, is no use to it); while every slot is busy or requests wait, with
-   * any slot's (it waits, and may get the one that holds it).
+   * any slot's (it waits, and may get the one that holds it). Sets `evicted` (evictedChars) in the
+   * same pass: each slot's prompt is compared with `text` once, for both.
    */
-  cachedChars(backend: string, text: string): number {
+  look(backend: string, text: string): number {
+    this.evicted = 0;
     const e = this.engines.get(backend);
     if (e === undefined) return 0;
-    const anyFree = e.waiting.length === 0 && e.slots.some((s) => s.busy === '');
-    let best = 0;
-    for (const s of e.slots) {
-      if (anyFree && s.busy !== '') continue;
-      best = Math.max(best, commonPrefix(s.text, text));
+    if (e.waiting.length > 0 || !e.slots.some((s) => s.busy === '')) {
+      let cached = 0;
+      for (const s of e.slots) cached = Math.max(cached, commonPrefix(s.text, text));
+      return cached;
     }
-    return best;
+    const taken = freeSlotFor(e, text, this.chunk)!;
+    if (taken.text !== '') {
+      let kept = found.shared;
+      for (const n of taken.shared.values()) if (n > kept) kept = n;
+      const lost = taken.text.length - kept;
+      this.evicted = lost - (lost % this.chunk);
+    }
+    return found.longest;
+  }
+
+  /** look()'s cached characters alone. */
+  cachedChars(backend: string, text: string): number {
+    return this.look(backend, text);
   }
 
   /** Request `id` of prompt `text` was pushed to `backend`, an engine of `slots` slot caches. */
@@ -113,14 +129,8 @@ export class SlotMirror {
    * or the slot it takes is empty or holds only what the request itself reuses.
    */
   evictedChars(backend: string, text: string): number {
-    const e = this.engines.get(backend);
-    if (e === undefined || e.waiting.length > 0) return 0;
-    const s = freeSlotFor(e, text, this.chunk);
-    if (s === undefined || s.text === '') return 0;
-    let kept = commonPrefix(s.text, text);
-    for (const n of s.shared.values()) if (n > kept) kept = n;
-    const lost = s.text.length - kept;
-    return lost - (lost % this.chunk);
+    this.look(backend, text);
+    return this.evicted;
   }
 
   /** Request `id` ended at `backend` (answered, failed or cancelled): its slot is free for the next. */
@@ -145,17 +155,27 @@ export class SlotMirror {
   }
 }
 
-/** The free slot llama.cpp would run `text` in (shared prefix in whole `chunk`s, then LRU). */
+/** freeSlotFor's by-products: the chosen slot's common prefix with the text, and the longest over free slots. */
+const found = { shared: 0, longest: 0 };
+
+/**
+ * The free slot llama.cpp would run `text` in (shared prefix in whole `chunk`s, then LRU); sets
+ * `found` (each free slot's prompt compared once, for the choice and for SlotMirror.look).
+ */
 function freeSlotFor(e: Engine, text: string, chunk: number): Slot | undefined {
   let best: Slot | undefined;
   let bestLen = -1;
+  found.shared = 0;
+  found.longest = 0;
   for (const s of e.slots) {
     if (s.busy !== '') continue;
     const shared = commonPrefix(s.text, text);
+    if (shared > found.longest) found.longest = shared;
     const n = shared - (shared % chunk);
     if (n > bestLen || (n === bestLen && s.lastUsed < best!.lastUsed)) {
       best = s;
       bestLen = n;
+      found.shared = shared;
     }
   }
   return best;
