@@ -21,11 +21,12 @@ async function post(url: string, body: unknown): Promise<{ status: number; text:
   return { status: r.statusCode, text: await r.body.text() };
 }
 
-test('the engine reuses a slot’s cached prefix, streams usage last, and refuses bad input with 400', async () => {
+/** An engine process on a tiny random-weight GGUF (2 slots × 512 tokens, plus `args`): `run` gets its URL; it is stopped after. */
+async function withEngine(args: string[], run: (base: string) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'llmlb-engine-'));
   const model = join(dir, 'tiny.gguf');
   await writeTinyLlamaGguf(model, TINY_SHAPE);
-  const proc = fork(ENGINE, [model, '--slots', '2', '--ctx', '512'], {
+  const proc = fork(ENGINE, [model, '--slots', '2', '--ctx', '512', ...args], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
@@ -36,6 +37,15 @@ test('the engine reuses a slot’s cached prefix, streams usage last, and refuse
       });
       proc.on('exit', (code) => reject(new Error(`engine exited ${code}`)));
     });
+    await run(base);
+  } finally {
+    proc.kill('SIGTERM');
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+test('the engine reuses a slot’s cached prefix, streams usage last, and refuses bad input with 400', async () => {
+  await withEngine([], async (base) => {
     const doc = 'The shared document. '.repeat(10);
     const first = await post(`${base}/v1/completions`, { model: 'm', prompt: doc + 'Q1?', max_tokens: 3 });
     assert.equal(first.status, 200);
@@ -88,27 +98,11 @@ test('the engine reuses a slot’s cached prefix, streams usage last, and refuse
     const r = await request(`${base}/v1/completions`, { method: 'POST', body: '{not json' });
     assert.equal(r.statusCode, 400);
     await r.body.dump();
-  } finally {
-    proc.kill('SIGTERM');
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('--metrics llamacpp: the page llama-server --metrics serves, read by the router as engine load; /props its slots', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'llmlb-engine-'));
-  const model = join(dir, 'tiny.gguf');
-  await writeTinyLlamaGguf(model, TINY_SHAPE);
-  const proc = fork(ENGINE, [model, '--slots', '2', '--ctx', '512', '--metrics', 'llamacpp'], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  });
-  try {
-    const base = await new Promise<string>((resolve, reject) => {
-      proc.on('message', (m) => {
-        if (isReadyMessage(m)) resolve(m.urls[0]!);
-      });
-      proc.on('exit', (code) => reject(new Error(`engine exited ${code}`)));
-    });
+  await withEngine(['--metrics', 'llamacpp'], async (base) => {
     assert.equal(
       (await post(`${base}/v1/completions`, { model: 'm', prompt: 'Hello there.', max_tokens: 2 })).status,
       200,
@@ -122,8 +116,5 @@ test('--metrics llamacpp: the page llama-server --metrics serves, read by the ro
     assert.equal(m?.prefixCacheQueries, undefined, 'llama-server reports no prefix-cache counters');
     const props = await (await request(`${base}/props`)).body.json();
     assert.deepEqual(parseLlamaProps(props), { tokens: 2 * 512, slots: 2 });
-  } finally {
-    proc.kill('SIGTERM');
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 });
