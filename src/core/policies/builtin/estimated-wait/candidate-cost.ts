@@ -125,10 +125,27 @@ export function ttftPenalty(
     const b = states[i]!;
     const c = costs[i]!;
     const s = slots[i]!;
-    const open = b.flights.length < s;
-    const start = open ? wait.startWait(b, c, s, now, wait.batchStepS(b, c, s)) : 0;
-    out[i]! += ttftWeight * (start + wait.rates.prefillS(c, uncached[i]!));
+    const ttft =
+      b.flights.length < s
+        ? timeToFirstToken(wait, b, c, s, now, uncached[i]!)
+        : wait.rates.prefillS(c, uncached[i]!);
+    out[i]! += ttftWeight * ttft;
   }
+}
+
+/**
+ * Seconds until a request would get its first token on backend `b` (priced at `c`, `slots` slots):
+ * the prefill it waits behind to start, then its own `uncached` prompt tokens' prefill.
+ */
+export function timeToFirstToken(
+  wait: WaitModel,
+  b: BackendState,
+  c: Cost,
+  slots: number,
+  now: number,
+  uncached: number,
+): number {
+  return wait.startWait(b, c, slots, now, wait.batchStepS(b, c, slots)) + wait.rates.prefillS(c, uncached);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { WaitEstimator } from './estimator.js';
 import type { EstimatedWaitParams } from './params.js';
+import { timeToFirstToken } from './candidate-cost.js';
 
 /**
  * Hot-prefix replication (issue #30, prefix-documents-8 ×2): `chosen` is a full engine that the
@@ -31,11 +32,14 @@ export function replicaFor(
   return ttftOn(est, chosen, now) > p.replicateHot * ttftOn(est, alt, now) ? alt : chosen;
 }
 
-/** Seconds until candidate i would give the request its first token: start wait, then its uncached prefill. */
+/** Seconds until candidate i would give the request its first token (timeToFirstToken). */
 function ttftOn(est: WaitEstimator, i: number, now: number): number {
-  const b = est.candState[i]!;
-  const c = est.candCost[i]!;
-  const s = est.candSlots[i]!;
-  const w = est.wait;
-  return w.startWait(b, c, s, now, w.batchStepS(b, c, s)) + w.rates.prefillS(c, est.uncached[i]!);
+  return timeToFirstToken(
+    est.wait,
+    est.candState[i]!,
+    est.candCost[i]!,
+    est.candSlots[i]!,
+    now,
+    est.uncached[i]!,
+  );
 }
